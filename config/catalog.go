@@ -1,0 +1,228 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Defaults applied to fields a catalog leaves out.
+const (
+	DefaultCluster    = "default"
+	DefaultLeaseTTL   = 6 * time.Second
+	DefaultPartitions = 1
+	DefaultHTTPMethod = "POST"
+
+	// MinLeaseTTL keeps at least 3 renewal intervals (etcd renews every TTL/3)
+	// of whole seconds inside a lease, so one slow round trip does not flap leadership.
+	MinLeaseTTL = 2 * time.Second
+	// MaxPartitions bounds one job's slots; a larger job is almost surely a typo.
+	MaxPartitions = 100000
+)
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// Catalog is a validated set of jobs and the membership settings of the
+// cluster that runs them.
+type Catalog struct {
+	// Cluster names the key space: every key lives under /kira/<cluster>/.
+	Cluster    string     `json:"cluster"`
+	Membership Membership `json:"membership"`
+	Jobs       []Job      `json:"jobs"`
+}
+
+// Membership holds the settings of every member's etcd session.
+type Membership struct {
+	// LeaseTTL is the TTL of each member's etcd lease; it is renewed every LeaseTTL/3.
+	LeaseTTL time.Duration `json:"lease_ttl"`
+}
+
+// Job is one schedulable unit of work, split into Partitions slots.
+type Job struct {
+	Name       string        `json:"name"`
+	Schedule   string        `json:"schedule"`
+	Partitions int           `json:"partitions"`
+	Timeout    time.Duration `json:"timeout,omitempty"` // 0: no timeout
+	// Exactly one of Command, HTTP and Handler is set.
+	Command []string  `json:"command,omitempty"`
+	HTTP    *HTTPSpec `json:"http,omitempty"`
+	Handler string    `json:"handler,omitempty"`
+}
+
+// HTTPSpec describes a request made for each execution of an HTTP job.
+type HTTPSpec struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+}
+
+// Job returns the job with the given name.
+func (c *Catalog) Job(name string) (Job, bool) {
+	for _, j := range c.Jobs {
+		if j.Name == name {
+			return j, true
+		}
+	}
+	return Job{}, false
+}
+
+// Load reads and validates the catalog file at path.
+func Load(path string) (*Catalog, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse validates a catalog read from file (the name is used in errors only).
+// It returns every problem found as an *Error.
+func Parse(file string, data []byte) (*Catalog, error) {
+	raw, doc, err := decode(file, data)
+	if err != nil {
+		return nil, err
+	}
+	v := validator{file: file, doc: doc}
+	cat := v.catalog(raw)
+	if len(v.problems) > 0 {
+		return nil, &Error{Problems: v.problems}
+	}
+	return cat, nil
+}
+
+type validator struct {
+	file     string
+	doc      *document
+	problems []Problem
+}
+
+func (v *validator) addf(path fieldPath, format string, args ...any) {
+	line, col := v.doc.position(path)
+	v.problems = append(v.problems, Problem{
+		File: v.file, Line: line, Column: col, Field: path.String(),
+		Message: fmt.Sprintf(format, args...),
+	})
+}
+
+func (v *validator) catalog(raw rawCatalog) *Catalog {
+	cat := &Catalog{Cluster: raw.Cluster, Membership: Membership{LeaseTTL: DefaultLeaseTTL}}
+	if cat.Cluster == "" {
+		cat.Cluster = DefaultCluster
+	} else if !namePattern.MatchString(cat.Cluster) {
+		v.addf(root("cluster"), "%q is not a valid cluster name: use lower-case letters, digits and '-', starting with a letter or digit", raw.Cluster)
+	}
+	if raw.Membership.LeaseTTL != "" {
+		p := root("membership").child("lease_ttl")
+		if ttl, ok := v.duration(p, raw.Membership.LeaseTTL); ok {
+			switch {
+			case ttl < MinLeaseTTL:
+				v.addf(p, "lease_ttl %s is under the minimum of %s (renewals happen every ttl/3)", ttl, MinLeaseTTL)
+			case ttl%time.Second != 0:
+				v.addf(p, "lease_ttl %s must be a whole number of seconds (etcd leases have second granularity)", ttl)
+			default:
+				cat.Membership.LeaseTTL = ttl
+			}
+		}
+	}
+	if len(raw.Jobs) == 0 {
+		v.addf(root("jobs"), "the catalog has no jobs: add at least one under jobs:")
+	}
+	seen := map[string]int{}
+	for i, rj := range raw.Jobs {
+		jp := root("jobs").index(i)
+		j := v.job(jp, rj)
+		if j.Name != "" {
+			if first, dup := seen[j.Name]; dup {
+				v.addf(jp.child("name"), "duplicate job name %q (first defined at jobs[%d])", j.Name, first)
+			} else {
+				seen[j.Name] = i
+			}
+		}
+		cat.Jobs = append(cat.Jobs, j)
+	}
+	return cat
+}
+
+func (v *validator) job(jp fieldPath, rj rawJob) Job {
+	j := Job{Name: rj.Name, Schedule: rj.Schedule, Partitions: DefaultPartitions, Command: rj.Command, Handler: rj.Handler}
+	switch {
+	case rj.Name == "":
+		v.addf(jp, "name is required")
+	case !namePattern.MatchString(rj.Name):
+		v.addf(jp.child("name"), "%q is not a valid job name: use lower-case letters, digits and '-', starting with a letter or digit", rj.Name)
+	}
+	if rj.Schedule == "" {
+		v.addf(jp, "schedule is required (a cron expression such as \"*/5 * * * *\" or \"@every 10s\")")
+	} else if _, err := ParseSchedule(rj.Schedule); err != nil {
+		v.addf(jp.child("schedule"), "%v", err)
+	}
+	if rj.Partitions != nil {
+		if n := *rj.Partitions; n < 1 || n > MaxPartitions {
+			v.addf(jp.child("partitions"), "partitions must be between 1 and %d, got %d", MaxPartitions, n)
+		} else {
+			j.Partitions = n
+		}
+	}
+	if rj.Timeout != "" {
+		if d, ok := v.duration(jp.child("timeout"), rj.Timeout); ok {
+			if d <= 0 {
+				v.addf(jp.child("timeout"), "timeout must be positive, got %s", d)
+			}
+			j.Timeout = d
+		}
+	}
+	executors := 0
+	if rj.Command != nil {
+		executors++
+		if len(rj.Command) == 0 || rj.Command[0] == "" {
+			v.addf(jp.child("command"), "command needs at least a program: an argv list such as [\"sh\", \"-c\", \"echo hi\"]")
+		}
+	}
+	if rj.HTTP != nil {
+		executors++
+		j.HTTP = v.http(jp.child("http"), rj.HTTP)
+	}
+	if rj.Handler != "" {
+		executors++
+	}
+	switch {
+	case executors == 0 && rj.Name != "":
+		v.addf(jp, "job %q has no executor: set one of command, http or handler", rj.Name)
+	case executors == 0:
+		v.addf(jp, "job has no executor: set one of command, http or handler")
+	case executors > 1:
+		v.addf(jp, "job %q sets %d executors: set exactly one of command, http or handler", rj.Name, executors)
+	}
+	return j
+}
+
+func (v *validator) http(p fieldPath, rh *rawHTTP) *HTTPSpec {
+	h := &HTTPSpec{URL: rh.URL, Method: strings.ToUpper(rh.Method), Headers: rh.Headers, Body: rh.Body}
+	if h.Method == "" {
+		h.Method = DefaultHTTPMethod
+	}
+	if rh.URL == "" {
+		v.addf(p, "http.url is required")
+	} else if u, err := url.Parse(rh.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.addf(p.child("url"), "%q is not an absolute http(s) URL", rh.URL)
+	}
+	switch h.Method {
+	case "GET", "POST", "PUT", "PATCH", "DELETE":
+	default:
+		v.addf(p.child("method"), "method %q is not one of GET, POST, PUT, PATCH, DELETE", rh.Method)
+	}
+	return h
+}
+
+func (v *validator) duration(p fieldPath, s string) (time.Duration, bool) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		v.addf(p, "%q is not a duration: write it like 30s, 5m or 1h30m", s)
+		return 0, false
+	}
+	return d, true
+}

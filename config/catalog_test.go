@@ -1,0 +1,128 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const good = `cluster: demo
+membership:
+  lease_ttl: 6s
+jobs:
+  - name: bridge-health
+    schedule: "@every 1s"
+    timeout: 30s
+    command: ["sh", "-c", "./check-bridges"]
+  - name: reconcile
+    schedule: "0 */5 * * * *"
+    partitions: 12
+    http: {url: "http://127.0.0.1:8080/reconcile", method: POST}
+`
+
+func TestParseValidCatalog(t *testing.T) {
+	cat, err := Parse("catalog.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat.Cluster != "demo" || cat.Membership.LeaseTTL != 6*time.Second || len(cat.Jobs) != 2 {
+		t.Fatalf("unexpected catalog %+v", cat)
+	}
+	h := cat.Jobs[0]
+	if h.Partitions != 1 || h.Timeout != 30*time.Second || len(h.Command) != 3 {
+		t.Fatalf("bridge-health = %+v", h)
+	}
+	r, ok := cat.Job("reconcile")
+	if !ok || r.Partitions != 12 || r.HTTP == nil || r.HTTP.Method != "POST" {
+		t.Fatalf("reconcile = %+v", r)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cat, err := Parse("c.yaml", []byte("jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: noop\n  - name: b\n    schedule: '* * * * *'\n    http: {url: 'https://x.example/run'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat.Cluster != DefaultCluster || cat.Membership.LeaseTTL != DefaultLeaseTTL {
+		t.Fatalf("defaults not applied: %+v", cat)
+	}
+	if cat.Jobs[0].Partitions != 1 || cat.Jobs[1].HTTP.Method != "POST" {
+		t.Fatalf("job defaults not applied: %+v", cat.Jobs)
+	}
+}
+
+// Each invalid catalog must fail with a problem at the given line that names the field.
+func TestValidationErrors(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		line       int
+		field, msg string
+	}{
+		{"unknown field", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    retires: 3\n", 5, "", "unknown field \"retires\""},
+		{"unknown top field", "clustr: x\njobs: []\n", 1, "", "unknown field \"clustr\""},
+		{"duplicate name", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n  - name: a\n    schedule: '@hourly'\n    handler: h\n", 5, "jobs[1].name", "duplicate job name \"a\""},
+		{"bad cron", "jobs:\n  - name: a\n    schedule: '61 * * * *'\n    handler: h\n", 3, "jobs[0].schedule", "invalid cron expression"},
+		{"missing schedule", "jobs:\n  - name: a\n    handler: h\n", 2, "jobs[0]", "schedule is required"},
+		{"missing executor", "jobs:\n  - name: a\n    schedule: '@hourly'\n", 2, "jobs[0]", "has no executor"},
+		{"two executors", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    command: [true]\n", 2, "jobs[0]", "sets 2 executors"},
+		{"short lease", "membership:\n  lease_ttl: 1s\njobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n", 2, "membership.lease_ttl", "under the minimum"},
+		{"fractional lease", "membership:\n  lease_ttl: 2500ms\njobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n", 2, "membership.lease_ttl", "whole number of seconds"},
+		{"bad duration", "jobs:\n  - name: a\n    schedule: '@hourly'\n    timeout: soon\n    handler: h\n", 4, "jobs[0].timeout", "not a duration"},
+		{"bad name", "jobs:\n  - name: Billing_Run\n    schedule: '@hourly'\n    handler: h\n", 2, "jobs[0].name", "not a valid job name"},
+		{"zero partitions", "jobs:\n  - name: a\n    schedule: '@hourly'\n    partitions: 0\n    handler: h\n", 4, "jobs[0].partitions", "between 1 and"},
+		{"empty command", "jobs:\n  - name: a\n    schedule: '@hourly'\n    command: []\n", 4, "jobs[0].command", "at least a program"},
+		{"bad url", "jobs:\n  - name: a\n    schedule: '@hourly'\n    http:\n      url: localhost:80\n", 5, "jobs[0].http.url", "not an absolute http(s) URL"},
+		{"wrong type", "jobs:\n  - name: a\n    schedule: '@hourly'\n    partitions: many\n    handler: h\n", 4, "", "partitions"},
+		{"no jobs", "cluster: x\n", 0, "jobs", "no jobs"},
+		{"syntax", "jobs:\n  - name: a\n   schedule: [\n", 3, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("bad.yaml", []byte(tc.yaml))
+			var cerr *Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("Parse error = %v; want *config.Error", err)
+			}
+			for _, p := range cerr.Problems {
+				if p.File == "bad.yaml" && p.Line == tc.line && p.Field == tc.field && strings.Contains(p.Message, tc.msg) {
+					if !strings.HasPrefix(p.String(), "bad.yaml:") {
+						t.Errorf("problem %q does not start with the file name", p)
+					}
+					return
+				}
+			}
+			t.Fatalf("no problem at line %d field %q containing %q; got:\n%v", tc.line, tc.field, tc.msg, err)
+		})
+	}
+}
+
+func TestReportsEveryProblem(t *testing.T) {
+	_, err := Parse("bad.yaml", []byte("membership:\n  lease_ttl: 1s\njobs:\n  - name: a\n    schedule: 'nope'\n    handler: h\n  - name: a\n    schedule: '@hourly'\n"))
+	var cerr *Error
+	if !errors.As(err, &cerr) || len(cerr.Problems) != 4 {
+		t.Fatalf("want 4 problems (lease, cron, duplicate, executor), got %v", err)
+	}
+}
+
+func TestLoadNamesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mine.yaml")
+	if err := os.WriteFile(path, []byte("jobs:\n  - name: a\n    schedule: bad\n    handler: h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.HasPrefix(err.Error(), path+":3:") {
+		t.Fatalf("Load error = %v; want it to start with %s:3:", err, path)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+func TestExampleCatalogIsValid(t *testing.T) {
+	if _, err := Load("../examples/catalog.yaml"); err != nil {
+		t.Fatal(err)
+	}
+}

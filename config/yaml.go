@@ -1,0 +1,115 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+)
+
+// The raw types mirror the YAML exactly; durations stay strings so that
+// validation can report them with their position.
+type rawCatalog struct {
+	Cluster    string        `yaml:"cluster"`
+	Membership rawMembership `yaml:"membership"`
+	Jobs       []rawJob      `yaml:"jobs"`
+}
+
+type rawMembership struct {
+	LeaseTTL string `yaml:"lease_ttl"`
+}
+
+type rawJob struct {
+	Name       string   `yaml:"name"`
+	Schedule   string   `yaml:"schedule"`
+	Partitions *int     `yaml:"partitions"`
+	Timeout    string   `yaml:"timeout"`
+	Command    []string `yaml:"command"`
+	HTTP       *rawHTTP `yaml:"http"`
+	Handler    string   `yaml:"handler"`
+}
+
+type rawHTTP struct {
+	URL     string            `yaml:"url"`
+	Method  string            `yaml:"method"`
+	Headers map[string]string `yaml:"headers"`
+	Body    string            `yaml:"body"`
+}
+
+// document is the parsed YAML, kept to find the position of a field.
+type document struct {
+	file *ast.File
+}
+
+func decode(file string, data []byte) (rawCatalog, *document, error) {
+	var raw rawCatalog
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return raw, nil, yamlError(file, err)
+	}
+	if err := yaml.UnmarshalWithOptions(data, &raw, yaml.DisallowUnknownField()); err != nil {
+		return raw, nil, yamlError(file, err)
+	}
+	return raw, &document{file: f}, nil
+}
+
+// yamlError turns a decoder error into a located Problem.
+func yamlError(file string, err error) error {
+	p := Problem{File: file, Message: err.Error()}
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		p.Message = ye.GetMessage()
+		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
+			p.Line, p.Column = tk.Position.Line, tk.Position.Column
+		}
+		var typeErr *yaml.TypeError
+		if errors.As(err, &typeErr) && typeErr.Token != nil {
+			p.Message = fmt.Sprintf("field %q: %q is not of type %s", keyOf(typeErr.Token), typeErr.Token.Value, typeErr.DstType)
+		}
+		var unknown *yaml.UnknownFieldError
+		if errors.As(err, &unknown) {
+			p.Message += ": remove it or check its spelling against the catalog reference in the README"
+		}
+	}
+	p.Message = strings.TrimSpace(p.Message)
+	return &Error{Problems: []Problem{p}}
+}
+
+// keyOf returns the mapping key a value token belongs to, for messages.
+func keyOf(tk *token.Token) string {
+	for t := tk.Prev; t != nil; t = t.Prev {
+		if t.Type == token.MappingValueType {
+			if t.Prev != nil {
+				return t.Prev.Value
+			}
+			break
+		}
+	}
+	return "?"
+}
+
+// position returns where the field at p is, or the nearest parent that exists.
+func (d *document) position(p fieldPath) (line, col int) {
+	for n := len(p); n > 0; n-- {
+		b := (&yaml.PathBuilder{}).Root()
+		for _, s := range p[:n] {
+			if s.key == "" {
+				b = b.Index(uint(s.index))
+			} else {
+				b = b.Child(s.key)
+			}
+		}
+		node, err := b.Build().FilterFile(d.file)
+		if err != nil || node == nil {
+			continue
+		}
+		if tk := node.GetToken(); tk != nil && tk.Position != nil {
+			return tk.Position.Line, tk.Position.Column
+		}
+	}
+	return 0, 0
+}
