@@ -1,0 +1,217 @@
+package etcdtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+// StartTimeout bounds how long a server may take to become ready.
+const StartTimeout = 30 * time.Second
+
+// Cluster is a running set of embedded etcd members.
+type Cluster struct {
+	t       testing.TB
+	mu      sync.Mutex
+	members []*Member
+}
+
+// Member is one etcd server of a Cluster.
+type Member struct {
+	Name      string
+	ClientURL string
+	PeerURL   string
+	dir       string
+	etcd      *embed.Etcd // nil while stopped
+}
+
+// Start runs a single-node etcd.
+func Start(t testing.TB) *Cluster { return StartCluster(t, 1) }
+
+// StartCluster runs an etcd cluster of n members and waits until it has a leader.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	var initial []string
+	for i := 0; i < n; i++ {
+		m := &Member{
+			Name:      fmt.Sprintf("etcd%d", i),
+			ClientURL: "http://" + freeAddr(t),
+			PeerURL:   "http://" + freeAddr(t),
+			dir:       filepath.Join(t.TempDir(), fmt.Sprintf("etcd%d", i)),
+		}
+		c.members = append(c.members, m)
+		initial = append(initial, m.Name+"="+m.PeerURL)
+	}
+	t.Cleanup(c.stopAll)
+	errs := make(chan error, n)
+	for _, m := range c.members {
+		go func() { errs <- m.start(strings.Join(initial, ","), "new") }()
+	}
+	for range c.members {
+		if err := <-errs; err != nil {
+			t.Fatalf("etcdtest: %v", err)
+		}
+	}
+	return c
+}
+
+func (m *Member) start(initialCluster, state string) error {
+	cfg := embed.NewConfig()
+	cfg.Name = m.Name
+	cfg.Dir = m.dir
+	cfg.ListenClientUrls = []url.URL{mustURL(m.ClientURL)}
+	cfg.AdvertiseClientUrls = cfg.ListenClientUrls
+	cfg.ListenPeerUrls = []url.URL{mustURL(m.PeerURL)}
+	cfg.AdvertisePeerUrls = cfg.ListenPeerUrls
+	cfg.InitialCluster = initialCluster
+	cfg.ClusterState = state
+	cfg.InitialClusterToken = "etcdtest"
+	cfg.TickMs = 20
+	cfg.ElectionMs = 200
+	cfg.UnsafeNoFsync = true
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", m.Name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("start %s: %w", m.Name, err)
+	case <-time.After(StartTimeout):
+		e.Close()
+		return fmt.Errorf("start %s: not ready after %s", m.Name, StartTimeout)
+	}
+	m.etcd = e
+	return nil
+}
+
+func (c *Cluster) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.members {
+		if m.etcd != nil {
+			m.etcd.Close()
+			m.etcd = nil
+		}
+	}
+}
+
+// Members returns the cluster's members, in the order they were created.
+func (c *Cluster) Members() []*Member { return c.members }
+
+// Endpoints returns the client URLs of every member.
+func (c *Cluster) Endpoints() []string {
+	eps := make([]string, len(c.members))
+	for i, m := range c.members {
+		eps[i] = m.ClientURL
+	}
+	return eps
+}
+
+// Client returns a client of the whole cluster, closed at the end of the test.
+func (c *Cluster) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	return NewClient(t, c.Endpoints()...)
+}
+
+// NewClient connects to endpoints (a cluster's, or a Proxy's) and closes the
+// client at the end of the test.
+func NewClient(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithBlock()}, //nolint:staticcheck // fail fast when the server is not there
+	})
+	if err != nil {
+		t.Fatalf("etcdtest: client for %v: %v", endpoints, err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Stop stops member i, as a crash would (its data stays for Restart).
+func (c *Cluster) Stop(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.members[i]; m.etcd != nil {
+		m.etcd.Close()
+		m.etcd = nil
+	}
+}
+
+// Restart starts a stopped member i again with its data.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var initial []string
+	for _, m := range c.members {
+		initial = append(initial, m.Name+"="+m.PeerURL)
+	}
+	if err := c.members[i].start(strings.Join(initial, ","), "existing"); err != nil {
+		c.t.Fatalf("etcdtest: %v", err)
+	}
+}
+
+// Leader returns the index of the member that is the raft leader, or -1.
+func (c *Cluster) Leader() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, m := range c.members {
+		if m.etcd != nil && m.etcd.Server.Leader() == m.etcd.Server.MemberID() {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitHealthy blocks until a write through cli succeeds or ctx ends.
+func WaitHealthy(ctx context.Context, cli *clientv3.Client) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := cli.Put(wctx, "/etcdtest/health", "ok")
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcdtest: not healthy: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("etcdtest: free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func mustURL(s string) url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return *u
+}
