@@ -1,0 +1,213 @@
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// ErrSessionLost is returned when a member's lease expired or was revoked
+// behind its back; the member must stop everything and join again.
+var ErrSessionLost = errors.New("membership: session lost")
+
+// ClusterPrefix is the root of a cluster's key space.
+func ClusterPrefix(cluster string) string { return "/kira/" + cluster + "/" }
+
+// MembersPrefix is where member records live, one key per member under its lease.
+func MembersPrefix(cluster string) string { return ClusterPrefix(cluster) + "members/" }
+
+// NewID returns a member id made of the hostname and a fresh UUID.
+func NewID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return host + "-" + uuid.NewString()
+}
+
+// Record is what a member publishes about itself.
+type Record struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Host      string    `json:"host"`
+	HTTP      string    `json:"http,omitempty"`
+	Version   string    `json:"version,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	// CatalogRevision is the catalog this member runs (0 when it runs a local file).
+	CatalogRevision int64 `json:"catalog_revision,omitempty"`
+}
+
+// Config says how a member joins.
+type Config struct {
+	Cluster string
+	Record  Record
+	// TTL of the lease, a whole number of seconds, at least 2s.
+	TTL time.Duration
+	// Margin is subtracted from ack+TTL to make Deadline conservative.
+	// Zero means TTL/6.
+	Margin time.Duration
+	// Now is the clock the trust window is measured on; nil means time.Now
+	// (monotonic). Tests inject a manual clock.
+	Now func() time.Time
+}
+
+// Validate checks the timing invariants where they enter the system.
+func (c *Config) Validate() error {
+	switch {
+	case c.Cluster == "":
+		return errors.New("membership: cluster is required")
+	case c.Record.ID == "":
+		return errors.New("membership: record id is required")
+	case c.TTL < 2*time.Second || c.TTL%time.Second != 0:
+		return fmt.Errorf("membership: lease TTL %s must be whole seconds and at least 2s", c.TTL)
+	case c.Margin < 0 || c.Margin >= c.TTL/3:
+		return fmt.Errorf("membership: margin %s must be in [0, TTL/3)", c.Margin)
+	}
+	return nil
+}
+
+// Member is this process's live membership: a lease, its session and its record.
+type Member struct {
+	cfg     Config
+	cli     *clientv3.Client
+	session *concurrency.Session
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	lastAck time.Time
+	closed  bool
+}
+
+// Join grants a lease, starts renewing it and publishes the member record.
+// ctx bounds the joining only; the membership lasts until Leave or until the
+// lease is lost (Done).
+func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Member, error) {
+	if cfg.Margin == 0 {
+		cfg.Margin = cfg.TTL / 6
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Member{cfg: cfg, cli: cli}
+	// Measured before the grant: the server's lease cannot start earlier.
+	granted := cfg.Now()
+	lease, err := cli.Grant(ctx, int64(cfg.TTL/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("membership: grant lease: %w", err)
+	}
+	m.lastAck = granted
+	kaCtx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	acks, err := cli.KeepAlive(kaCtx, lease.ID)
+	if err != nil {
+		cancel()
+		m.revoke(lease.ID)
+		return nil, fmt.Errorf("membership: keep lease alive: %w", err)
+	}
+	// The session shares the lease; etcd's client multiplexes both keepalive
+	// listeners onto one renewal stream, so the lease is renewed once per TTL/3.
+	m.session, err = concurrency.NewSession(cli, concurrency.WithLease(lease.ID), concurrency.WithContext(kaCtx))
+	if err != nil {
+		cancel()
+		m.revoke(lease.ID)
+		return nil, fmt.Errorf("membership: session: %w", err)
+	}
+	m.wg.Add(1)
+	go m.observeAcks(acks)
+
+	rec, _ := json.Marshal(cfg.Record)
+	if _, err := cli.Put(ctx, MembersPrefix(cfg.Cluster)+cfg.Record.ID, string(rec), clientv3.WithLease(lease.ID)); err != nil {
+		m.Leave(context.Background())
+		return nil, fmt.Errorf("membership: publish record: %w", err)
+	}
+	return m, nil
+}
+
+func (m *Member) observeAcks(acks <-chan *clientv3.LeaseKeepAliveResponse) {
+	defer m.wg.Done()
+	for range acks {
+		now := m.cfg.Now()
+		m.mu.Lock()
+		m.lastAck = now
+		m.mu.Unlock()
+	}
+}
+
+// ID returns the member id.
+func (m *Member) ID() string { return m.cfg.Record.ID }
+
+// Cluster returns the cluster the member joined.
+func (m *Member) Cluster() string { return m.cfg.Cluster }
+
+// TTL returns the lease TTL.
+func (m *Member) TTL() time.Duration { return m.cfg.TTL }
+
+// Session returns the session that elections are built on.
+func (m *Member) Session() *concurrency.Session { return m.session }
+
+// Lease returns the member's lease id.
+func (m *Member) Lease() clientv3.LeaseID { return m.session.Lease() }
+
+// Done is closed when the lease is lost or the member left.
+func (m *Member) Done() <-chan struct{} { return m.session.Done() }
+
+// Deadline is the end of the trust window: last keepalive ack + TTL − margin.
+func (m *Member) Deadline() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastAck.Add(m.cfg.TTL - m.cfg.Margin)
+}
+
+// Trusted reports whether the member may start work at now: its session is
+// not known to be lost and now is before the deadline.
+func (m *Member) Trusted(now time.Time) bool {
+	select {
+	case <-m.session.Done():
+		return false
+	default:
+	}
+	return now.Before(m.Deadline())
+}
+
+// Leave revokes the lease, which deletes the member record and every election
+// key of this member in one revision, so others take over at once. It is
+// idempotent and bounded by ctx; if the revoke fails, the lease expires on its own.
+func (m *Member) Leave(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	err := m.revokeCtx(ctx, m.session.Lease())
+	m.session.Orphan()
+	m.cancel()
+	m.wg.Wait()
+	return err
+}
+
+func (m *Member) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = m.revokeCtx(ctx, id)
+}
+
+func (m *Member) revokeCtx(ctx context.Context, id clientv3.LeaseID) error {
+	if _, err := m.cli.Revoke(ctx, id); err != nil {
+		return fmt.Errorf("membership: revoke lease: %w", err)
+	}
+	return nil
+}
