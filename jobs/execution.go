@@ -1,0 +1,92 @@
+package jobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kira-scheduler/kira/fencing"
+)
+
+// Environment variables and headers that carry an execution's facts. They are
+// contracts with users' programs: do not rename them.
+const (
+	EnvJob           = "KIRA_JOB"
+	EnvPartition     = "KIRA_PARTITION"
+	EnvPartitions    = "KIRA_PARTITIONS"
+	EnvExecutionID   = "KIRA_EXECUTION_ID"
+	EnvScheduledTime = "KIRA_SCHEDULED_TIME"
+	EnvMember        = "KIRA_MEMBER"
+
+	HeaderJob            = "Kira-Job"
+	HeaderPartition      = "Kira-Partition"
+	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// Execution is one run of one slot for one scheduled time.
+type Execution struct {
+	Job        string
+	Partition  int // 0-based
+	Partitions int
+	Token      fencing.Token
+	// ID is the idempotency key: the same for every attempt of the same fire.
+	ID            string
+	ScheduledTime time.Time
+	Member        string
+}
+
+// ExecutionID derives the id of the fire of (job, partition) at scheduled.
+// It depends on nothing else, so every member, and every retry, agrees on it.
+func ExecutionID(job string, partition int, scheduled time.Time) string {
+	h := sha256.New()
+	h.Write([]byte(job))
+	h.Write([]byte{0})
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(partition))
+	binary.BigEndian.PutUint64(b[8:], uint64(scheduled.UnixNano()))
+	h.Write(b[:])
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// ScheduledTimeText is the scheduled time as users see it: RFC 3339, UTC, nanoseconds.
+func (e Execution) ScheduledTimeText() string {
+	return e.ScheduledTime.UTC().Format(time.RFC3339Nano)
+}
+
+// Env returns the KIRA_* variables of the execution.
+func (e Execution) Env() []string {
+	return []string{
+		EnvJob + "=" + e.Job,
+		EnvPartition + "=" + strconv.Itoa(e.Partition),
+		EnvPartitions + "=" + strconv.Itoa(e.Partitions),
+		fencing.EnvToken + "=" + e.Token.String(),
+		EnvExecutionID + "=" + e.ID,
+		EnvScheduledTime + "=" + e.ScheduledTimeText(),
+		EnvMember + "=" + e.Member,
+	}
+}
+
+// SetHeaders writes the execution's facts into h.
+func (e Execution) SetHeaders(h http.Header) {
+	h.Set(HeaderJob, e.Job)
+	h.Set(HeaderPartition, strconv.Itoa(e.Partition))
+	h.Set(fencing.HeaderToken, e.Token.String())
+	h.Set(HeaderIdempotencyKey, e.ID)
+}
+
+type executionKey struct{}
+
+// WithExecution returns a context carrying e and its token.
+func WithExecution(ctx context.Context, e Execution) context.Context {
+	return fencing.WithToken(context.WithValue(ctx, executionKey{}, e), e.Token)
+}
+
+// FromContext returns the execution a handler runs for.
+func FromContext(ctx context.Context) (Execution, bool) {
+	e, ok := ctx.Value(executionKey{}).(Execution)
+	return e, ok
+}

@@ -1,0 +1,39 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Handler is an in-process job. Its context carries the execution
+// (FromContext) and the fencing token (fencing.FromContext), and is cancelled
+// when the slot is lost or the timeout passes.
+type Handler func(ctx context.Context) error
+
+// ErrFenced is what a handler returns (wrapped or not) when a protected
+// resource rejected its token; the run is then recorded as fenced.
+var ErrFenced = errors.New("jobs: fenced")
+
+// Handlers maps the names used by a catalog's handler: field to Go functions.
+type Handlers map[string]Handler
+
+// Execute runs the handler with the execution in its context.
+func (h Handler) Execute(ctx context.Context, e Execution) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = Result{Outcome: Failed, Err: fmt.Errorf("jobs: handler for %s panicked: %v", e.Job, p)}
+		}
+	}()
+	err := h(WithExecution(ctx, e))
+	switch {
+	case err == nil:
+		return Result{Outcome: Succeeded}
+	case errors.Is(err, ErrFenced):
+		return Result{Outcome: Fenced, Err: err}
+	}
+	if o, ok := endedBy(ctx); ok {
+		return Result{Outcome: o, Err: err}
+	}
+	return Result{Outcome: Failed, Err: err}
+}

@@ -1,0 +1,181 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/fencing"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var exec1 = Execution{
+	Job: "reconcile", Partition: 3, Partitions: 12, Token: 4711, Member: "host-abc",
+	ScheduledTime: time.Date(2026, 11, 29, 12, 0, 5, 123, time.UTC),
+}
+
+func init() { exec1.ID = ExecutionID(exec1.Job, exec1.Partition, exec1.ScheduledTime) }
+
+func TestExecutionIDIsDeterministic(t *testing.T) {
+	at := exec1.ScheduledTime
+	same := ExecutionID("reconcile", 3, at.In(time.FixedZone("X", 3600)))
+	if same != exec1.ID {
+		t.Fatalf("same fire, different ids: %s vs %s", same, exec1.ID)
+	}
+	for _, other := range []string{
+		ExecutionID("reconcile", 4, at),
+		ExecutionID("reconcile", 3, at.Add(time.Nanosecond)),
+		ExecutionID("reconcil", 3, at),
+	} {
+		if other == exec1.ID {
+			t.Fatal("different fires share an id")
+		}
+	}
+}
+
+func TestCommandGetsEnvironment(t *testing.T) {
+	c := &Command{Argv: []string{"sh", "-c", "env | grep ^KIRA_ | sort"}}
+	res := c.Execute(context.Background(), exec1)
+	if res.Outcome != Succeeded || res.Code != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	for _, want := range []string{
+		"KIRA_JOB=reconcile", "KIRA_PARTITION=3", "KIRA_PARTITIONS=12", "KIRA_FENCING_TOKEN=4711",
+		"KIRA_EXECUTION_ID=" + exec1.ID, "KIRA_SCHEDULED_TIME=2026-11-29T12:00:05.000000123Z", "KIRA_MEMBER=host-abc",
+	} {
+		if !strings.Contains(res.OutputTail, want+"\n") {
+			t.Errorf("output lacks %s:\n%s", want, res.OutputTail)
+		}
+	}
+}
+
+func TestCommandFailureKeepsTailAndExitCode(t *testing.T) {
+	c := &Command{Argv: []string{"sh", "-c", "i=0; while [ $i -lt 2000 ]; do echo line$i; i=$((i+1)); done; exit 3"}}
+	res := c.Execute(context.Background(), exec1)
+	if res.Outcome != Failed || res.Code != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	if len(res.OutputTail) > OutputTailBytes || !strings.HasSuffix(res.OutputTail, "line1999\n") {
+		t.Fatalf("tail of %d bytes ends %q", len(res.OutputTail), res.OutputTail[len(res.OutputTail)-20:])
+	}
+	if res := (&Command{Argv: []string{"/no/such/program"}}).Execute(context.Background(), exec1); res.Outcome != Failed {
+		t.Fatalf("missing program: %+v", res)
+	}
+}
+
+// A timeout or a cancellation kills the whole process group, grandchildren included.
+func TestCommandKilledWithItsGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+	c := &Command{Argv: []string{"sh", "-c", "sleep 60 & echo $! > " + pidFile + "; wait"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res := c.Execute(ctx, exec1)
+	if res.Outcome != TimedOut {
+		t.Fatalf("outcome %s; want timed_out", res.Outcome)
+	}
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(data))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		// A killed, reaped grandchild has no /proc entry; a zombie shows state Z.
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grandchild %s survived the timeout", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if res := (&Command{Argv: []string{"sleep", "60"}}).Execute(ctx2, exec1); res.Outcome != Cancelled {
+		t.Fatalf("cancelled run outcome %s", res.Outcome)
+	}
+}
+
+func TestHTTPSendsHeadersAndClassifiesStatus(t *testing.T) {
+	var got http.Header
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.WriteHeader(status)
+		w.Write([]byte("body"))
+	}))
+	defer srv.Close()
+	h := &HTTP{Spec: config.HTTPSpec{URL: srv.URL, Method: "POST", Headers: map[string]string{"X-Team": "billing"}}}
+	res := h.Execute(context.Background(), exec1)
+	if res.Outcome != Succeeded || res.Code != 200 || res.OutputTail != "body" {
+		t.Fatalf("result %+v", res)
+	}
+	for k, v := range map[string]string{"Kira-Job": "reconcile", "Kira-Partition": "3", "Kira-Fencing-Token": "4711", "Idempotency-Key": exec1.ID, "X-Team": "billing"} {
+		if got.Get(k) != v {
+			t.Errorf("header %s = %q; want %q", k, got.Get(k), v)
+		}
+	}
+	for code, want := range map[int]Outcome{500: Failed, 409: Fenced, 204: Succeeded} {
+		status = code
+		if res := h.Execute(context.Background(), exec1); res.Outcome != want {
+			t.Errorf("status %d: outcome %s; want %s", code, res.Outcome, want)
+		}
+	}
+}
+
+func TestHTTPTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	res := (&HTTP{Spec: config.HTTPSpec{URL: srv.URL, Method: "GET"}}).Execute(ctx, exec1)
+	if res.Outcome != TimedOut {
+		t.Fatalf("outcome %s; want timed_out", res.Outcome)
+	}
+}
+
+func TestHandlerSeesTokenAndExecution(t *testing.T) {
+	var seen Execution
+	var tok fencing.Token
+	handlers := Handlers{"check": func(ctx context.Context) error {
+		seen, _ = FromContext(ctx)
+		tok, _ = fencing.FromContext(ctx)
+		return nil
+	}, "fenced": func(ctx context.Context) error {
+		return errors.Join(errors.New("write refused"), ErrFenced)
+	}, "panics": func(ctx context.Context) error { panic("boom") }}
+	ex, err := ForJob(config.Job{Name: "j", Handler: "check"}, handlers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := ex.Execute(context.Background(), exec1); res.Outcome != Succeeded || seen.ID != exec1.ID || tok != 4711 {
+		t.Fatalf("result %+v, execution %+v, token %v", res, seen, tok)
+	}
+	if res := handlers["fenced"].Execute(context.Background(), exec1); res.Outcome != Fenced {
+		t.Fatalf("fenced handler outcome %s", res.Outcome)
+	}
+	if res := handlers["panics"].Execute(context.Background(), exec1); res.Outcome != Failed {
+		t.Fatalf("panicking handler outcome %s", res.Outcome)
+	}
+	if _, err := ForJob(config.Job{Name: "j", Handler: "missing"}, handlers); !errors.Is(err, ErrUnknownHandler) {
+		t.Fatalf("unknown handler error %v", err)
+	}
+}
