@@ -1,0 +1,110 @@
+package scheduler
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is the scheduler's source of time. Timing logic is tested with a
+// ManualClock; the lease itself is never faked (tests use short real TTLs).
+type Clock interface {
+	Now() time.Time
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of *time.Timer the scheduler uses.
+type Timer interface {
+	C() <-chan time.Time
+	Reset(d time.Duration)
+	Stop()
+}
+
+// RealClock is the wall clock with Go's monotonic readings.
+type RealClock struct{}
+
+func (RealClock) Now() time.Time { return time.Now() }
+
+func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time   { return r.t.C }
+func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
+func (r realTimer) Stop()                 { r.t.Stop() }
+
+// ManualClock is a Clock that moves only when told to, for tests.
+type ManualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*manualTimer
+}
+
+// NewManualClock returns a clock reading now.
+func NewManualClock(now time.Time) *ManualClock { return &ManualClock{now: now} }
+
+// Now returns the clock's reading.
+func (c *ManualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward and fires every timer that falls due.
+func (c *ManualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	for _, t := range c.timers {
+		t.fireIfDue(c.now)
+	}
+}
+
+func (c *ManualClock) NewTimer(d time.Duration) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &manualTimer{clock: c, ch: make(chan time.Time, 1)}
+	c.timers = append(c.timers, t)
+	t.arm(c.now, d)
+	return t
+}
+
+type manualTimer struct {
+	clock  *ManualClock
+	ch     chan time.Time
+	when   time.Time
+	active bool
+}
+
+func (t *manualTimer) C() <-chan time.Time { return t.ch }
+
+// arm and fireIfDue run with the clock's lock held.
+func (t *manualTimer) arm(now time.Time, d time.Duration) {
+	t.when, t.active = now.Add(d), true
+	t.fireIfDue(now)
+}
+
+func (t *manualTimer) fireIfDue(now time.Time) {
+	if t.active && !now.Before(t.when) {
+		t.active = false
+		select {
+		case t.ch <- now:
+		default:
+		}
+	}
+}
+
+func (t *manualTimer) Reset(d time.Duration) {
+	t.clock.mu.Lock()
+	defer t.clock.mu.Unlock()
+	select { // drop a stale tick, as time.Timer.Reset does since Go 1.23
+	case <-t.ch:
+	default:
+	}
+	t.arm(t.clock.now, d)
+}
+
+func (t *manualTimer) Stop() {
+	t.clock.mu.Lock()
+	defer t.clock.mu.Unlock()
+	t.active = false
+}

@@ -1,0 +1,59 @@
+// Package scheduler decides, on one member, which slots to campaign for,
+// holds their elections, and fires their executions on time.
+//
+// # One loop, one timer
+//
+// A Scheduler's state (every slot's life, the heap of next fire times) is
+// owned by the single goroutine in Run. Campaigns, resigns and executions run
+// in goroutines that the loop starts, and report back on channels; the loop
+// never blocks on etcd or on a job. One timer, armed for the earliest of the
+// next fire and the lease deadline, serves every slot: 10,000 slots cost
+// 10,000 heap entries, not 10,000 goroutines. The fire path reads nothing from
+// etcd: the token was learned when the election was won.
+//
+// # The life of a slot
+//
+//	          view prefers me                 won (token T)
+//	 idle ───────────────────► campaigning ─────────────────► leading ──► fire ──► executing
+//	  ▲                              │ view prefers another     │                        │
+//	  │                              ▼                          │ view prefers another   │
+//	  └──── resigning ◄──── (between executions) ◄──────────────┘ (finish, then resign)  │
+//	  ▲                                                                                   │
+//	  └──────── lease lost or trust window closed: cancel everything, start nothing ─────┘
+//
+// A member campaigns (concurrency.Election, one per slot, all on the member's
+// one session) only for the slots the ring prefers it for in its latest view,
+// and resigns the others between executions. Views of different members
+// converge on the latest revision; meanwhile the election keeps it safe, since
+// etcd grants a slot's election to one key at a time.
+//
+// After Campaign returns, the member confirms it: the session is alive and its
+// key still exists with the revision it was elected at (Campaign can return
+// after the lease already expired). That revision is the slot's fencing token.
+//
+// # Trust window
+//
+// Before the loop starts anything it asks the member whether its lease is
+// provably alive (last keepalive ack + TTL − margin, monotonic clock). If not,
+// Run cancels every execution, reports every slot lost and returns: it starts
+// nothing. A loss of the session does the same. Executions derive their
+// context from the slot's leadership, so losing a slot, or a 409 from a
+// fencing guard, cancels that slot's work at once.
+//
+// # Stopping
+//
+// A graceful stop (ctx cancelled) stops firing, waits for in-flight runs up to
+// Config.Grace, then cancels the rest. The caller then calls Member.Leave: the
+// lease revoke deletes all of the member's election keys in one etcd revision
+// (the resign of every slot at once), so the next owners take over in
+// milliseconds instead of a TTL.
+//
+// # Not here yet
+//
+// Misfire and catch-up policies, overlap policies other than skip, retries,
+// pause, manual triggers and execution history are later work. Today a fire
+// while the previous run of the same slot is still running is skipped (as
+// CronJob's Forbid), and fires missed while no member held a slot are not
+// caught up. Schedules without CRON_TZ are evaluated in UTC, so members in
+// different local zones agree.
+package scheduler

@@ -1,0 +1,34 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/shard"
+)
+
+// EventKind names what happened to a slot on this member.
+type EventKind string
+
+const (
+	Acquired EventKind = "acquired" // won the slot's election with Token
+	Released EventKind = "released" // gave the slot up: not preferred any more, or stopping
+	Lost     EventKind = "lost"     // the slot's key vanished behind our back, or the session ended
+	Started  EventKind = "started"  // an execution started
+	Finished EventKind = "finished" // an execution ended with Result
+	Skipped  EventKind = "skipped"  // a fire was not started (Reason says why)
+)
+
+// Event is a typed signal for observers: metrics, logs and tests, which wait
+// on events rather than sleeping.
+type Event struct {
+	Kind      EventKind
+	Member    string
+	Slot      shard.Slot
+	Token     fencing.Token
+	Execution jobs.Execution // Started, Finished, Skipped
+	Result    jobs.Result    // Finished
+	Reason    string         // Skipped, Released, Lost
+	At        time.Time
+}

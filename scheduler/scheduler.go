@@ -1,0 +1,637 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ElectionPrefix is where a cluster's slot elections live:
+// election/<job>/<partition>/<lease id>, written by concurrency.Election.
+func ElectionPrefix(cluster string) string { return membership.ClusterPrefix(cluster) + "election/" }
+
+// ElectionKeyPrefix is the election of one slot.
+func ElectionKeyPrefix(cluster string, s shard.Slot) string {
+	return ElectionPrefix(cluster) + s.String()
+}
+
+// DefaultGrace bounds how long a graceful stop waits for in-flight executions.
+const DefaultGrace = 30 * time.Second
+
+// resignTimeout bounds releasing one slot; lease expiry is the safety net.
+const resignTimeout = 5 * time.Second
+
+// ownedWait bounds how long Run waits for its campaign goroutines after it
+// stopped. etcd's Election.Campaign resigns on cancel with the client's own
+// context, so on an unreachable etcd it returns only when the client closes.
+const ownedWait = resignTimeout + time.Second
+
+// campaignRetry is the pause before a failed campaign is tried again.
+const campaignRetry = 500 * time.Millisecond
+
+// Config holds the scheduler's optional settings.
+type Config struct {
+	// Handlers resolves catalog jobs that name an in-process Go handler.
+	Handlers jobs.Handlers
+	// Clock defaults to RealClock.
+	Clock Clock
+	// Grace bounds the wait for in-flight executions on a graceful stop; default DefaultGrace.
+	Grace time.Duration
+	// OnEvent, if set, is called from the scheduler's loop for every event. It
+	// must not block: hand the event off.
+	OnEvent func(Event)
+	// Tracer defaults to the global OpenTelemetry tracer provider's.
+	Tracer trace.Tracer
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Scheduler runs, on one member, the slots the ring prefers it for.
+type Scheduler struct {
+	member *membership.Member
+	views  *membership.Views
+	cli    *clientv3.Client
+	cfg    Config
+	jobs   map[string]*job
+	order  []*job
+
+	// Fed by goroutines the loop owns; read only by the loop.
+	results  chan campaignResult
+	finished chan finishedRun
+	resigned chan resignedSlot
+	deleted  chan string
+	stopped  chan struct{} // closed when Run no longer reads the channels above
+
+	slots map[shard.Slot]*slot
+	heap  slotHeap
+	byKey map[string]*slot // leader key → slot, for deletions seen by the watch
+	wg    sync.WaitGroup   // campaign, resign, execution and watch goroutines
+
+	mu       sync.Mutex
+	snapshot map[shard.Slot]fencing.Token
+}
+
+type campaignResult struct {
+	slot     shard.Slot
+	gen      uint64
+	election *concurrency.Election
+	err      error
+}
+
+type finishedRun struct {
+	slot shard.Slot
+	exec jobs.Execution
+	res  jobs.Result
+}
+
+type resignedSlot struct {
+	slot shard.Slot
+	gen  uint64
+}
+
+// New prepares a scheduler for cat on member; views must be running.
+func New(member *membership.Member, views *membership.Views, cat *config.Catalog, cfg Config) (*Scheduler, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = otel.Tracer("github.com/kira-scheduler/kira/scheduler")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Scheduler{
+		member: member, views: views, cli: member.Session().Client(), cfg: cfg,
+		jobs:     map[string]*job{},
+		results:  make(chan campaignResult),
+		finished: make(chan finishedRun),
+		resigned: make(chan resignedSlot),
+		deleted:  make(chan string, 64),
+		stopped:  make(chan struct{}),
+		slots:    map[shard.Slot]*slot{},
+		byKey:    map[string]*slot{},
+		snapshot: map[shard.Slot]fencing.Token{},
+	}
+	for _, spec := range cat.Jobs {
+		if spec.Partitions < 1 {
+			return nil, fmt.Errorf("scheduler: job %s has %d partitions; a catalog from config.Parse has at least 1", spec.Name, spec.Partitions)
+		}
+		sched, err := config.ParseSchedule(spec.Schedule)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: job %s: %w", spec.Name, err)
+		}
+		ex, err := jobs.ForJob(spec, cfg.Handlers)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+		j := &job{spec: spec, schedule: sched, executor: ex}
+		s.jobs[spec.Name] = j
+		s.order = append(s.order, j)
+		for p := 0; p < spec.Partitions; p++ {
+			id := shard.Slot{Job: spec.Name, Partition: p}
+			s.slots[id] = &slot{id: id, job: j, heapIndex: -1}
+		}
+	}
+	return s, nil
+}
+
+// Leading returns the slots this member leads now, with their tokens.
+func (s *Scheduler) Leading() map[shard.Slot]fencing.Token {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[shard.Slot]fencing.Token, len(s.snapshot))
+	for k, v := range s.snapshot {
+		out[k] = v
+	}
+	return out
+}
+
+// ErrUntrusted is returned when the member's trust window closed (no keepalive
+// ack for TTL − margin) before the session was declared lost.
+var ErrUntrusted = errors.New("scheduler: lease deadline passed")
+
+// Run campaigns for the preferred slots and runs their fires until ctx ends
+// (a graceful stop: returns nil after in-flight executions finished or the
+// grace period ran out) or the member's lease is lost (returns
+// membership.ErrSessionLost or ErrUntrusted after cancelling everything).
+// After Run returns the member should Leave: revoking its lease deletes every
+// election key it holds in one revision, so the next owners take over at once.
+func (s *Scheduler) Run(ctx context.Context) error {
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	s.wg.Add(1)
+	go s.watchElections(watchCtx)
+
+	err := s.loop(ctx)
+
+	// Stop: no more fires, no more campaigns.
+	for _, sl := range s.slots {
+		if sl.state == campaigning {
+			sl.cancelCampaign()
+		}
+		if sl.heapIndex >= 0 {
+			heap.Remove(&s.heap, sl.heapIndex)
+		}
+	}
+	if err == nil {
+		s.drain(s.cfg.Grace)
+	}
+	// The lease revoke that follows (Member.Leave) deletes every key this
+	// member holds in one revision: one request, not one resign per slot.
+	for _, sl := range s.slots {
+		if sl.state == leading {
+			sl.cancelLead()
+			delete(s.byKey, sl.leaderKey)
+			s.setSnapshot(sl.id, 0, false)
+			s.emit(Event{Kind: Released, Slot: sl.id, Token: sl.token, Reason: "stopping", At: s.cfg.Clock.Now()})
+			sl.state = idle
+		}
+	}
+	s.drain(0)
+	stopWatch()
+	s.waitOwned(ownedWait)
+	close(s.stopped)
+	return err
+}
+
+func (s *Scheduler) loop(ctx context.Context) error {
+	clock := s.cfg.Clock
+	timer := clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	s.applyView(s.views.Latest())
+	for {
+		now := clock.Now()
+		if !s.member.Trusted(now) {
+			select {
+			case <-s.member.Done():
+				return s.lose(membership.ErrSessionLost)
+			default:
+				return s.lose(ErrUntrusted)
+			}
+		}
+		wake := s.member.Deadline()
+		if len(s.heap) > 0 && s.heap[0].next.Before(wake) {
+			wake = s.heap[0].next
+		}
+		timer.Reset(wake.Sub(now))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.member.Done():
+			return s.lose(membership.ErrSessionLost)
+		case <-s.views.Changed():
+			s.applyView(s.views.Latest())
+		case <-timer.C():
+			s.fireDue()
+		case r := <-s.results:
+			s.campaignEnded(r)
+		case f := <-s.finished:
+			s.runEnded(f)
+		case r := <-s.resigned:
+			s.resignEnded(r)
+		case key := <-s.deleted:
+			if sl, ok := s.byKey[key]; ok && sl.state == leading {
+				s.endLeadership(sl, Lost, "election key deleted")
+				s.reconcile(sl)
+			}
+		}
+	}
+}
+
+// applyView recomputes which slots this member is preferred for.
+func (s *Scheduler) applyView(v membership.View) {
+	ring, err := shard.New(v.Members)
+	if err != nil {
+		s.cfg.Logger.Error("cannot build ring; keeping the previous assignment", "revision", v.Revision, "err", err)
+		return
+	}
+	me := s.member.ID()
+	for _, sl := range s.slots {
+		sl.wanted = v.Contains(me) && ring.Owner(sl.id) == me
+		s.reconcile(sl)
+	}
+}
+
+// reconcile moves a slot toward what the view wants, between executions.
+func (s *Scheduler) reconcile(sl *slot) {
+	switch {
+	case sl.wanted && sl.state == idle:
+		s.startCampaign(sl, 0)
+	case sl.wanted && sl.state == leading && sl.heapIndex < 0 && sl.leadCtx.Err() == nil:
+		// Wanted again while it was draining to resign: keep firing.
+		sl.next = sl.job.schedule.Next(s.cfg.Clock.Now().UTC())
+		heap.Push(&s.heap, sl)
+	case !sl.wanted && sl.state == campaigning:
+		sl.cancelCampaign() // the campaign goroutine resigns on cancel
+	case !sl.wanted && sl.state == leading:
+		if sl.heapIndex >= 0 {
+			heap.Remove(&s.heap, sl.heapIndex)
+		}
+		if sl.running == 0 {
+			s.endLeadership(sl, Released, "not preferred in the current view")
+		}
+	}
+}
+
+func (s *Scheduler) startCampaign(sl *slot, delay time.Duration) {
+	sl.gen++
+	sl.state = campaigning
+	ctx, cancel := context.WithCancel(context.Background())
+	sl.cancelCampaign = cancel
+	e := concurrency.NewElection(s.member.Session(), ElectionKeyPrefix(s.member.Cluster(), sl.id))
+	id, gen, session := sl.id, sl.gen, s.member.Session()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return
+			}
+		}
+		err := e.Campaign(ctx, s.member.ID())
+		if err == nil {
+			err = confirmLeadership(ctx, session, e)
+		}
+		select {
+		case s.results <- campaignResult{slot: id, gen: gen, election: e, err: err}:
+		case <-ctx.Done():
+			if err == nil {
+				resign(e) // won, but nobody wants it any more
+			}
+		}
+	}()
+}
+
+// confirmLeadership guards against phantom leadership: Campaign can return
+// after the session's lease already expired, so check the session and that
+// our key still exists with the revision we were elected at.
+func confirmLeadership(ctx context.Context, session *concurrency.Session, e *concurrency.Election) error {
+	select {
+	case <-session.Done():
+		return membership.ErrSessionLost
+	default:
+	}
+	resp, err := session.Client().Get(ctx, e.Key())
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.Rev() || clientv3.LeaseID(resp.Kvs[0].Lease) != session.Lease() {
+		return concurrency.ErrElectionNotLeader
+	}
+	return nil
+}
+
+func resign(e *concurrency.Election) {
+	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+	defer cancel()
+	_ = e.Resign(ctx)
+}
+
+func (s *Scheduler) campaignEnded(r campaignResult) {
+	sl := s.slots[r.slot]
+	if sl.state != campaigning || sl.gen != r.gen {
+		if r.err == nil {
+			s.resignAsync(sl, r.election)
+		}
+		return
+	}
+	sl.cancelCampaign()
+	if r.err != nil {
+		sl.state = idle
+		s.cfg.Logger.Warn("campaign failed", "slot", sl.id.String(), "err", r.err)
+		if sl.wanted {
+			s.startCampaign(sl, campaignRetry)
+		}
+		return
+	}
+	now := s.cfg.Clock.Now()
+	sl.state = leading
+	sl.election = r.election
+	sl.token = fencing.Token(r.election.Rev())
+	sl.leaderKey = r.election.Key()
+	sl.leadCtx, sl.cancelLead = context.WithCancel(context.Background())
+	s.byKey[sl.leaderKey] = sl
+	s.setSnapshot(sl.id, sl.token, true)
+	s.emit(Event{Kind: Acquired, Slot: sl.id, Token: sl.token, At: now})
+	if !sl.wanted {
+		s.endLeadership(sl, Released, "not preferred in the current view")
+		return
+	}
+	sl.next = sl.job.schedule.Next(now.UTC())
+	heap.Push(&s.heap, sl)
+}
+
+// endLeadership cancels the slot's executions and releases its key.
+func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
+	if sl.heapIndex >= 0 {
+		heap.Remove(&s.heap, sl.heapIndex)
+	}
+	sl.cancelLead()
+	delete(s.byKey, sl.leaderKey)
+	s.setSnapshot(sl.id, 0, false)
+	s.emit(Event{Kind: kind, Slot: sl.id, Token: sl.token, Reason: reason, At: s.cfg.Clock.Now()})
+	if kind == Lost {
+		sl.state = idle
+		return
+	}
+	s.resignAsync(sl, sl.election)
+}
+
+// resignAsync deletes the slot's key off the loop; the slot stays in
+// resigning until that is done so a new campaign (same lease, same key)
+// cannot race with the delete.
+func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election) {
+	sl.gen++
+	sl.state = resigning
+	id, gen := sl.id, sl.gen
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		resign(e)
+		select {
+		case s.resigned <- resignedSlot{slot: id, gen: gen}:
+		case <-s.stopped:
+		}
+	}()
+}
+
+func (s *Scheduler) resignEnded(r resignedSlot) {
+	sl := s.slots[r.slot]
+	if sl.state == resigning && sl.gen == r.gen {
+		sl.state = idle
+		s.reconcile(sl)
+	}
+}
+
+// fireDue starts every slot whose scheduled time has come.
+func (s *Scheduler) fireDue() {
+	now := s.cfg.Clock.Now()
+	for len(s.heap) > 0 && !s.heap[0].next.After(now) {
+		sl := s.heap[0]
+		scheduled := sl.next
+		next := sl.job.schedule.Next(scheduled)
+		if !next.After(now) {
+			// Fires that fell behind (a stalled process, a jumped clock) are
+			// not caught up here; misfire policies decide that.
+			next = sl.job.schedule.Next(now.UTC())
+		}
+		sl.next = next
+		heap.Fix(&s.heap, 0)
+		s.start(sl, scheduled, now)
+	}
+}
+
+func (s *Scheduler) start(sl *slot, scheduled, now time.Time) {
+	e := jobs.Execution{
+		Job: sl.id.Job, Partition: sl.id.Partition, Partitions: sl.job.spec.Partitions,
+		Token: sl.token, ID: jobs.ExecutionID(sl.id.Job, sl.id.Partition, scheduled),
+		ScheduledTime: scheduled, Member: s.member.ID(),
+	}
+	// The last check before anything starts: is the lease still provably alive?
+	if !s.member.Trusted(now) {
+		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: e, Reason: "lease deadline passed", At: now})
+		return
+	}
+	if sl.running > 0 {
+		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: e, Reason: "previous run still running", At: now})
+		return
+	}
+	sl.running++
+	ctx := sl.leadCtx
+	var cancel context.CancelFunc
+	if t := sl.job.spec.Timeout; t > 0 {
+		ctx, cancel = context.WithTimeout(ctx, t)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	ctx, span := s.cfg.Tracer.Start(jobs.WithExecution(ctx, e), "kira.execution "+e.Job,
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			attribute.String("kira.job", e.Job),
+			attribute.Int("kira.partition", e.Partition),
+			attribute.Int64("kira.fencing_token", int64(e.Token)),
+			attribute.String("kira.execution_id", e.ID),
+			attribute.String("kira.scheduled_time", e.ScheduledTimeText()),
+			attribute.Int64("kira.lateness_ns", int64(now.Sub(scheduled))),
+			attribute.String("kira.member", e.Member),
+		))
+	s.emit(Event{Kind: Started, Slot: sl.id, Token: sl.token, Execution: e, At: now})
+	ex := sl.job.executor
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		res := ex.Execute(ctx, e)
+		cancel()
+		span.SetAttributes(attribute.String("kira.outcome", string(res.Outcome)))
+		if res.Outcome != jobs.Succeeded {
+			msg := string(res.Outcome)
+			if res.Err != nil {
+				msg = res.Err.Error()
+			}
+			span.SetStatus(codes.Error, msg)
+		}
+		span.End()
+		select {
+		case s.finished <- finishedRun{slot: sl.id, exec: e, res: res}:
+		case <-s.stopped:
+		}
+	}()
+}
+
+func (s *Scheduler) runEnded(f finishedRun) {
+	sl := s.slots[f.slot]
+	sl.running--
+	s.emit(Event{Kind: Finished, Slot: sl.id, Token: f.exec.Token, Execution: f.exec, Result: f.res, At: s.cfg.Clock.Now()})
+	if f.res.Outcome == jobs.Fenced && sl.state == leading && sl.token == f.exec.Token {
+		// A protected resource saw a newer token: we are not the holder any
+		// more, whatever etcd told us. Stop this slot's work and recheck.
+		s.endLeadership(sl, Released, "fenced by a protected resource")
+		return
+	}
+	if sl.running == 0 && sl.state == leading && !sl.wanted {
+		s.endLeadership(sl, Released, "not preferred in the current view")
+	}
+}
+
+// lose ends everything at once: the lease can no longer be trusted.
+func (s *Scheduler) lose(cause error) error {
+	for _, sl := range s.slots {
+		switch sl.state {
+		case leading:
+			if sl.heapIndex >= 0 {
+				heap.Remove(&s.heap, sl.heapIndex)
+			}
+			sl.cancelLead()
+			delete(s.byKey, sl.leaderKey)
+			s.setSnapshot(sl.id, 0, false)
+			s.emit(Event{Kind: Lost, Slot: sl.id, Token: sl.token, Reason: cause.Error(), At: s.cfg.Clock.Now()})
+			sl.state = idle
+		case campaigning:
+			sl.cancelCampaign()
+		}
+	}
+	s.cfg.Logger.Error("lost the lease: cancelled every execution", "member", s.member.ID(), "err", cause)
+	return cause
+}
+
+// drain waits for in-flight executions, up to grace, then cancels the rest
+// and waits for them to return.
+func (s *Scheduler) drain(grace time.Duration) {
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	for s.inFlight() > 0 {
+		select {
+		case f := <-s.finished:
+			s.runEnded(f)
+		case r := <-s.resigned:
+			s.resignEnded(r)
+		case r := <-s.results:
+			s.campaignEnded(r)
+		case <-deadline.C:
+			for _, sl := range s.slots {
+				if sl.cancelLead != nil {
+					sl.cancelLead()
+				}
+			}
+		}
+	}
+}
+
+func (s *Scheduler) inFlight() int {
+	n := 0
+	for _, sl := range s.slots {
+		n += sl.running
+	}
+	return n
+}
+
+// waitOwned waits for campaign, resign and execution goroutines, answering
+// them until they are gone or bound passes. Goroutines still inside an etcd
+// call then return when the caller closes the etcd client; none of them can
+// act any more (their contexts are cancelled and nobody reads their results).
+func (s *Scheduler) waitOwned(bound time.Duration) {
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	limit := time.NewTimer(bound)
+	defer limit.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-limit.C:
+			s.cfg.Logger.Warn("stopped with etcd calls still pending; closing the client releases them")
+			return
+		case r := <-s.results:
+			if r.err == nil {
+				resign(r.election)
+			}
+		case <-s.resigned:
+		case f := <-s.finished:
+			s.slots[f.slot].running--
+		}
+	}
+}
+
+// watchElections reports deletions of election keys, so a member learns at
+// once when its key vanishes behind its back.
+func (s *Scheduler) watchElections(ctx context.Context) {
+	defer s.wg.Done()
+	prefix := ElectionPrefix(s.member.Cluster())
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for wr := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterPut()) {
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE && strings.HasSuffix(string(ev.Kv.Key), fmt.Sprintf("/%x", s.member.Lease())) {
+					select {
+					case s.deleted <- string(ev.Kv.Key):
+					case <-ctx.Done():
+					}
+				}
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Scheduler) setSnapshot(id shard.Slot, t fencing.Token, leading bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if leading {
+		s.snapshot[id] = t
+	} else {
+		delete(s.snapshot, id)
+	}
+}
+
+func (s *Scheduler) emit(e Event) {
+	e.Member = s.member.ID()
+	if s.cfg.OnEvent != nil {
+		s.cfg.OnEvent(e)
+	}
+}

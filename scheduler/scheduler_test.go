@@ -1,0 +1,410 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnoredGoroutines()...) }
+
+// recorder collects events and lets tests wait for them.
+type recorder struct {
+	mu      sync.Mutex
+	events  []Event
+	changed chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
+
+func (r *recorder) add(e Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) all() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// waitFor waits until cond holds over the events seen so far.
+func (r *recorder) waitFor(t *testing.T, what string, timeout time.Duration, cond func([]Event) bool) []Event {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		if evs := r.all(); cond(evs) {
+			return evs
+		}
+		select {
+		case <-r.changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func count(evs []Event, keep func(Event) bool) int {
+	n := 0
+	for _, e := range evs {
+		if keep(e) {
+			n++
+		}
+	}
+	return n
+}
+
+type node struct {
+	id     string
+	member *membership.Member
+	views  *membership.Views
+	sched  *Scheduler
+	cancel context.CancelFunc
+	done   chan error
+	stop   func() error // graceful: stop the scheduler, then leave
+}
+
+type nodeOpts struct {
+	ttl       time.Duration
+	clock     Clock
+	memberNow func() time.Time
+}
+
+func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *recorder, handlers jobs.Handlers, o nodeOpts) *node {
+	t.Helper()
+	if o.ttl == 0 {
+		o.ttl = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id := membership.NewID()
+	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: o.ttl, Record: membership.Record{ID: id}, Now: o.memberNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := membership.NewViews(cli, cat.Cluster)
+	s, err := New(m, views, cat, Config{Handlers: handlers, Clock: o.clock, OnEvent: rec.add, Grace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	viewsCtx, stopViews := context.WithCancel(context.Background())
+	viewsDone := make(chan struct{})
+	go func() { views.Run(viewsCtx); close(viewsDone) }()
+	n := &node{id: id, member: m, views: views, sched: s, cancel: stopRun, done: make(chan error, 1)}
+	go func() { n.done <- s.Run(runCtx) }()
+	var once sync.Once
+	var stopErr error
+	n.stop = func() error {
+		once.Do(func() {
+			stopRun()
+			stopErr = <-n.done
+			m.Leave(context.Background())
+			stopViews()
+			<-viewsDone
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { n.stop() })
+	return n
+}
+
+func catalog(cluster string, jobsSpec ...config.Job) *config.Catalog {
+	for i := range jobsSpec {
+		if jobsSpec[i].Partitions == 0 {
+			jobsSpec[i].Partitions = 1
+		}
+	}
+	return &config.Catalog{Cluster: cluster, Membership: config.Membership{LeaseTTL: 2 * time.Second}, Jobs: jobsSpec}
+}
+
+func noop(context.Context) error { return nil }
+
+// ringOwners computes who the ring prefers for every slot of cat among nodes.
+func ringOwners(t *testing.T, cat *config.Catalog, nodes ...*node) map[shard.Slot]string {
+	t.Helper()
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.id)
+	}
+	r, err := shard.New(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[shard.Slot]string{}
+	for _, j := range cat.Jobs {
+		for p := 0; p < j.Partitions; p++ {
+			s := shard.Slot{Job: j.Name, Partition: p}
+			out[s] = r.Owner(s)
+		}
+	}
+	return out
+}
+
+// leadersMatch reports whether each slot is led by exactly the ring's choice.
+func leadersMatch(want map[shard.Slot]string, nodes ...*node) bool {
+	got := map[shard.Slot][]string{}
+	for _, n := range nodes {
+		for s := range n.sched.Leading() {
+			got[s] = append(got[s], n.id)
+		}
+	}
+	if len(got) != len(want) {
+		return false
+	}
+	for s, owner := range want {
+		if len(got[s]) != 1 || got[s][0] != owner {
+			return false
+		}
+	}
+	return true
+}
+
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Members joining one by one: every slot ends up led by exactly the member the
+// ring prefers; the first member releases what it is no longer preferred for;
+// etcd agrees: each slot's lowest election key is its leader's, with the token
+// as its create revision.
+func TestEachSlotLedOnceAndSpread(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	cat := catalog("spread", config.Job{Name: "work", Schedule: "@every 1s", Partitions: 12, Handler: "noop"})
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	a := startNode(t, cli, cat, rec, h, nodeOpts{})
+	waitUntil(t, "one member leading all slots", 15*time.Second, func() bool { return leadersMatch(ringOwners(t, cat, a), a) })
+	b := startNode(t, cli, cat, rec, h, nodeOpts{})
+	c := startNode(t, cli, cat, rec, h, nodeOpts{})
+	want := ringOwners(t, cat, a, b, c)
+	waitUntil(t, "slots spread over three members", 15*time.Second, func() bool { return leadersMatch(want, a, b, c) })
+
+	for _, n := range []*node{a, b, c} {
+		if len(n.sched.Leading()) == 0 {
+			t.Errorf("member %s leads nothing: leadership is not spread", n.id)
+		}
+	}
+	if count(rec.all(), func(e Event) bool { return e.Kind == Released && e.Member == a.id }) == 0 {
+		t.Error("first member never released a slot to the newcomers")
+	}
+	ctx := context.Background()
+	for _, n := range []*node{a, b, c} {
+		for s, tok := range n.sched.Leading() {
+			resp, err := cli.Get(ctx, ElectionKeyPrefix(cat.Cluster, s)+"/", clientv3.WithFirstCreate()...)
+			if err != nil || len(resp.Kvs) == 0 {
+				t.Fatalf("slot %v: no election key: %v", s, err)
+			}
+			kv := resp.Kvs[0]
+			if string(kv.Value) != n.id || fencing.Token(kv.CreateRevision) != tok {
+				t.Fatalf("slot %v: etcd leader %s at %d; member %s believes token %d", s, kv.Value, kv.CreateRevision, n.id, tok)
+			}
+		}
+	}
+	// Executions carry the token of the election they were started under.
+	rec.waitFor(t, "executions on every member", 15*time.Second, func(evs []Event) bool {
+		for _, n := range []*node{a, b, c} {
+			if count(evs, func(e Event) bool { return e.Kind == Started && e.Member == n.id }) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, e := range rec.all() {
+		if e.Kind == Started && (e.Execution.Token != e.Token || !e.Token.Valid()) {
+			t.Fatalf("execution %+v carries token %d under election token %d", e.Execution, e.Execution.Token, e.Token)
+		}
+	}
+}
+
+// A slot's token never changes while one member holds it, across many lease
+// renewals, and rises when the lease is lost and another member takes over.
+func TestTokenStableOnRenewalRisesOnFailover(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	cat := catalog("token", config.Job{Name: "once", Schedule: "@every 1s", Handler: "noop"})
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	a := startNode(t, cli, cat, rec, h, nodeOpts{})
+	b := startNode(t, cli, cat, rec, h, nodeOpts{})
+	slot := shard.Slot{Job: "once"}
+	var leader, other *node
+	waitUntil(t, "a leader", 15*time.Second, func() bool {
+		_, okA := a.sched.Leading()[slot]
+		_, okB := b.sched.Leading()[slot]
+		switch {
+		case okA && !okB:
+			leader, other = a, b
+		case okB && !okA:
+			leader, other = b, a
+		}
+		return leader != nil && leadersMatch(ringOwners(t, cat, a, b), a, b)
+	})
+	first := leader.sched.Leading()[slot]
+	// Four executions span more than a TTL of 2s: at least three renewals.
+	evs := rec.waitFor(t, "four executions by the leader", 20*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Started && e.Member == leader.id && e.Token == first }) >= 4
+	})
+	if n := count(evs, func(e Event) bool { return e.Kind == Started && e.Member == leader.id && e.Token != first }); n != 0 {
+		t.Fatalf("token changed while the leader held the slot (%d executions with another token)", n)
+	}
+
+	// Kill the leader's session behind its back.
+	if _, err := cli.Revoke(context.Background(), leader.member.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	evs = rec.waitFor(t, "the other member to take over", 15*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Acquired && e.Member == other.id && e.Slot == slot }) > 0
+	})
+	for _, e := range evs {
+		if e.Kind == Acquired && e.Member == other.id && e.Token <= first {
+			t.Fatalf("token did not rise on failover: %d then %d", first, e.Token)
+		}
+	}
+	select {
+	case err := <-leader.done:
+		if !errors.Is(err, membership.ErrSessionLost) {
+			t.Fatalf("leader's Run returned %v; want ErrSessionLost", err)
+		}
+		leader.done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("leader kept running after losing its session")
+	}
+	if n := count(rec.all(), func(e Event) bool { return e.Kind == Lost && e.Member == leader.id && e.Slot == slot }); n == 0 {
+		t.Fatal("leader never reported the slot lost")
+	}
+}
+
+// A graceful stop hands the slot over in far less than a TTL: the lease
+// revoke deletes the leader key at once instead of letting it expire.
+func TestGracefulStopHandsOverAtOnce(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	const ttl = 10 * time.Second
+	cat := catalog("handover", config.Job{Name: "once", Schedule: "@every 1s", Handler: "noop"})
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	a := startNode(t, cli, cat, rec, h, nodeOpts{ttl: ttl})
+	b := startNode(t, cli, cat, rec, h, nodeOpts{ttl: ttl})
+	slot := shard.Slot{Job: "once"}
+	waitUntil(t, "a stable leader", 20*time.Second, func() bool { return leadersMatch(ringOwners(t, cat, a, b), a, b) })
+	leader, other := a, b
+	if _, ok := b.sched.Leading()[slot]; ok {
+		leader, other = b, a
+	}
+	stopped := time.Now()
+	if err := leader.stop(); err != nil {
+		t.Fatalf("graceful stop returned %v", err)
+	}
+	rec.waitFor(t, "takeover", ttl, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Acquired && e.Member == other.id && e.Slot == slot }) > 0
+	})
+	if took := time.Since(stopped); took > ttl/2 {
+		t.Fatalf("handover took %s; a resign should not wait for the %s TTL", took, ttl)
+	}
+}
+
+// A member whose lease deadline has passed starts nothing, even though its
+// timer fires, and gives up its slots (manual clocks, real etcd).
+func TestNothingStartsAfterLeaseDeadline(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 900_000_000, time.UTC)
+	clock := NewManualClock(t0)
+	// The member's keepalive acks are stamped with a frozen clock, so its
+	// trust window ends at t0 + TTL − TTL/6 ≈ 12:00:02.567 however many acks arrive.
+	frozen := func() time.Time { return t0 }
+	cat := catalog("deadline", config.Job{Name: "once", Schedule: "@every 1s", Handler: "count"})
+	var mu sync.Mutex
+	var ran []time.Time
+	h := jobs.Handlers{"count": func(ctx context.Context) error {
+		e, _ := jobs.FromContext(ctx)
+		mu.Lock()
+		ran = append(ran, e.ScheduledTime)
+		mu.Unlock()
+		return nil
+	}}
+	rec := newRecorder()
+	n := startNode(t, cli, cat, rec, h, nodeOpts{clock: clock, memberNow: frozen})
+	rec.waitFor(t, "acquired", 15*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Acquired }) > 0
+	})
+	clock.Advance(100 * time.Millisecond) // 12:00:01.000: inside the window
+	rec.waitFor(t, "the first run to finish", 10*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Finished }) == 1
+	})
+	clock.Advance(1900 * time.Millisecond) // 12:00:02.900: past the deadline, a fire is due
+	select {
+	case err := <-n.done:
+		if !errors.Is(err, ErrUntrusted) {
+			t.Fatalf("Run returned %v; want ErrUntrusted", err)
+		}
+		n.done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("member kept running past its lease deadline")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ran) != 1 || !ran[0].Equal(time.Date(2026, 11, 29, 12, 0, 1, 0, time.UTC)) {
+		t.Fatalf("runs at %v; want only 12:00:01", ran)
+	}
+	if count(rec.all(), func(e Event) bool { return e.Kind == Started }) != 1 {
+		t.Fatal("an execution started after the lease deadline")
+	}
+}
+
+// Losing a slot cancels its running execution.
+func TestSessionLossCancelsRunningExecutions(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	cat := catalog("cancel", config.Job{Name: "slow", Schedule: "@every 1s", Handler: "block"})
+	started := make(chan struct{}, 16)
+	h := jobs.Handlers{"block": func(ctx context.Context) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	}}
+	rec := newRecorder()
+	n := startNode(t, cli, cat, rec, h, nodeOpts{})
+	select {
+	case <-started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("execution never started")
+	}
+	if _, err := cli.Revoke(context.Background(), n.member.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	evs := rec.waitFor(t, "the execution to end", 10*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Finished }) > 0
+	})
+	for _, e := range evs {
+		if e.Kind == Finished && e.Result.Outcome != jobs.Cancelled {
+			t.Fatalf("execution ended %s; want cancelled", e.Result.Outcome)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// state is where a slot is in its life on this member (see doc.go).
+type state int
+
+const (
+	idle        state = iota
+	campaigning       // a campaign goroutine is waiting to win
+	leading           // won; fires are in the timer heap unless draining
+	resigning         // a resign goroutine is deleting the key
+)
+
+func (s state) String() string {
+	return [...]string{"idle", "campaigning", "leading", "resigning"}[s]
+}
+
+// job is a catalog job prepared for dispatch.
+type job struct {
+	spec     config.Job
+	schedule config.Schedule
+	executor jobs.Executor
+}
+
+// slot is owned by the scheduler's loop goroutine; nothing else touches it.
+type slot struct {
+	id    shard.Slot
+	job   *job
+	state state
+	// gen identifies the current campaign, so a late result of an abandoned
+	// campaign is recognised.
+	gen            uint64
+	wanted         bool // the current view prefers this member for the slot
+	election       *concurrency.Election
+	cancelCampaign context.CancelFunc
+	token          fencing.Token
+	leaderKey      string
+	// leadCtx is cancelled when leadership ends; every execution derives from it.
+	leadCtx    context.Context
+	cancelLead context.CancelFunc
+	next       time.Time // next scheduled time while in the heap
+	heapIndex  int       // -1 when not in the heap
+	running    int
+}
+
+// slotHeap orders leading slots by their next scheduled time: one timer for
+// all slots of the member, not a goroutine or timer per slot.
+type slotHeap []*slot
+
+func (h slotHeap) Len() int { return len(h) }
+func (h slotHeap) Less(i, j int) bool {
+	return h[i].next.Before(h[j].next)
+}
+func (h slotHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex, h[j].heapIndex = i, j
+}
+func (h *slotHeap) Push(x any) {
+	s := x.(*slot)
+	s.heapIndex = len(*h)
+	*h = append(*h, s)
+}
+func (h *slotHeap) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	s.heapIndex = -1
+	return s
+}
