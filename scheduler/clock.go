@@ -12,10 +12,12 @@ type Clock interface {
 	NewTimer(d time.Duration) Timer
 }
 
-// Timer is the part of *time.Timer the scheduler uses.
+// Timer is the part of *time.Timer the scheduler uses. It is re-armed for an
+// absolute time: a duration computed from an earlier reading of the clock
+// would drift by however long the caller took in between.
 type Timer interface {
 	C() <-chan time.Time
-	Reset(d time.Duration)
+	ResetAt(when time.Time)
 	Stop()
 }
 
@@ -28,9 +30,9 @@ func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTime
 
 type realTimer struct{ t *time.Timer }
 
-func (r realTimer) C() <-chan time.Time   { return r.t.C }
-func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
-func (r realTimer) Stop()                 { r.t.Stop() }
+func (r realTimer) C() <-chan time.Time    { return r.t.C }
+func (r realTimer) ResetAt(when time.Time) { r.t.Reset(time.Until(when)) }
+func (r realTimer) Stop()                  { r.t.Stop() }
 
 // ManualClock is a Clock that moves only when told to, for tests.
 type ManualClock struct {
@@ -64,7 +66,7 @@ func (c *ManualClock) NewTimer(d time.Duration) Timer {
 	defer c.mu.Unlock()
 	t := &manualTimer{clock: c, ch: make(chan time.Time, 1)}
 	c.timers = append(c.timers, t)
-	t.arm(c.now, d)
+	t.arm(c.now, c.now.Add(d))
 	return t
 }
 
@@ -78,8 +80,8 @@ type manualTimer struct {
 func (t *manualTimer) C() <-chan time.Time { return t.ch }
 
 // arm and fireIfDue run with the clock's lock held.
-func (t *manualTimer) arm(now time.Time, d time.Duration) {
-	t.when, t.active = now.Add(d), true
+func (t *manualTimer) arm(now, when time.Time) {
+	t.when, t.active = when, true
 	t.fireIfDue(now)
 }
 
@@ -93,14 +95,14 @@ func (t *manualTimer) fireIfDue(now time.Time) {
 	}
 }
 
-func (t *manualTimer) Reset(d time.Duration) {
+func (t *manualTimer) ResetAt(when time.Time) {
 	t.clock.mu.Lock()
 	defer t.clock.mu.Unlock()
 	select { // drop a stale tick, as time.Timer.Reset does since Go 1.23
 	case <-t.ch:
 	default:
 	}
-	t.arm(t.clock.now, d)
+	t.arm(t.clock.now, when)
 }
 
 func (t *manualTimer) Stop() {

@@ -13,13 +13,13 @@
 //
 // # The life of a slot
 //
-//	          view prefers me                 won (token T)
-//	 idle ───────────────────► campaigning ─────────────────► leading ──► fire ──► executing
-//	  ▲                              │ view prefers another     │                        │
-//	  │                              ▼                          │ view prefers another   │
-//	  └──── resigning ◄──── (between executions) ◄──────────────┘ (finish, then resign)  │
-//	  ▲                                                                                   │
-//	  └──────── lease lost or trust window closed: cancel everything, start nothing ─────┘
+//	         view prefers me                 won (token T)
+//	idle ───────────────────► campaigning ─────────────────► leading ──► fire ──► executing
+//	 ▲                              │ view prefers another     │                        │
+//	 │                              ▼                          │ view prefers another   │
+//	 └──── resigning ◄──── (between executions) ◄──────────────┘ (finish, then resign)  │
+//	 ▲                                                                                   │
+//	 └──────── lease lost or trust window closed: cancel everything, start nothing ─────┘
 //
 // A member campaigns (concurrency.Election, one per slot, all on the member's
 // one session) only for the slots the ring prefers it for in its latest view,

@@ -77,7 +77,7 @@ type Scheduler struct {
 	results  chan campaignResult
 	finished chan finishedRun
 	resigned chan resignedSlot
-	deleted  chan string
+	deleted  chan deletedKey
 	stopped  chan struct{} // closed when Run no longer reads the channels above
 
 	slots map[shard.Slot]*slot
@@ -100,6 +100,11 @@ type finishedRun struct {
 	slot shard.Slot
 	exec jobs.Execution
 	res  jobs.Result
+}
+
+type deletedKey struct {
+	key string
+	rev int64 // the revision of the delete
 }
 
 type resignedSlot struct {
@@ -127,7 +132,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		results:  make(chan campaignResult),
 		finished: make(chan finishedRun),
 		resigned: make(chan resignedSlot),
-		deleted:  make(chan string, 64),
+		deleted:  make(chan deletedKey, 64),
 		stopped:  make(chan struct{}),
 		slots:    map[shard.Slot]*slot{},
 		byKey:    map[string]*slot{},
@@ -187,7 +192,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// Stop: no more fires, no more campaigns.
 	for _, sl := range s.slots {
 		if sl.state == campaigning {
-			sl.cancelCampaign()
+			s.abandonCampaign(sl)
 		}
 		if sl.heapIndex >= 0 {
 			heap.Remove(&s.heap, sl.heapIndex)
@@ -233,7 +238,7 @@ func (s *Scheduler) loop(ctx context.Context) error {
 		if len(s.heap) > 0 && s.heap[0].next.Before(wake) {
 			wake = s.heap[0].next
 		}
-		timer.Reset(wake.Sub(now))
+		timer.ResetAt(wake)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -249,8 +254,10 @@ func (s *Scheduler) loop(ctx context.Context) error {
 			s.runEnded(f)
 		case r := <-s.resigned:
 			s.resignEnded(r)
-		case key := <-s.deleted:
-			if sl, ok := s.byKey[key]; ok && sl.state == leading {
+		case d := <-s.deleted:
+			// The same lease always campaigns with the same key, so only a
+			// delete after our key's creation ends our current leadership.
+			if sl, ok := s.byKey[d.key]; ok && sl.state == leading && d.rev > int64(sl.token) {
 				s.endLeadership(sl, Lost, "election key deleted")
 				s.reconcile(sl)
 			}
@@ -282,7 +289,7 @@ func (s *Scheduler) reconcile(sl *slot) {
 		sl.next = sl.job.schedule.Next(s.cfg.Clock.Now().UTC())
 		heap.Push(&s.heap, sl)
 	case !sl.wanted && sl.state == campaigning:
-		sl.cancelCampaign() // the campaign goroutine resigns on cancel
+		s.abandonCampaign(sl)
 	case !sl.wanted && sl.state == leading:
 		if sl.heapIndex >= 0 {
 			heap.Remove(&s.heap, sl.heapIndex)
@@ -298,30 +305,47 @@ func (s *Scheduler) startCampaign(sl *slot, delay time.Duration) {
 	sl.state = campaigning
 	ctx, cancel := context.WithCancel(context.Background())
 	sl.cancelCampaign = cancel
-	e := concurrency.NewElection(s.member.Session(), ElectionKeyPrefix(s.member.Cluster(), sl.id))
+	prefix := ElectionKeyPrefix(s.member.Cluster(), sl.id)
+	e := concurrency.NewElection(s.member.Session(), prefix)
 	id, gen, session := sl.id, sl.gen, s.member.Session()
+	key := fmt.Sprintf("%s/%x", prefix, session.Lease())
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if delay > 0 {
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
-				return
-			}
+		defer cancel()
+		var err error
+		select {
+		case <-time.After(delay):
+			err = e.Campaign(ctx, s.member.ID())
+		case <-ctx.Done():
+			err = ctx.Err()
 		}
-		err := e.Campaign(ctx, s.member.ID())
 		if err == nil {
 			err = confirmLeadership(ctx, session, e)
 		}
+		if err == nil && ctx.Err() != nil {
+			err = ctx.Err() // won, but the campaign was abandoned meanwhile
+		}
+		if err != nil {
+			withdraw(session, key)
+		}
+		// Always report, so the loop knows this slot has no goroutine left.
 		select {
 		case s.results <- campaignResult{slot: id, gen: gen, election: e, err: err}:
-		case <-ctx.Done():
+		case <-s.stopped:
 			if err == nil {
-				resign(e) // won, but nobody wants it any more
+				withdraw(session, key)
 			}
 		}
 	}()
+}
+
+// abandonCampaign cancels a campaign; the slot waits in resigning until the
+// campaign goroutine has reported (and resigned, had it won), because a new
+// campaign on the same lease would reuse the very same key.
+func (s *Scheduler) abandonCampaign(sl *slot) {
+	sl.cancelCampaign()
+	sl.state = resigning
 }
 
 // confirmLeadership guards against phantom leadership: Campaign can return
@@ -343,6 +367,16 @@ func confirmLeadership(ctx context.Context, session *concurrency.Session, e *con
 	return nil
 }
 
+// withdraw deletes this member's candidacy for a slot. A campaign cancelled
+// during its first transaction may have created the key without learning it
+// (and then Resign does nothing), which would block the preferred member
+// until our lease ends; deleting our own key is always safe once we gave up.
+func withdraw(session *concurrency.Session, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+	defer cancel()
+	_, _ = session.Client().Delete(ctx, key)
+}
+
 func resign(e *concurrency.Election) {
 	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
 	defer cancel()
@@ -351,16 +385,21 @@ func resign(e *concurrency.Election) {
 
 func (s *Scheduler) campaignEnded(r campaignResult) {
 	sl := s.slots[r.slot]
-	if sl.state != campaigning || sl.gen != r.gen {
+	if sl.gen != r.gen {
+		return // cannot happen: a slot has one goroutine at a time
+	}
+	if sl.state == resigning { // abandoned while the result was on its way
 		if r.err == nil {
 			s.resignAsync(sl, r.election)
+			return
 		}
+		sl.state = idle
+		s.reconcile(sl)
 		return
 	}
-	sl.cancelCampaign()
 	if r.err != nil {
 		sl.state = idle
-		s.cfg.Logger.Warn("campaign failed", "slot", sl.id.String(), "err", r.err)
+		s.cfg.Logger.Warn("campaign failed; retrying", "slot", sl.id.String(), "err", r.err)
 		if sl.wanted {
 			s.startCampaign(sl, campaignRetry)
 		}
@@ -529,7 +568,7 @@ func (s *Scheduler) lose(cause error) error {
 			s.emit(Event{Kind: Lost, Slot: sl.id, Token: sl.token, Reason: cause.Error(), At: s.cfg.Clock.Now()})
 			sl.state = idle
 		case campaigning:
-			sl.cancelCampaign()
+			s.abandonCampaign(sl)
 		}
 	}
 	s.cfg.Logger.Error("lost the lease: cancelled every execution", "member", s.member.ID(), "err", cause)
@@ -605,7 +644,7 @@ func (s *Scheduler) watchElections(ctx context.Context) {
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE && strings.HasSuffix(string(ev.Kv.Key), fmt.Sprintf("/%x", s.member.Lease())) {
 					select {
-					case s.deleted <- string(ev.Kv.Key):
+					case s.deleted <- deletedKey{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision}:
 					case <-ctx.Done():
 					}
 				}
