@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/etcdtest"
+	"go.uber.org/goleak"
+)
+
+var kiraBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kira-e2e")
+	if err != nil {
+		panic(err)
+	}
+	kiraBin = filepath.Join(dir, "kira")
+	if out, err := exec.Command("go", "build", "-o", kiraBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building kira: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(etcdtest.IgnoredGoroutines()...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// proc is a kira process whose output is kept for failure reports.
+type proc struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(kiraBin, args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("kira %s output:\n%s", strings.Join(args, " "), p.output())
+		}
+	})
+	return p
+}
+
+// stop sends sig and returns the exit code.
+func (p *proc) stop(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kira did not exit after %v", sig)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func runKira(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.Command(kiraBin, args...).CombinedOutput()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		}
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestValidate(t *testing.T) {
+	out, code := runKira(t, "validate", "../../examples/catalog.yaml")
+	if code != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("valid catalog: exit %d: %s", code, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("membership:\n  lease_ttl: 1s\njobs:\n  - name: x\n    schedule: '* * *'\n    command: [true]\n"), 0o600)
+	out, code = runKira(t, "validate", bad)
+	if code != 1 || !strings.Contains(out, bad+":2:") || !strings.Contains(out, bad+":5:") {
+		t.Fatalf("invalid catalog: exit %d: %s", code, out)
+	}
+	// kira run refuses it too, and starts nothing.
+	out, code = runKira(t, "run", "--catalog", bad, "--etcd", "http://127.0.0.1:1")
+	if code != 1 || !strings.Contains(out, "lease_ttl") {
+		t.Fatalf("run with invalid catalog: exit %d: %s", code, out)
+	}
+}
+
+// kira etcd runs a three-member cluster from etcd's own flags; each member
+// answers GET /health and stops cleanly on SIGTERM.
+func TestEtcdCluster(t *testing.T) {
+	dir := t.TempDir()
+	var clients, peers, initial []string
+	for i := 0; i < 3; i++ {
+		clients = append(clients, "http://"+freePort(t))
+		peers = append(peers, "http://"+freePort(t))
+		initial = append(initial, fmt.Sprintf("e%d=%s", i, peers[i]))
+	}
+	var procs []*proc
+	for i := 0; i < 3; i++ {
+		procs = append(procs, start(t, "etcd", "--name", fmt.Sprintf("e%d", i), "--data-dir", filepath.Join(dir, fmt.Sprint(i)),
+			"--listen-client-urls", clients[i], "--advertise-client-urls", clients[i],
+			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new"))
+	}
+	for _, c := range clients {
+		eventually(t, "healthy "+c, 60*time.Second, func() bool {
+			resp, err := http.Get(c + "/health")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			var h struct{ Health string }
+			return json.NewDecoder(resp.Body).Decode(&h) == nil && h.Health == "true"
+		})
+	}
+	cli := etcdtest.NewClient(t, clients...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := etcdtest.WaitHealthy(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close()
+	for i, p := range procs {
+		if code := p.stop(t, syscall.SIGTERM); code != 0 {
+			t.Fatalf("member %d exited %d on SIGTERM", i, code)
+		}
+	}
+}
+
+const threeMemberCatalog = `cluster: e2e
+membership:
+  lease_ttl: 2s
+jobs:
+  - name: tick
+    schedule: "@every 1s"
+    partitions: 9
+    command: ["sh", "-c", "echo \"$KIRA_JOB/$KIRA_PARTITION $KIRA_FENCING_TOKEN $KIRA_MEMBER\" >> %s"]
+`
+
+func status(t *testing.T, endpoint string) Status {
+	t.Helper()
+	out, code := runKira(t, "status", "--etcd", endpoint, "--cluster", "e2e", "-o", "json")
+	if code != 0 {
+		t.Fatalf("status exit %d: %s", code, out)
+	}
+	var st Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status JSON: %v\n%s", err, out)
+	}
+	return st
+}
+
+// settled reports whether every slot is owned by a live member, and how many
+// slots each member owns.
+func settled(st Status, members int) (map[string]int, bool) {
+	live := map[string]bool{}
+	for _, m := range st.Members {
+		live[m.ID] = true
+	}
+	owned := map[string]int{}
+	for _, s := range st.Slots {
+		if !live[s.Owner] {
+			return nil, false
+		}
+		owned[s.Owner]++
+	}
+	return owned, len(st.Members) == members && len(st.Slots) == 9 && len(owned) == members
+}
+
+// Three kira run processes over one etcd share the slots; kill -9 of one
+// moves its slots to the others within the lease TTL (plus detection), with
+// higher tokens; SIGTERM of another hands over at once and exits 0.
+func TestThreeMembers(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ep := etcd.Endpoints()[0]
+	dir := t.TempDir()
+	log := filepath.Join(dir, "runs.log")
+	cat := filepath.Join(dir, "catalog.yaml")
+	os.WriteFile(cat, []byte(fmt.Sprintf(threeMemberCatalog, log)), 0o600)
+	var members []*proc
+	for i := 0; i < 3; i++ {
+		members = append(members, start(t, "run", "--catalog", cat, "--etcd", ep, "--name", fmt.Sprintf("m%d", i)))
+	}
+	var st Status
+	eventually(t, "slots spread over three members", 30*time.Second, func() bool {
+		st = status(t, ep)
+		_, ok := settled(st, 3)
+		return ok
+	})
+	before := map[int]int64{}
+	for _, s := range st.Slots {
+		before[s.Partition] = s.Token
+	}
+	// The victim is the member leading the most slots.
+	owned, _ := settled(st, 3)
+	victim, most := "", 0
+	for id, n := range owned {
+		if n > most {
+			victim, most = id, n
+		}
+	}
+	var victimProc *proc
+	for _, m := range members {
+		if strings.Contains(m.output(), victim) {
+			victimProc = m
+		}
+	}
+	if victimProc == nil {
+		t.Fatalf("no process logged member id %s", victim)
+	}
+	killed := time.Now()
+	victimProc.cmd.Process.Signal(syscall.SIGKILL)
+	eventually(t, "slots moved off the killed member", 15*time.Second, func() bool {
+		st = status(t, ep)
+		_, ok := settled(st, 2)
+		return ok
+	})
+	t.Logf("kill -9 → every slot owned again: %s (lease TTL 2s)", time.Since(killed).Round(time.Millisecond))
+	for _, s := range st.Slots {
+		if s.Token < before[s.Partition] {
+			t.Fatalf("slot %d token went down: %d → %d", s.Partition, before[s.Partition], s.Token)
+		}
+	}
+	// Tokens of moved slots rose; the others kept theirs.
+	moved := 0
+	for _, s := range st.Slots {
+		if s.Token > before[s.Partition] {
+			moved++
+		}
+	}
+	if moved < most {
+		t.Fatalf("%d slots got new tokens; the killed member led %d", moved, most)
+	}
+
+	// Graceful stop of another member: exit 0, slots handed over fast.
+	var leaving *proc
+	for _, m := range members {
+		if m != victimProc {
+			leaving = m
+			break
+		}
+	}
+	stopped := time.Now()
+	if code := leaving.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	eventually(t, "one member owning everything", 10*time.Second, func() bool {
+		st = status(t, ep)
+		_, ok := settled(st, 1)
+		return ok
+	})
+	if took := time.Since(stopped); took > 2*time.Second {
+		t.Fatalf("graceful handover took %s, not less than the 2s TTL", took)
+	}
+	// The executions carried the env contract.
+	data, _ := os.ReadFile(log)
+	if !strings.Contains(string(data), "tick/") {
+		t.Fatalf("no execution wrote its environment: %q", data)
+	}
+}

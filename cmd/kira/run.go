@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/scheduler"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// EnvEtcdEndpoints is read when --etcd is not given.
+const EnvEtcdEndpoints = "KIRA_ETCD_ENDPOINTS"
+
+type runFlags struct {
+	catalog, etcd, dataDir, name, httpAddr string
+	embeddedClient, embeddedPeer           string
+	grace                                  time.Duration
+	traceStdout                            bool
+	logLevel                               string
+}
+
+func runCommand(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	host, _ := os.Hostname()
+	var f runFlags
+	fs.StringVar(&f.catalog, "catalog", "", "catalog YAML file (required)")
+	fs.StringVar(&f.etcd, "etcd", os.Getenv(EnvEtcdEndpoints), "comma-separated etcd endpoints (also $"+EnvEtcdEndpoints+"); empty starts an embedded single-node etcd")
+	fs.StringVar(&f.dataDir, "data-dir", "./kira-data", "data directory of the embedded etcd")
+	fs.StringVar(&f.name, "name", host, "human-readable member name (the member id adds a UUID to the hostname)")
+	fs.StringVar(&f.httpAddr, "http", "", "listen address for /healthz and /metrics, such as :8080; empty disables")
+	fs.StringVar(&f.embeddedClient, "embedded-client-url", "http://127.0.0.1:2379", "client URL of the embedded etcd")
+	fs.StringVar(&f.embeddedPeer, "embedded-peer-url", "http://127.0.0.1:2380", "peer URL of the embedded etcd")
+	fs.DurationVar(&f.grace, "grace", scheduler.DefaultGrace, "on SIGTERM, how long in-flight executions may finish before they are cancelled")
+	fs.BoolVar(&f.traceStdout, "trace-stdout", false, "print every execution's OpenTelemetry span to stdout")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if f.catalog == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "kira run: --catalog FILE is required")
+		fs.Usage()
+		return errUsage
+	}
+	cat, err := config.Load(f.catalog)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("kira run: --log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if f.traceStdout {
+		exp, err := stdouttrace.New(stdouttrace.WithPrettyPrint())
+		if err != nil {
+			return err
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+		otel.SetTracerProvider(tp)
+		defer tp.Shutdown(context.Background())
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	endpoints := splitList(f.etcd)
+	if len(endpoints) == 0 {
+		ef := etcdFlags{name: "kira", dataDir: f.dataDir, listenClient: f.embeddedClient, listenPeer: f.embeddedPeer,
+			initialClusterState: "new", initialClusterToken: "kira-embedded", logLevel: "error"}
+		cfg, err := ef.config()
+		if err != nil {
+			return err
+		}
+		// Its own failures reach us through e.Err(); its logs would drown the member's.
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+		e, err := startEmbedded(cfg)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		endpoints = splitList(f.embeddedClient)
+		logger.Info("started embedded etcd", "data_dir", f.dataDir, "client_url", f.embeddedClient)
+	}
+
+	r := &runner{flags: f, cat: cat, endpoints: endpoints, logger: logger, metrics: newMetrics()}
+	if f.httpAddr != "" {
+		srv, err := r.serveHTTP(f.httpAddr)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
+	return r.run(ctx)
+}
+
+type runner struct {
+	flags     runFlags
+	cat       *config.Catalog
+	endpoints []string
+	logger    *slog.Logger
+	metrics   *metrics
+	current   atomic.Pointer[membership.Member]
+}
+
+// run keeps a member alive until ctx ends. A member that loses its lease
+// stops everything and joins again as a fresh member with a new id.
+func (r *runner) run(ctx context.Context) error {
+	published := false
+	for {
+		err := r.runMember(ctx, &published)
+		if ctx.Err() != nil {
+			r.logger.Info("stopped")
+			return nil
+		}
+		if !errors.Is(err, membership.ErrSessionLost) && !errors.Is(err, scheduler.ErrUntrusted) && !isTransient(err) {
+			return err
+		}
+		r.logger.Warn("member lost; joining again as a new member", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// isTransient reports errors of talking to etcd that a retry may cure.
+func isTransient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "etcdserver:") || strings.Contains(err.Error(), "connection")
+}
+
+func (r *runner) runMember(ctx context.Context, published *bool) error {
+	// A client per incarnation: closing it releases any etcd call that the
+	// previous incarnation left pending on an unreachable server.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: r.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("kira run: etcd client: %w", err)
+	}
+	defer cli.Close()
+	joinCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if !*published {
+		if err := publishCatalog(joinCtx, cli, r.cat); err != nil {
+			return fmt.Errorf("kira run: publish catalog: %w", err)
+		}
+		*published = true
+	}
+	host, _ := os.Hostname()
+	id := membership.NewID()
+	m, err := membership.Join(joinCtx, cli, membership.Config{
+		Cluster: r.cat.Cluster,
+		TTL:     r.cat.Membership.LeaseTTL,
+		Record:  membership.Record{ID: id, Name: r.flags.name, Host: host, HTTP: r.flags.httpAddr, Version: version, StartedAt: time.Now().UTC()},
+	})
+	if err != nil {
+		return err
+	}
+	r.current.Store(m)
+	defer r.current.Store(nil)
+	r.logger.Info("joined", "member", id, "cluster", r.cat.Cluster, "lease_ttl", r.cat.Membership.LeaseTTL, "etcd", strings.Join(r.endpoints, ","))
+
+	views := membership.NewViews(cli, r.cat.Cluster)
+	viewsCtx, stopViews := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); views.Run(viewsCtx) }()
+	defer func() { stopViews(); wg.Wait() }()
+
+	s, err := scheduler.New(m, views, r.cat, scheduler.Config{
+		Grace:   r.flags.grace,
+		Logger:  r.logger,
+		OnEvent: r.onEvent,
+	})
+	if err != nil {
+		m.Leave(context.Background())
+		return err
+	}
+	runErr := s.Run(ctx)
+	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelLeave()
+	if err := m.Leave(leaveCtx); err != nil && runErr == nil {
+		r.logger.Warn("could not revoke the lease; it will expire on its own", "err", err)
+	} else if runErr == nil {
+		r.logger.Info("left: lease revoked, every slot released", "member", id)
+	}
+	return runErr
+}
+
+func (r *runner) onEvent(e scheduler.Event) {
+	r.metrics.observe(e)
+	switch e.Kind {
+	case scheduler.Acquired, scheduler.Released, scheduler.Lost:
+		r.logger.Info("slot "+string(e.Kind), "slot", e.Slot.String(), "token", e.Token.String(), "reason", e.Reason)
+	case scheduler.Skipped:
+		r.logger.Warn("fire skipped", "slot", e.Slot.String(), "scheduled", e.Execution.ScheduledTimeText(), "reason", e.Reason)
+	case scheduler.Finished:
+		attrs := []any{"slot", e.Slot.String(), "token", e.Token.String(), "execution_id", e.Execution.ID,
+			"scheduled", e.Execution.ScheduledTimeText(), "outcome", string(e.Result.Outcome), "code", e.Result.Code}
+		if out := strings.TrimSpace(e.Result.OutputTail); out != "" {
+			attrs = append(attrs, "output", out)
+		}
+		if e.Result.Err != nil {
+			attrs = append(attrs, "err", e.Result.Err)
+		}
+		r.logger.Info("execution finished", attrs...)
+	}
+}
+
+// publishCatalog stores the catalog under /kira/<cluster>/catalog unless the
+// same one is there already, so replicas started with the same file do not
+// rewrite it. kira status reads it to list every slot.
+func publishCatalog(ctx context.Context, cli *clientv3.Client, cat *config.Catalog) error {
+	data, err := json.Marshal(cat)
+	if err != nil {
+		return err
+	}
+	key := CatalogKey(cat.Cluster)
+	_, err = cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.Value(key), "=", string(data))).
+		Else(clientv3.OpPut(key, string(data))).
+		Commit()
+	return err
+}
+
+// CatalogKey is where a cluster's catalog is stored.
+func CatalogKey(cluster string) string { return membership.ClusterPrefix(cluster) + "catalog" }
+
+func (r *runner) serveHTTP(addr string) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		m := r.current.Load()
+		if m == nil || !m.Trusted(time.Now()) {
+			http.Error(w, "not a trusted member: no live lease", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok %s\n", m.ID())
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{}))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("kira run: --http: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(l)
+	return srv, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// metrics are the member's Prometheus series.
+type metrics struct {
+	registry   *prometheus.Registry
+	leader     *prometheus.GaugeVec
+	executions *prometheus.CounterVec
+	skipped    *prometheus.CounterVec
+	lateness   *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kira_slot_leader",
+			Help: "1 while this member leads the slot. Summed over members: 0 for long means nobody does the work, 2 means split brain.",
+		}, []string{"job", "partition"}),
+		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kira_executions_total", Help: "Executions that ended, by outcome.",
+		}, []string{"job", "outcome"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kira_fires_skipped_total", Help: "Fires not started, by reason.",
+		}, []string{"job", "reason"}),
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kira_execution_lateness_seconds", Help: "Start time minus scheduled time.",
+			Buckets: []float64{.001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+		}, []string{"job"}),
+	}
+	m.registry.MustRegister(m.leader, m.executions, m.skipped, m.lateness)
+	return m
+}
+
+func (m *metrics) observe(e scheduler.Event) {
+	part := fmt.Sprint(e.Slot.Partition)
+	switch e.Kind {
+	case scheduler.Acquired:
+		m.leader.WithLabelValues(e.Slot.Job, part).Set(1)
+	case scheduler.Released, scheduler.Lost:
+		m.leader.WithLabelValues(e.Slot.Job, part).Set(0)
+	case scheduler.Started:
+		m.lateness.WithLabelValues(e.Slot.Job).Observe(e.At.Sub(e.Execution.ScheduledTime).Seconds())
+	case scheduler.Finished:
+		m.executions.WithLabelValues(e.Slot.Job, string(e.Result.Outcome)).Inc()
+	case scheduler.Skipped:
+		m.skipped.WithLabelValues(e.Slot.Job, e.Reason).Inc()
+	}
+}
