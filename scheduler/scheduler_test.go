@@ -15,6 +15,8 @@ import (
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 )
 
@@ -425,4 +427,69 @@ func debugDump(t *testing.T) {
 			t.Logf("%s %s state=%s wanted=%v running=%d heap=%d token=%d view=%v", n.id[len(n.id)-4:], id, sl.state, sl.wanted, sl.running, sl.heapIndex, sl.token, n.views.Latest())
 		}
 	}
+}
+
+// Each execution is an OpenTelemetry span carrying job, partition, token,
+// execution id and lateness.
+func TestExecutionsAreTraced(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer tp.Shutdown(context.Background())
+
+	cat := catalog("traced", config.Job{Name: "traced", Schedule: "@every 1s", Handler: "noop"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: 2 * time.Second, Record: membership.Record{ID: membership.NewID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Leave(context.Background())
+	views := membership.NewViews(cli, cat.Cluster)
+	rec := newRecorder()
+	s, err := New(m, views, cat, Config{Handlers: jobs.Handlers{"noop": noop}, OnEvent: rec.add, Tracer: tp.Tracer("test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); views.Run(runCtx) }()
+	go func() { defer wg.Done(); s.Run(runCtx) }()
+	evs := rec.waitFor(t, "a finished execution", 15*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Finished }) > 0
+	})
+	stop()
+	wg.Wait()
+	var fin Event
+	for _, e := range evs {
+		if e.Kind == Finished {
+			fin = e
+			break
+		}
+	}
+	for _, sp := range spans.Ended() {
+		attrs := map[string]string{}
+		for _, kv := range sp.Attributes() {
+			attrs[string(kv.Key)] = kv.Value.Emit()
+		}
+		if attrs["kira.execution_id"] != fin.Execution.ID {
+			continue
+		}
+		want := map[string]string{
+			"kira.job": "traced", "kira.partition": "0", "kira.fencing_token": fin.Token.String(),
+			"kira.outcome": "succeeded", "kira.member": m.ID(),
+		}
+		for k, v := range want {
+			if attrs[k] != v {
+				t.Errorf("span attribute %s = %q; want %q", k, attrs[k], v)
+			}
+		}
+		if _, ok := attrs["kira.lateness_ns"]; !ok {
+			t.Error("span has no lateness")
+		}
+		return
+	}
+	t.Fatalf("no span for execution %s among %d spans", fin.Execution.ID, len(spans.Ended()))
 }

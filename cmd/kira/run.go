@@ -139,7 +139,11 @@ func (r *runner) run(ctx context.Context) error {
 		if !errors.Is(err, membership.ErrSessionLost) && !errors.Is(err, scheduler.ErrUntrusted) && !isTransient(err) {
 			return err
 		}
-		r.logger.Warn("member lost; joining again as a new member", "err", err)
+		if errors.Is(err, membership.ErrSessionLost) || errors.Is(err, scheduler.ErrUntrusted) {
+			r.logger.Warn("lease lost: every execution cancelled; joining again as a new member", "err", err)
+		} else {
+			r.logger.Warn("cannot reach etcd; retrying", "etcd", strings.Join(r.endpoints, ","), "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil

@@ -70,7 +70,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	st, err := readStatus(ctx, cli, *cluster)
 	if err != nil {
-		return fmt.Errorf("kira status: %w", err)
+		return fmt.Errorf("kira status: reading cluster %q from etcd at %s: %w (is etcd running there? set --etcd or %s)", *cluster, *etcd, err, EnvEtcdEndpoints)
 	}
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
