@@ -22,20 +22,10 @@ import (
 
 // Status is what kira status prints; its JSON form is a contract.
 type Status struct {
-	Cluster  string         `json:"cluster"`
-	Revision int64          `json:"revision"`
-	Members  []MemberStatus `json:"members"`
-	Slots    []SlotStatus   `json:"slots"`
-}
-
-// MemberStatus is one live member.
-type MemberStatus struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Host      string    `json:"host"`
-	HTTP      string    `json:"http,omitempty"`
-	Version   string    `json:"version,omitempty"`
-	StartedAt time.Time `json:"started_at"`
+	Cluster  string              `json:"cluster"`
+	Revision int64               `json:"revision"`
+	Members  []membership.Record `json:"members"`
+	Slots    []SlotStatus        `json:"slots"`
 }
 
 // SlotStatus is one slot: its owner is the member whose election key is
@@ -92,13 +82,13 @@ func readStatus(ctx context.Context, cli *clientv3.Client, cluster string) (*Sta
 	if err != nil {
 		return nil, err
 	}
-	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []MemberStatus{}, Slots: []SlotStatus{}}
+	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []membership.Record{}, Slots: []SlotStatus{}}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		var rec membership.Record
 		if json.Unmarshal(kv.Value, &rec) != nil || rec.ID == "" {
 			rec.ID = strings.TrimPrefix(string(kv.Key), membership.MembersPrefix(cluster))
 		}
-		st.Members = append(st.Members, MemberStatus{ID: rec.ID, Name: rec.Name, Host: rec.Host, HTTP: rec.HTTP, Version: rec.Version, StartedAt: rec.StartedAt})
+		st.Members = append(st.Members, rec)
 	}
 	slots := map[[2]string]*SlotStatus{}
 	slot := func(job string, partition int) *SlotStatus {
