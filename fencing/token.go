@@ -14,6 +14,8 @@ const (
 	EnvToken = "KIRA_FENCING_TOKEN"
 	// HeaderToken is the HTTP header an HTTP execution sends its token in.
 	HeaderToken = "Kira-Fencing-Token"
+	// EnvLeaderKey is the environment variable holding the slot's election leader key.
+	EnvLeaderKey = "KIRA_LEADER_KEY"
 )
 
 // Token is a slot's fencing token: the etcd revision at which the current
@@ -22,6 +24,11 @@ type Token int64
 
 // ErrInvalidToken is returned when a token's text is not a positive decimal revision.
 var ErrInvalidToken = errors.New("fencing: invalid token")
+
+// ErrFenced is returned by every guard when a write is refused because a newer
+// holder's token has been seen (or the claim's leader key is gone). Handlers
+// return it, wrapped or not, to have their execution recorded as fenced.
+var ErrFenced = errors.New("fencing: fenced: a newer leader holds the slot")
 
 // String renders the token as the decimal revision, the form used in the
 // environment variable and header.
@@ -39,15 +46,33 @@ func ParseToken(s string) (Token, error) {
 	return Token(n), nil
 }
 
-type tokenKey struct{}
+// Claim is what an execution holds on its slot: the etcd key of the election
+// leader it was started under, and that key's create revision (the token).
+type Claim struct {
+	LeaderKey string
+	Token     Token
+}
 
-// WithToken returns a context that carries t, for code that runs on behalf of a slot.
+type claimKey struct{}
+
+// WithClaim returns a context that carries c, for code that runs on behalf of a slot.
+func WithClaim(ctx context.Context, c Claim) context.Context {
+	return context.WithValue(ctx, claimKey{}, c)
+}
+
+// ClaimFromContext returns the claim carried by ctx, and whether there was one.
+func ClaimFromContext(ctx context.Context) (Claim, bool) {
+	c, ok := ctx.Value(claimKey{}).(Claim)
+	return c, ok
+}
+
+// WithToken returns a context that carries a claim with token t and no leader key.
 func WithToken(ctx context.Context, t Token) context.Context {
-	return context.WithValue(ctx, tokenKey{}, t)
+	return WithClaim(ctx, Claim{Token: t})
 }
 
 // FromContext returns the token carried by ctx, and whether there was one.
 func FromContext(ctx context.Context) (Token, bool) {
-	t, ok := ctx.Value(tokenKey{}).(Token)
-	return t, ok
+	c, ok := ClaimFromContext(ctx)
+	return c.Token, ok
 }

@@ -37,6 +37,8 @@ type Execution struct {
 	ID            string
 	ScheduledTime time.Time
 	Member        string
+	// LeaderKey is the slot's election key this execution was started under.
+	LeaderKey string
 }
 
 // ExecutionID derives the id of the fire of (job, partition) at scheduled.
@@ -67,6 +69,7 @@ func (e Execution) Env() []string {
 		EnvExecutionID + "=" + e.ID,
 		EnvScheduledTime + "=" + e.ScheduledTimeText(),
 		EnvMember + "=" + e.Member,
+		fencing.EnvLeaderKey + "=" + e.LeaderKey,
 	}
 }
 
@@ -82,7 +85,7 @@ type executionKey struct{}
 
 // WithExecution returns a context carrying e and its token.
 func WithExecution(ctx context.Context, e Execution) context.Context {
-	return fencing.WithToken(context.WithValue(ctx, executionKey{}, e), e.Token)
+	return fencing.WithClaim(context.WithValue(ctx, executionKey{}, e), fencing.Claim{LeaderKey: e.LeaderKey, Token: e.Token})
 }
 
 // FromContext returns the execution a handler runs for.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/kira-scheduler/kira/fencing"
 )
 
 // Handler is an in-process job. Its context carries the execution
@@ -12,8 +14,9 @@ import (
 type Handler func(ctx context.Context) error
 
 // ErrFenced is what a handler returns (wrapped or not) when a protected
-// resource rejected its token; the run is then recorded as fenced.
-var ErrFenced = errors.New("jobs: fenced")
+// resource rejected its token; the run is then recorded as fenced. It is the
+// same error every fencing guard returns.
+var ErrFenced = fencing.ErrFenced
 
 // Handlers maps the names used by a catalog's handler: field to Go functions.
 type Handlers map[string]Handler

@@ -486,7 +486,7 @@ func (s *Scheduler) start(sl *slot, scheduled, now time.Time) {
 	e := jobs.Execution{
 		Job: sl.id.Job, Partition: sl.id.Partition, Partitions: sl.job.spec.Partitions,
 		Token: sl.token, ID: jobs.ExecutionID(sl.id.Job, sl.id.Partition, scheduled),
-		ScheduledTime: scheduled, Member: s.member.ID(),
+		ScheduledTime: scheduled, Member: s.member.ID(), LeaderKey: sl.leaderKey,
 	}
 	// The last check before anything starts: is the lease still provably alive?
 	if !s.member.Trusted(now) {
