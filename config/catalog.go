@@ -50,6 +50,9 @@ type Job struct {
 	Command []string  `json:"command,omitempty"`
 	HTTP    *HTTPSpec `json:"http,omitempty"`
 	Handler string    `json:"handler,omitempty"`
+	// FenceURL, if set, is called with each newly acquired token before the
+	// slot's first execution, so the protected resource raises its fence.
+	FenceURL string `json:"fence_url,omitempty"`
 }
 
 // HTTPSpec describes a request made for each execution of an HTTP job.
@@ -186,6 +189,12 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 		executors++
 		j.HTTP = v.http(jp.child("http"), rj.HTTP)
 	}
+	if rj.FenceURL != "" {
+		if !isHTTPURL(rj.FenceURL) {
+			v.addf(jp.child("fence_url"), "%q is not an absolute http(s) URL", rj.FenceURL)
+		}
+		j.FenceURL = rj.FenceURL
+	}
 	if rj.Handler != "" {
 		executors++
 	}
@@ -207,7 +216,7 @@ func (v *validator) http(p fieldPath, rh *rawHTTP) *HTTPSpec {
 	}
 	if rh.URL == "" {
 		v.addf(p, "http.url is required")
-	} else if u, err := url.Parse(rh.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	} else if !isHTTPURL(rh.URL) {
 		v.addf(p.child("url"), "%q is not an absolute http(s) URL", rh.URL)
 	}
 	switch h.Method {
@@ -225,4 +234,9 @@ func (v *validator) duration(p fieldPath, s string) (time.Duration, bool) {
 		return 0, false
 	}
 	return d, true
+}
+
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }

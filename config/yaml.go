@@ -31,6 +31,7 @@ type rawJob struct {
 	Command    []string `yaml:"command"`
 	HTTP       *rawHTTP `yaml:"http"`
 	Handler    string   `yaml:"handler"`
+	FenceURL   string   `yaml:"fence_url"`
 }
 
 type rawHTTP struct {

@@ -13,6 +13,7 @@ type EventKind string
 
 const (
 	Acquired EventKind = "acquired" // won the slot's election with Token
+	Raised   EventKind = "raised"   // fences raised for Token (fence_url, OnAcquire); fires may start
 	Released EventKind = "released" // gave the slot up: not preferred any more, or stopping
 	Lost     EventKind = "lost"     // the slot's key vanished behind our back, or the session ended
 	Started  EventKind = "started"  // an execution started

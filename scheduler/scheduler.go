@@ -58,6 +58,13 @@ type Config struct {
 	// OnEvent, if set, is called from the scheduler's loop for every event. It
 	// must not block: hand the event off.
 	OnEvent func(Event)
+	// OnAcquire, if set, is called (off the loop) each time this member wins a
+	// slot, before the slot's first execution, after the job's fence_url. It
+	// raises the fences of the slot's protected resources to the new token
+	// (for example pgfence's Raise), so an ex-leader cannot slip a write in
+	// before the first execution. If it fails, nothing runs: the slot is given
+	// up and campaigned for again after a pause. Its ctx ends when the slot is lost.
+	OnAcquire func(ctx context.Context, slot shard.Slot, claim fencing.Claim) error
 	// Tracer defaults to the global OpenTelemetry tracer provider's.
 	Tracer trace.Tracer
 	// Logger defaults to slog.Default().
@@ -78,6 +85,7 @@ type Scheduler struct {
 	finished chan finishedRun
 	resigned chan resignedSlot
 	deleted  chan deletedKey
+	raised   chan raisedFence
 	stopped  chan struct{} // closed when Run no longer reads the channels above
 
 	slots map[shard.Slot]*slot
@@ -100,6 +108,12 @@ type finishedRun struct {
 	slot shard.Slot
 	exec jobs.Execution
 	res  jobs.Result
+}
+
+type raisedFence struct {
+	slot  shard.Slot
+	token fencing.Token
+	err   error
 }
 
 type deletedKey struct {
@@ -133,6 +147,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		finished: make(chan finishedRun),
 		resigned: make(chan resignedSlot),
 		deleted:  make(chan deletedKey, 64),
+		raised:   make(chan raisedFence),
 		stopped:  make(chan struct{}),
 		slots:    map[shard.Slot]*slot{},
 		byKey:    map[string]*slot{},
@@ -151,6 +166,9 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
 		j := &job{spec: spec, schedule: sched, executor: ex}
+		if spec.FenceURL != "" {
+			j.fence = &jobs.FenceURL{URL: spec.FenceURL}
+		}
 		s.jobs[spec.Name] = j
 		s.order = append(s.order, j)
 		for p := 0; p < spec.Partitions; p++ {
@@ -254,6 +272,8 @@ func (s *Scheduler) loop(ctx context.Context) error {
 			s.runEnded(f)
 		case r := <-s.resigned:
 			s.resignEnded(r)
+		case r := <-s.raised:
+			s.raiseEnded(r)
 		case d := <-s.deleted:
 			// The same lease always campaigns with the same key, so only a
 			// delete after our key's creation ends our current leadership.
@@ -284,7 +304,7 @@ func (s *Scheduler) reconcile(sl *slot) {
 	switch {
 	case sl.wanted && sl.state == idle:
 		s.startCampaign(sl, 0)
-	case sl.wanted && sl.state == leading && sl.heapIndex < 0 && sl.leadCtx.Err() == nil:
+	case sl.wanted && sl.state == leading && sl.heapIndex < 0 && !sl.raising && sl.leadCtx.Err() == nil:
 		// Wanted again while it was draining to resign: keep firing.
 		sl.next = sl.job.schedule.Next(s.cfg.Clock.Now().UTC())
 		heap.Push(&s.heap, sl)
@@ -301,6 +321,9 @@ func (s *Scheduler) reconcile(sl *slot) {
 }
 
 func (s *Scheduler) startCampaign(sl *slot, delay time.Duration) {
+	if sl.backoff {
+		delay, sl.backoff = max(delay, campaignRetry), false
+	}
 	sl.gen++
 	sl.state = campaigning
 	ctx, cancel := context.WithCancel(context.Background())
@@ -418,6 +441,59 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 		s.endLeadership(sl, Released, "not preferred in the current view")
 		return
 	}
+	if sl.job.fence != nil || s.cfg.OnAcquire != nil {
+		s.raiseFences(sl)
+		return
+	}
+	sl.next = sl.job.schedule.Next(now.UTC())
+	heap.Push(&s.heap, sl)
+}
+
+// raiseTimeout bounds raising the fences of a newly won slot.
+const raiseTimeout = 30 * time.Second
+
+// raiseFences runs the job's fence_url and the OnAcquire hook off the loop;
+// the slot joins the heap only when they succeeded (raiseEnded).
+func (s *Scheduler) raiseFences(sl *slot) {
+	sl.raising = true
+	ctx, cancel := context.WithTimeout(sl.leadCtx, raiseTimeout)
+	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		var err error
+		if fence != nil {
+			err = fence.Raise(ctx, id.Job, id.Partition, claim.Token)
+		}
+		if err == nil && hook != nil {
+			err = hook(fencing.WithClaim(ctx, claim), id, claim)
+		}
+		select {
+		case s.raised <- raisedFence{slot: id, token: claim.Token, err: err}:
+		case <-s.stopped:
+		}
+	}()
+}
+
+func (s *Scheduler) raiseEnded(r raisedFence) {
+	sl := s.slots[r.slot]
+	if sl.state != leading || sl.token != r.token || !sl.raising {
+		return // the slot was given up meanwhile
+	}
+	sl.raising = false
+	if r.err != nil {
+		s.cfg.Logger.Warn("could not raise the fence; giving the slot up", "slot", sl.id.String(), "token", sl.token.String(), "err", r.err)
+		sl.backoff = true
+		s.endLeadership(sl, Released, "fence not raised: "+r.err.Error())
+		return
+	}
+	now := s.cfg.Clock.Now()
+	s.emit(Event{Kind: Raised, Slot: sl.id, Token: sl.token, At: now})
+	if !sl.wanted {
+		s.endLeadership(sl, Released, "not preferred in the current view")
+		return
+	}
 	sl.next = sl.job.schedule.Next(now.UTC())
 	heap.Push(&s.heap, sl)
 }
@@ -427,6 +503,7 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	if sl.heapIndex >= 0 {
 		heap.Remove(&s.heap, sl.heapIndex)
 	}
+	sl.raising = false
 	sl.cancelLead()
 	delete(s.byKey, sl.leaderKey)
 	s.setSnapshot(sl.id, 0, false)
@@ -588,6 +665,8 @@ func (s *Scheduler) drain(grace time.Duration) {
 			s.resignEnded(r)
 		case r := <-s.results:
 			s.campaignEnded(r)
+		case r := <-s.raised:
+			s.raiseEnded(r)
 		case <-deadline.C:
 			for _, sl := range s.slots {
 				if sl.cancelLead != nil {
@@ -627,6 +706,7 @@ func (s *Scheduler) waitOwned(bound time.Duration) {
 				resign(r.election)
 			}
 		case <-s.resigned:
+		case <-s.raised:
 		case f := <-s.finished:
 			s.slots[f.slot].running--
 		}

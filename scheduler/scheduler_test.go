@@ -90,6 +90,13 @@ type nodeOpts struct {
 	ttl       time.Duration
 	clock     Clock
 	memberNow func() time.Time
+	cfg       Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
+}
+
+// startNodeWith starts a node with scheduler settings cfg and defaults otherwise.
+func startNodeWith(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *recorder, cfg Config) *node {
+	t.Helper()
+	return startNode(t, cli, cat, rec, cfg.Handlers, nodeOpts{cfg: cfg})
 }
 
 func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *recorder, handlers jobs.Handlers, o nodeOpts) *node {
@@ -105,7 +112,9 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 		t.Fatal(err)
 	}
 	views := membership.NewViews(cli, cat.Cluster)
-	s, err := New(m, views, cat, Config{Handlers: handlers, Clock: o.clock, OnEvent: rec.add, Grace: 5 * time.Second})
+	cfg := o.cfg
+	cfg.Handlers, cfg.Clock, cfg.OnEvent, cfg.Grace = handlers, o.clock, rec.add, 5*time.Second
+	s, err := New(m, views, cat, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

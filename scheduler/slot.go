@@ -30,6 +30,7 @@ type job struct {
 	spec     config.Job
 	schedule config.Schedule
 	executor jobs.Executor
+	fence    *jobs.FenceURL // nil without fence_url
 }
 
 // slot is owned by the scheduler's loop goroutine; nothing else touches it.
@@ -51,6 +52,11 @@ type slot struct {
 	next       time.Time // next scheduled time while in the heap
 	heapIndex  int       // -1 when not in the heap
 	running    int
+	// raising is set while the fences are raised for a new token; the slot
+	// fires only after that succeeded.
+	raising bool
+	// backoff delays the next campaign after a failure to raise a fence.
+	backoff bool
 }
 
 // slotHeap orders leading slots by their next scheduled time: one timer for

@@ -1,0 +1,155 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/fencing/httpfence"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/shard"
+)
+
+// calls records the requests a protected service received, in order.
+type calls struct {
+	mu  sync.Mutex
+	log []string // "path token"
+}
+
+func (c *calls) add(r *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, r.URL.Path+" "+r.Header.Get(fencing.HeaderToken))
+}
+
+func (c *calls) all() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.log...)
+}
+
+// The job's fence_url and the OnAcquire hook run with the new token before
+// the slot's first execution; the execution carries the same token.
+func TestFencesRaisedBeforeFirstExecution(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	var seen calls
+	guard := httpfence.New(httpfence.NewMemoryStore(), nil)
+	srv := httptest.NewServer(guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen.add(r) })))
+	defer srv.Close()
+	cat := catalog("raise", config.Job{Name: "sync", Schedule: "@every 1s", Partitions: 1,
+		HTTP: &config.HTTPSpec{URL: srv.URL + "/run", Method: "POST"}, FenceURL: srv.URL + "/fence"})
+	rec := newRecorder()
+	var hookMu sync.Mutex
+	var hooked []fencing.Claim
+	startNodeWith(t, cli, cat, rec, Config{OnAcquire: func(ctx context.Context, s shard.Slot, c fencing.Claim) error {
+		if got, _ := fencing.ClaimFromContext(ctx); got != c {
+			t.Errorf("hook context carries %+v; want %+v", got, c)
+		}
+		hookMu.Lock()
+		hooked = append(hooked, c)
+		hookMu.Unlock()
+		return nil
+	}})
+	evs := rec.waitFor(t, "two finished executions", 15*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Finished }) >= 2
+	})
+	var token fencing.Token
+	for _, e := range evs {
+		if e.Kind == Acquired {
+			token = e.Token
+			break
+		}
+	}
+	log := seen.all()
+	if len(log) < 3 || log[0] != "/fence "+token.String() {
+		t.Fatalf("service saw %v; want /fence %s first", log, token)
+	}
+	for _, l := range log[1:] {
+		if l != "/run "+token.String() {
+			t.Fatalf("service saw %v; every run must carry token %s", log, token)
+		}
+	}
+	hookMu.Lock()
+	defer hookMu.Unlock()
+	if len(hooked) != 1 || hooked[0].Token != token || !strings.HasPrefix(hooked[0].LeaderKey, ElectionKeyPrefix("raise", shard.Slot{Job: "sync"})) {
+		t.Fatalf("OnAcquire calls %+v; want one with token %d", hooked, token)
+	}
+	// Raised comes after Acquired and before the first Started.
+	order := []EventKind{}
+	for _, e := range evs {
+		if e.Kind == Acquired || e.Kind == Raised || e.Kind == Started {
+			order = append(order, e.Kind)
+		}
+	}
+	if len(order) < 3 || order[0] != Acquired || order[1] != Raised || order[2] != Started {
+		t.Fatalf("event order %v; want acquired, raised, started", order)
+	}
+}
+
+// If the fence cannot be raised, nothing runs: the slot is given up and
+// tried again later.
+func TestFailedRaiseStartsNothing(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	cat := catalog("noraise", config.Job{Name: "sync", Schedule: "@every 1s", Handler: "noop"})
+	rec := newRecorder()
+	startNodeWith(t, cli, cat, rec, Config{
+		Handlers:  jobs.Handlers{"noop": noop},
+		OnAcquire: func(context.Context, shard.Slot, fencing.Claim) error { return errors.New("database unreachable") },
+	})
+	evs := rec.waitFor(t, "the slot given up twice", 20*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Released && strings.Contains(e.Reason, "fence not raised") }) >= 2
+	})
+	if n := count(evs, func(e Event) bool { return e.Kind == Started || e.Kind == Raised }); n != 0 {
+		t.Fatalf("%d executions or raises with a fence that was never raised", n)
+	}
+}
+
+// A 409 from a guard means a newer token was seen: the member stops the
+// slot's work, gives the slot up, and comes back (if still preferred) with a
+// higher token, which the guard then accepts.
+func TestConflictGivesTheSlotUp(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	var mu sync.Mutex
+	conflicts := 1
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if conflicts > 0 {
+			conflicts--
+			w.WriteHeader(http.StatusConflict)
+		}
+	}))
+	defer srv.Close()
+	cat := catalog("conflict", config.Job{Name: "sync", Schedule: "@every 1s", HTTP: &config.HTTPSpec{URL: srv.URL, Method: "POST"}})
+	rec := newRecorder()
+	startNodeWith(t, cli, cat, rec, Config{})
+	evs := rec.waitFor(t, "a success after the conflict", 20*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Finished && e.Result.Outcome == jobs.Succeeded }) > 0
+	})
+	var fencedToken, okToken fencing.Token
+	released := false
+	for _, e := range evs {
+		switch {
+		case e.Kind == Finished && e.Result.Outcome == jobs.Fenced:
+			fencedToken = e.Token
+		case e.Kind == Released && e.Reason == "fenced by a protected resource":
+			released = true
+		case e.Kind == Finished && e.Result.Outcome == jobs.Succeeded && okToken == 0:
+			okToken = e.Token
+		}
+	}
+	if fencedToken == 0 || !released || okToken <= fencedToken {
+		t.Fatalf("fenced with %d, released %v, then succeeded with %d; want a release and a higher token", fencedToken, released, okToken)
+	}
+}
