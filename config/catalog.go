@@ -53,6 +53,9 @@ type Job struct {
 	// FenceURL, if set, is called with each newly acquired token before the
 	// slot's first execution, so the protected resource raises its fence.
 	FenceURL string `json:"fence_url,omitempty"`
+	// FenceCommand, if set, is run (argv, no shell) with the new token in its
+	// environment before the slot's first execution; exit 0 means raised.
+	FenceCommand []string `json:"fence_command,omitempty"`
 }
 
 // HTTPSpec describes a request made for each execution of an HTTP job.
@@ -194,6 +197,15 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 			v.addf(jp.child("fence_url"), "%q is not an absolute http(s) URL", rj.FenceURL)
 		}
 		j.FenceURL = rj.FenceURL
+	}
+	if rj.FenceCommand != nil {
+		if len(rj.FenceCommand) == 0 || rj.FenceCommand[0] == "" {
+			v.addf(jp.child("fence_command"), "fence_command needs at least a program: an argv list")
+		}
+		if rj.FenceURL != "" {
+			v.addf(jp.child("fence_command"), "set fence_url or fence_command, not both")
+		}
+		j.FenceCommand = rj.FenceCommand
 	}
 	if rj.Handler != "" {
 		executors++

@@ -77,6 +77,9 @@ func TestValidationErrors(t *testing.T) {
 		{"bad url", "jobs:\n  - name: a\n    schedule: '@hourly'\n    http:\n      url: localhost:80\n", 5, "jobs[0].http.url", "not an absolute http(s) URL"},
 		{"wrong type", "jobs:\n  - name: a\n    schedule: '@hourly'\n    partitions: many\n    handler: h\n", 4, "", "partitions"},
 		{"no jobs", "cluster: x\n", 0, "jobs", "no jobs"},
+		{"bad fence url", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    fence_url: /fence\n", 5, "jobs[0].fence_url", "not an absolute http(s) URL"},
+		{"empty fence command", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    fence_command: []\n", 5, "jobs[0].fence_command", "at least a program"},
+		{"two fences", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    fence_url: http://x/f\n    fence_command: [raise]\n", 6, "jobs[0].fence_command", "not both"},
 		{"syntax", "jobs:\n  - name: a\n   schedule: [\n", 3, "", ""},
 	}
 	for _, tc := range cases {
@@ -121,8 +124,16 @@ func TestLoadNamesTheFile(t *testing.T) {
 	}
 }
 
-func TestExampleCatalogIsValid(t *testing.T) {
-	if _, err := Load("../examples/catalog.yaml"); err != nil {
-		t.Fatal(err)
+func TestExampleCatalogsAreValid(t *testing.T) {
+	files, _ := filepath.Glob("../examples/*.yaml")
+	more, _ := filepath.Glob("../examples/*/*.yaml")
+	files = append(files, more...)
+	if len(files) < 3 {
+		t.Fatalf("found only %d example catalogs", len(files))
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -24,14 +24,15 @@ type rawMembership struct {
 }
 
 type rawJob struct {
-	Name       string   `yaml:"name"`
-	Schedule   string   `yaml:"schedule"`
-	Partitions *int     `yaml:"partitions"`
-	Timeout    string   `yaml:"timeout"`
-	Command    []string `yaml:"command"`
-	HTTP       *rawHTTP `yaml:"http"`
-	Handler    string   `yaml:"handler"`
-	FenceURL   string   `yaml:"fence_url"`
+	Name         string   `yaml:"name"`
+	Schedule     string   `yaml:"schedule"`
+	Partitions   *int     `yaml:"partitions"`
+	Timeout      string   `yaml:"timeout"`
+	Command      []string `yaml:"command"`
+	HTTP         *rawHTTP `yaml:"http"`
+	Handler      string   `yaml:"handler"`
+	FenceURL     string   `yaml:"fence_url"`
+	FenceCommand []string `yaml:"fence_command"`
 }
 
 type rawHTTP struct {

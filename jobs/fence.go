@@ -5,10 +5,34 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
 )
+
+// Fence raises a protected resource's fence to a newly acquired token,
+// before the slot's first execution. Raise returns an error wrapping
+// fencing.ErrFenced when the resource has seen a newer token.
+type Fence interface {
+	Raise(ctx context.Context, job string, partition int, claim fencing.Claim) error
+}
+
+// FenceForJob returns the fence a catalog job describes, or nil.
+func FenceForJob(j config.Job) Fence {
+	switch {
+	case j.FenceURL != "":
+		return &FenceURL{URL: j.FenceURL}
+	case len(j.FenceCommand) > 0:
+		return &FenceCommand{Argv: j.FenceCommand}
+	}
+	return nil
+}
 
 // FenceURL raises a protected resource's fence when a slot is acquired: it
 // POSTs the new token (Kira-Job, Kira-Partition, Kira-Fencing-Token headers)
@@ -22,7 +46,8 @@ type FenceURL struct {
 
 // Raise sends the token. A 2xx answer means raised; 409 means the resource
 // has seen a newer token (fencing.ErrFenced); anything else is an error.
-func (f *FenceURL) Raise(ctx context.Context, job string, partition int, token fencing.Token) error {
+func (f *FenceURL) Raise(ctx context.Context, job string, partition int, claim fencing.Claim) error {
+	token := claim.Token
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.URL, http.NoBody)
 	if err != nil {
 		return err
@@ -47,4 +72,31 @@ func (f *FenceURL) Raise(ctx context.Context, job string, partition int, token f
 		return fmt.Errorf("%w: %s refused token %s", fencing.ErrFenced, f.URL, token)
 	}
 	return fmt.Errorf("jobs: raise fence at %s: %s", f.URL, resp.Status)
+}
+
+// FenceCommand raises a fence by running a program (argv, no shell) with
+// KIRA_JOB, KIRA_PARTITION, KIRA_FENCING_TOKEN and KIRA_LEADER_KEY in its
+// environment; exit status 0 means raised. It is killed if ctx ends.
+type FenceCommand struct {
+	Argv []string
+}
+
+// Raise runs the command.
+func (f *FenceCommand) Raise(ctx context.Context, job string, partition int, claim fencing.Claim) error {
+	cmd := exec.CommandContext(ctx, f.Argv[0], f.Argv[1:]...)
+	cmd.Env = append(os.Environ(),
+		EnvJob+"="+job,
+		EnvPartition+"="+strconv.Itoa(partition),
+		fencing.EnvToken+"="+claim.Token.String(),
+		fencing.EnvLeaderKey+"="+claim.LeaderKey,
+	)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	tail := &tailBuffer{max: 512}
+	cmd.Stdout, cmd.Stderr = tail, tail
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("jobs: fence_command %v: %w: %s", f.Argv, err, strings.TrimSpace(tail.String()))
+	}
+	return nil
 }

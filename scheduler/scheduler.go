@@ -59,7 +59,8 @@ type Config struct {
 	// must not block: hand the event off.
 	OnEvent func(Event)
 	// OnAcquire, if set, is called (off the loop) each time this member wins a
-	// slot, before the slot's first execution, after the job's fence_url. It
+	// slot, before the slot's first execution, after the job's fence_url or
+	// fence_command. It
 	// raises the fences of the slot's protected resources to the new token
 	// (for example pgfence's Raise), so an ex-leader cannot slip a write in
 	// before the first execution. If it fails, nothing runs: the slot is given
@@ -165,10 +166,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
-		j := &job{spec: spec, schedule: sched, executor: ex}
-		if spec.FenceURL != "" {
-			j.fence = &jobs.FenceURL{URL: spec.FenceURL}
-		}
+		j := &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec)}
 		s.jobs[spec.Name] = j
 		s.order = append(s.order, j)
 		for p := 0; p < spec.Partitions; p++ {
@@ -464,7 +462,7 @@ func (s *Scheduler) raiseFences(sl *slot) {
 		defer cancel()
 		var err error
 		if fence != nil {
-			err = fence.Raise(ctx, id.Job, id.Partition, claim.Token)
+			err = fence.Raise(ctx, id.Job, id.Partition, claim)
 		}
 		if err == nil && hook != nil {
 			err = hook(fencing.WithClaim(ctx, claim), id, claim)

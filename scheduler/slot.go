@@ -30,7 +30,7 @@ type job struct {
 	spec     config.Job
 	schedule config.Schedule
 	executor jobs.Executor
-	fence    *jobs.FenceURL // nil without fence_url
+	fence    jobs.Fence // nil without fence_url or fence_command
 }
 
 // slot is owned by the scheduler's loop goroutine; nothing else touches it.

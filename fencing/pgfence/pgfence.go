@@ -130,10 +130,25 @@ func (f Fence) table() string {
 	return ident(f.Table)
 }
 
-// Create makes the fence table if it does not exist.
-func (f Fence) Create(ctx context.Context, db Execer) error {
-	_, err := db.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (slot text PRIMARY KEY, token bigint NOT NULL)", f.table()))
+// createLock is the advisory lock key that serialises Create: PostgreSQL's
+// CREATE TABLE IF NOT EXISTS fails with a duplicate key error when two
+// sessions run it at once, as members starting together would.
+const createLock = 0x6b697261 // "kira"
+
+// Create makes the fence table if it does not exist. Concurrent calls are safe.
+func (f Fence) Create(ctx context.Context, db Beginner) (err error) {
+	tx, err := db.Begin(ctx)
 	if err != nil {
+		return fmt.Errorf("pgfence: create fence table: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err = tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", createLock); err != nil {
+		return fmt.Errorf("pgfence: create fence table: %w", err)
+	}
+	if _, err = tx.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (slot text PRIMARY KEY, token bigint NOT NULL)", f.table())); err != nil {
+		return fmt.Errorf("pgfence: create fence table: %w", err)
+	}
+	if err = tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pgfence: create fence table: %w", err)
 	}
 	return nil

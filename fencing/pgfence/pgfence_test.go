@@ -164,3 +164,18 @@ func TestUpsertSQL(t *testing.T) {
 		t.Fatalf("UpsertSQL:\n got %s\nwant %s", got, want)
 	}
 }
+
+// Members starting together create the fence table at the same time.
+func TestCreateIsSafeConcurrently(t *testing.T) {
+	db, schema := connect(t)
+	f := Fence{Table: schema + ".fences_race"}
+	errs := make(chan error, 8)
+	for i := 0; i < cap(errs); i++ {
+		go func() { errs <- f.Create(context.Background(), db) }()
+	}
+	for i := 0; i < cap(errs); i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
