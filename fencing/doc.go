@@ -11,6 +11,15 @@
 // highest token it has accepted and refuses anything lower. Safety rests on
 // revisions, never on comparing members' clocks.
 //
-// Guards for protected resources (etcd transactions, SQL upserts, HTTP
-// middleware) build on this package; they are not part of it yet.
+// Guards make a protected resource check the token:
+//
+//   - EtcdGuard (here): a write to etcd commits only if the slot's leader key
+//     still exists with the claim's token as its create revision, in one
+//     transaction.
+//   - pgfence: PostgreSQL fenced upserts (row fence) and a per-slot fence row
+//     (slot fence), each with a Raise for the new leader to run on acquire.
+//   - httpfence: net/http middleware that keeps the highest token per
+//     resource and answers 409 Conflict to older ones.
+//
+// Every guard reports a refused write as ErrFenced.
 package fencing

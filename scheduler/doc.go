@@ -40,6 +40,17 @@
 // context from the slot's leadership, so losing a slot, or a 409 from a
 // fencing guard, cancels that slot's work at once.
 //
+// # Raising the fence on acquire
+//
+// A newly won slot does not fire until its fences are raised: the job's
+// fence_url or fence_command, then Config.OnAcquire, each given the new claim
+// (leader key and token). Until they succeed the slot is out of the timer
+// heap; if they fail, the slot is given up and campaigned for again after a
+// pause. So an ex-leader cannot slip a write in between the new leader's
+// acquisition and its first execution. A 409 (or a handler's
+// fencing.ErrFenced) from a protected resource means a newer token exists: the
+// member gives the slot up at once and campaigns again.
+//
 // # Stopping
 //
 // A graceful stop (ctx cancelled) stops firing, waits for in-flight runs up to
