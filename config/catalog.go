@@ -21,7 +21,40 @@ const (
 	MinLeaseTTL = 2 * time.Second
 	// MaxPartitions bounds one job's slots; a larger job is almost surely a typo.
 	MaxPartitions = 100000
+
+	DefaultMisfire       = MisfireFireOnce
+	DefaultCatchupWindow = 10 * time.Minute
+	DefaultOverlap       = OverlapSkip
+	DefaultRetryBackoff  = time.Second
+	DefaultMaxBackoff    = time.Minute
 )
+
+// Misfire says what a new owner does with fires that fell into a gap in
+// ownership (crash, partition, deploy).
+type Misfire string
+
+const (
+	MisfireSkip     Misfire = "skip"      // run only future fires
+	MisfireFireOnce Misfire = "fire-once" // one run for all missed fires (the latest)
+	MisfireFireAll  Misfire = "fire-all"  // every missed fire, oldest first
+)
+
+// Overlap says what a fire does while the previous run of the same slot still runs.
+type Overlap string
+
+const (
+	OverlapSkip    Overlap = "skip"    // skip the new fire (CronJob Forbid)
+	OverlapQueue   Overlap = "queue"   // run it after the running one; at most one waits
+	OverlapReplace Overlap = "replace" // cancel the running one, start the new one (CronJob Replace)
+	OverlapAllow   Overlap = "allow"   // run both (CronJob Allow)
+)
+
+// Retries bounds how a failed execution is tried again, while the slot is held.
+type Retries struct {
+	Max        int           `json:"max"`
+	Backoff    time.Duration `json:"backoff"`
+	MaxBackoff time.Duration `json:"max_backoff"`
+}
 
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
@@ -56,7 +89,20 @@ type Job struct {
 	// FenceCommand, if set, is run (argv, no shell) with the new token in its
 	// environment before the slot's first execution; exit 0 means raised.
 	FenceCommand []string `json:"fence_command,omitempty"`
+
+	Misfire       Misfire       `json:"misfire"`
+	CatchupWindow time.Duration `json:"catchup_window"`
+	Overlap       Overlap       `json:"overlap"`
+	Retries       Retries       `json:"retries"`
+	// Jitter delays each fire by a fixed offset in [0, Jitter), derived from
+	// the slot, so it is the same on every member.
+	Jitter time.Duration `json:"jitter,omitempty"`
+	// Timezone the schedule is read in (unless it says CRON_TZ=); default UTC.
+	Timezone string `json:"timezone,omitempty"`
 }
+
+// ParsedSchedule returns the job's schedule in its time zone.
+func (j Job) ParsedSchedule() (Schedule, error) { return ParseScheduleIn(j.Schedule, j.Timezone) }
 
 // HTTPSpec describes a request made for each execution of an HTTP job.
 type HTTPSpec struct {
@@ -154,7 +200,9 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 }
 
 func (v *validator) job(jp fieldPath, rj rawJob) Job {
-	j := Job{Name: rj.Name, Schedule: rj.Schedule, Partitions: DefaultPartitions, Command: rj.Command, Handler: rj.Handler}
+	j := Job{Name: rj.Name, Schedule: rj.Schedule, Partitions: DefaultPartitions, Command: rj.Command, Handler: rj.Handler,
+		Misfire: DefaultMisfire, CatchupWindow: DefaultCatchupWindow, Overlap: DefaultOverlap, Timezone: rj.Timezone,
+		Retries: Retries{Backoff: DefaultRetryBackoff, MaxBackoff: DefaultMaxBackoff}}
 	switch {
 	case rj.Name == "":
 		v.addf(jp, "name is required")
@@ -163,9 +211,14 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 	}
 	if rj.Schedule == "" {
 		v.addf(jp, "schedule is required (a cron expression such as \"*/5 * * * *\" or \"@every 10s\")")
-	} else if _, err := ParseSchedule(rj.Schedule); err != nil {
-		v.addf(jp.child("schedule"), "%v", err)
+	} else if _, err := ParseScheduleIn(rj.Schedule, rj.Timezone); err != nil {
+		field := jp.child("schedule")
+		if strings.Contains(err.Error(), "unknown time zone") && rj.Timezone != "" {
+			field = jp.child("timezone")
+		}
+		v.addf(field, "%v", err)
 	}
+	v.semantics(jp, rj, &j)
 	if rj.Partitions != nil {
 		if n := *rj.Partitions; n < 1 || n > MaxPartitions {
 			v.addf(jp.child("partitions"), "partitions must be between 1 and %d, got %d", MaxPartitions, n)
@@ -251,4 +304,61 @@ func (v *validator) duration(p fieldPath, s string) (time.Duration, bool) {
 func isHTTPURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// semantics validates the execution policy fields of a job.
+func (v *validator) semantics(jp fieldPath, rj rawJob, j *Job) {
+	switch m := Misfire(rj.Misfire); m {
+	case "":
+	case MisfireSkip, MisfireFireOnce, MisfireFireAll:
+		j.Misfire = m
+	default:
+		v.addf(jp.child("misfire"), "misfire %q is not one of skip, fire-once, fire-all", rj.Misfire)
+	}
+	if rj.CatchupWindow != "" {
+		if d, ok := v.duration(jp.child("catchup_window"), rj.CatchupWindow); ok {
+			if d <= 0 {
+				v.addf(jp.child("catchup_window"), "catchup_window must be positive, got %s", d)
+			}
+			j.CatchupWindow = d
+		}
+	}
+	switch o := Overlap(rj.Overlap); o {
+	case "":
+	case OverlapSkip, OverlapQueue, OverlapReplace, OverlapAllow:
+		j.Overlap = o
+	default:
+		v.addf(jp.child("overlap"), "overlap %q is not one of skip, queue, replace, allow", rj.Overlap)
+	}
+	if rj.Retries != nil {
+		rp := jp.child("retries")
+		if rj.Retries.Max < 0 || rj.Retries.Max > 100 {
+			v.addf(rp.child("max"), "retries.max must be between 0 and 100, got %d", rj.Retries.Max)
+		}
+		j.Retries.Max = rj.Retries.Max
+		if rj.Retries.Backoff != "" {
+			if d, ok := v.duration(rp.child("backoff"), rj.Retries.Backoff); ok {
+				if d <= 0 {
+					v.addf(rp.child("backoff"), "backoff must be positive, got %s", d)
+				}
+				j.Retries.Backoff = d
+			}
+		}
+		if rj.Retries.MaxBackoff != "" {
+			if d, ok := v.duration(rp.child("max_backoff"), rj.Retries.MaxBackoff); ok {
+				j.Retries.MaxBackoff = d
+			}
+		}
+		if j.Retries.MaxBackoff < j.Retries.Backoff {
+			v.addf(rp.child("max_backoff"), "max_backoff %s is below backoff %s", j.Retries.MaxBackoff, j.Retries.Backoff)
+		}
+	}
+	if rj.Jitter != "" {
+		if d, ok := v.duration(jp.child("jitter"), rj.Jitter); ok {
+			if d < 0 {
+				v.addf(jp.child("jitter"), "jitter must not be negative, got %s", d)
+			}
+			j.Jitter = d
+		}
+	}
 }

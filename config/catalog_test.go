@@ -35,6 +35,9 @@ func TestParseValidCatalog(t *testing.T) {
 	if h.Partitions != 1 || h.Timeout != 30*time.Second || len(h.Command) != 3 {
 		t.Fatalf("bridge-health = %+v", h)
 	}
+	if h.Misfire != MisfireFireOnce || h.Overlap != OverlapSkip || h.CatchupWindow != 10*time.Minute || h.Retries.Max != 0 {
+		t.Fatalf("policy defaults not applied: %+v", h)
+	}
 	r, ok := cat.Job("reconcile")
 	if !ok || r.Partitions != 12 || r.HTTP == nil || r.HTTP.Method != "POST" {
 		t.Fatalf("reconcile = %+v", r)
@@ -77,6 +80,13 @@ func TestValidationErrors(t *testing.T) {
 		{"bad url", "jobs:\n  - name: a\n    schedule: '@hourly'\n    http:\n      url: localhost:80\n", 5, "jobs[0].http.url", "not an absolute http(s) URL"},
 		{"wrong type", "jobs:\n  - name: a\n    schedule: '@hourly'\n    partitions: many\n    handler: h\n", 4, "", "partitions"},
 		{"no jobs", "cluster: x\n", 0, "jobs", "no jobs"},
+		{"bad misfire", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    misfire: sometimes\n", 5, "jobs[0].misfire", "not one of skip, fire-once, fire-all"},
+		{"bad overlap", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    overlap: forbid\n", 5, "jobs[0].overlap", "not one of skip, queue, replace, allow"},
+		{"bad timezone", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    timezone: Mars/Olympus\n", 5, "jobs[0].timezone", "unknown time zone"},
+		{"two zones", "jobs:\n  - name: a\n    schedule: 'CRON_TZ=UTC 0 * * * *'\n    handler: h\n    timezone: Europe/Istanbul\n", 3, "jobs[0].schedule", "keep one"},
+		{"bad retries", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    retries: {max: -1}\n", 5, "jobs[0].retries.max", "between 0 and 100"},
+		{"backoff order", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    retries:\n      max: 2\n      backoff: 10s\n      max_backoff: 1s\n", 8, "jobs[0].retries.max_backoff", "below backoff"},
+		{"bad window", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    catchup_window: 0s\n", 5, "jobs[0].catchup_window", "positive"},
 		{"bad fence url", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    fence_url: /fence\n", 5, "jobs[0].fence_url", "not an absolute http(s) URL"},
 		{"empty fence command", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    fence_command: []\n", 5, "jobs[0].fence_command", "at least a program"},
 		{"two fences", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    fence_url: http://x/f\n    fence_command: [raise]\n", 6, "jobs[0].fence_command", "not both"},

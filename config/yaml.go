@@ -33,6 +33,19 @@ type rawJob struct {
 	Handler      string   `yaml:"handler"`
 	FenceURL     string   `yaml:"fence_url"`
 	FenceCommand []string `yaml:"fence_command"`
+
+	Misfire       string      `yaml:"misfire"`
+	CatchupWindow string      `yaml:"catchup_window"`
+	Overlap       string      `yaml:"overlap"`
+	Retries       *rawRetries `yaml:"retries"`
+	Jitter        string      `yaml:"jitter"`
+	Timezone      string      `yaml:"timezone"`
+}
+
+type rawRetries struct {
+	Max        int    `yaml:"max"`
+	Backoff    string `yaml:"backoff"`
+	MaxBackoff string `yaml:"max_backoff"`
 }
 
 type rawHTTP struct {
