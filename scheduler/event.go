@@ -31,5 +31,8 @@ type Event struct {
 	Execution jobs.Execution // Started, Finished, Skipped
 	Result    jobs.Result    // Finished
 	Reason    string         // Skipped, Released, Lost
+	Trigger   Trigger        // Started, Finished
+	Attempt   int            // Started, Finished
+	Count     int            // Skipped: how many fires, when more than one
 	At        time.Time
 }

@@ -19,8 +19,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -87,7 +85,15 @@ type Scheduler struct {
 	resigned chan resignedSlot
 	deleted  chan deletedKey
 	raised   chan raisedFence
+	retries  chan retryFire
+	control  chan []controlEvent
 	stopped  chan struct{} // closed when Run no longer reads the channels above
+
+	writer *stateWriter
+	paused map[string]bool // jobs paused with kira pause
+	// triggering holds the manual triggers dispatched and not yet finished,
+	// so a trigger seen twice (a watch restarted) starts once.
+	triggering map[string]bool
 
 	slots map[shard.Slot]*slot
 	heap  slotHeap
@@ -106,15 +112,28 @@ type campaignResult struct {
 }
 
 type finishedRun struct {
-	slot shard.Slot
-	exec jobs.Execution
-	res  jobs.Result
+	slot       shard.Slot
+	run        uint64
+	fire       fire
+	exec       jobs.Execution
+	res        jobs.Result
+	started    time.Time
+	finished   time.Time
+	notStarted bool // its start could not be recorded, so it did not run
 }
 
 type raisedFence struct {
+	slot     shard.Slot
+	token    fencing.Token
+	st       SlotState
+	triggers []fire
+	err      error
+}
+
+type retryFire struct {
 	slot  shard.Slot
 	token fencing.Token
-	err   error
+	fire  fire
 }
 
 type deletedKey struct {
@@ -143,22 +162,27 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	}
 	s := &Scheduler{
 		member: member, views: views, cli: member.Session().Client(), cfg: cfg,
-		jobs:     map[string]*job{},
-		results:  make(chan campaignResult),
-		finished: make(chan finishedRun),
-		resigned: make(chan resignedSlot),
-		deleted:  make(chan deletedKey, 64),
-		raised:   make(chan raisedFence),
-		stopped:  make(chan struct{}),
-		slots:    map[shard.Slot]*slot{},
-		byKey:    map[string]*slot{},
-		snapshot: map[shard.Slot]fencing.Token{},
+		jobs:       map[string]*job{},
+		results:    make(chan campaignResult),
+		finished:   make(chan finishedRun),
+		resigned:   make(chan resignedSlot),
+		deleted:    make(chan deletedKey, 64),
+		raised:     make(chan raisedFence),
+		retries:    make(chan retryFire),
+		control:    make(chan []controlEvent, 16),
+		writer:     newStateWriter(member.Session().Client()),
+		paused:     map[string]bool{},
+		triggering: map[string]bool{},
+		stopped:    make(chan struct{}),
+		slots:      map[shard.Slot]*slot{},
+		byKey:      map[string]*slot{},
+		snapshot:   map[shard.Slot]fencing.Token{},
 	}
 	for _, spec := range cat.Jobs {
 		if spec.Partitions < 1 {
 			return nil, fmt.Errorf("scheduler: job %s has %d partitions; a catalog from config.Parse has at least 1", spec.Name, spec.Partitions)
 		}
-		sched, err := config.ParseSchedule(spec.Schedule)
+		sched, err := spec.ParsedSchedule()
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: job %s: %w", spec.Name, err)
 		}
@@ -171,7 +195,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		s.order = append(s.order, j)
 		for p := 0; p < spec.Partitions; p++ {
 			id := shard.Slot{Job: spec.Name, Partition: p}
-			s.slots[id] = &slot{id: id, job: j, heapIndex: -1}
+			s.slots[id] = &slot{id: id, job: j, heapIndex: -1, runs: map[uint64]context.CancelFunc{}}
 		}
 	}
 	return s, nil
@@ -200,8 +224,12 @@ var ErrUntrusted = errors.New("scheduler: lease deadline passed")
 // election key it holds in one revision, so the next owners take over at once.
 func (s *Scheduler) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.watchElections(watchCtx)
+	go s.watchControl(watchCtx)
+	writerCtx, stopWriter := context.WithCancel(context.Background())
+	writerDone := make(chan struct{})
+	go func() { s.writer.run(writerCtx); close(writerDone) }()
 
 	err := s.loop(ctx)
 
@@ -232,6 +260,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	stopWatch()
 	s.waitOwned(ownedWait)
 	close(s.stopped)
+	// The last results are committed (under the fence) before the member leaves.
+	stopWriter()
+	<-writerDone
 	return err
 }
 
@@ -272,6 +303,10 @@ func (s *Scheduler) loop(ctx context.Context) error {
 			s.resignEnded(r)
 		case r := <-s.raised:
 			s.raiseEnded(r)
+		case r := <-s.retries:
+			s.retryDue(r)
+		case evs := <-s.control:
+			s.controlChanged(evs)
 		case d := <-s.deleted:
 			// The same lease always campaigns with the same key, so only a
 			// delete after our key's creation ends our current leadership.
@@ -304,15 +339,14 @@ func (s *Scheduler) reconcile(sl *slot) {
 		s.startCampaign(sl, 0)
 	case sl.wanted && sl.state == leading && sl.heapIndex < 0 && !sl.raising && sl.leadCtx.Err() == nil:
 		// Wanted again while it was draining to resign: keep firing.
-		sl.next = sl.job.schedule.Next(s.cfg.Clock.Now().UTC())
-		heap.Push(&s.heap, sl)
+		s.scheduleNext(sl, s.cfg.Clock.Now())
 	case !sl.wanted && sl.state == campaigning:
 		s.abandonCampaign(sl)
 	case !sl.wanted && sl.state == leading:
 		if sl.heapIndex >= 0 {
 			heap.Remove(&s.heap, sl.heapIndex)
 		}
-		if sl.running == 0 {
+		if len(sl.runs) == 0 {
 			s.endLeadership(sl, Released, "not preferred in the current view")
 		}
 	}
@@ -439,36 +473,38 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 		s.endLeadership(sl, Released, "not preferred in the current view")
 		return
 	}
-	if sl.job.fence != nil || s.cfg.OnAcquire != nil {
-		s.raiseFences(sl)
-		return
-	}
-	sl.next = sl.job.schedule.Next(now.UTC())
-	heap.Push(&s.heap, sl)
+	s.raiseFences(sl)
 }
 
 // raiseTimeout bounds raising the fences of a newly won slot.
 const raiseTimeout = 30 * time.Second
 
-// raiseFences runs the job's fence_url and the OnAcquire hook off the loop;
-// the slot joins the heap only when they succeeded (raiseEnded).
+// raiseFences prepares a newly won slot off the loop: it loads the slot's
+// recorded state and waiting manual triggers, then runs the job's fence_url or
+// fence_command and the OnAcquire hook. The slot fires only when all that
+// succeeded (raiseEnded).
 func (s *Scheduler) raiseFences(sl *slot) {
 	sl.raising = true
 	ctx, cancel := context.WithTimeout(sl.leadCtx, raiseTimeout)
 	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
+	cluster, kv := s.member.Cluster(), s.cli
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
-		var err error
-		if fence != nil {
+		st, err := readState(ctx, kv, cluster, id)
+		var triggers []fire
+		if err == nil {
+			triggers, err = readTriggers(ctx, kv, cluster, id)
+		}
+		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)
 		}
 		if err == nil && hook != nil {
 			err = hook(fencing.WithClaim(ctx, claim), id, claim)
 		}
 		select {
-		case s.raised <- raisedFence{slot: id, token: claim.Token, err: err}:
+		case s.raised <- raisedFence{slot: id, token: claim.Token, st: st, triggers: triggers, err: err}:
 		case <-s.stopped:
 		}
 	}()
@@ -492,8 +528,7 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 		s.endLeadership(sl, Released, "not preferred in the current view")
 		return
 	}
-	sl.next = sl.job.schedule.Next(now.UTC())
-	heap.Push(&s.heap, sl)
+	s.acquired(sl, r.st, r.triggers, now)
 }
 
 // endLeadership cancels the slot's executions and releases its key.
@@ -502,6 +537,7 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 		heap.Remove(&s.heap, sl.heapIndex)
 	}
 	sl.raising = false
+	sl.queued, sl.pending = nil, nil
 	sl.cancelLead()
 	delete(s.byKey, sl.leaderKey)
 	s.setSnapshot(sl.id, 0, false)
@@ -536,96 +572,6 @@ func (s *Scheduler) resignEnded(r resignedSlot) {
 	if sl.state == resigning && sl.gen == r.gen {
 		sl.state = idle
 		s.reconcile(sl)
-	}
-}
-
-// fireDue starts every slot whose scheduled time has come.
-func (s *Scheduler) fireDue() {
-	now := s.cfg.Clock.Now()
-	for len(s.heap) > 0 && !s.heap[0].next.After(now) {
-		sl := s.heap[0]
-		scheduled := sl.next
-		next := sl.job.schedule.Next(scheduled)
-		if !next.After(now) {
-			// Fires that fell behind (a stalled process, a jumped clock) are
-			// not caught up here; misfire policies decide that.
-			next = sl.job.schedule.Next(now.UTC())
-		}
-		sl.next = next
-		heap.Fix(&s.heap, 0)
-		s.start(sl, scheduled, now)
-	}
-}
-
-func (s *Scheduler) start(sl *slot, scheduled, now time.Time) {
-	e := jobs.Execution{
-		Job: sl.id.Job, Partition: sl.id.Partition, Partitions: sl.job.spec.Partitions,
-		Token: sl.token, ID: jobs.ExecutionID(sl.id.Job, sl.id.Partition, scheduled),
-		ScheduledTime: scheduled, Member: s.member.ID(), LeaderKey: sl.leaderKey,
-	}
-	// The last check before anything starts: is the lease still provably alive?
-	if !s.member.Trusted(now) {
-		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: e, Reason: "lease deadline passed", At: now})
-		return
-	}
-	if sl.running > 0 {
-		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: e, Reason: "previous run still running", At: now})
-		return
-	}
-	sl.running++
-	ctx := sl.leadCtx
-	var cancel context.CancelFunc
-	if t := sl.job.spec.Timeout; t > 0 {
-		ctx, cancel = context.WithTimeout(ctx, t)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
-	ctx, span := s.cfg.Tracer.Start(jobs.WithExecution(ctx, e), "kira.execution "+e.Job,
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(
-			attribute.String("kira.job", e.Job),
-			attribute.Int("kira.partition", e.Partition),
-			attribute.Int64("kira.fencing_token", int64(e.Token)),
-			attribute.String("kira.execution_id", e.ID),
-			attribute.String("kira.scheduled_time", e.ScheduledTimeText()),
-			attribute.Int64("kira.lateness_ns", int64(now.Sub(scheduled))),
-			attribute.String("kira.member", e.Member),
-		))
-	s.emit(Event{Kind: Started, Slot: sl.id, Token: sl.token, Execution: e, At: now})
-	ex := sl.job.executor
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		res := ex.Execute(ctx, e)
-		cancel()
-		span.SetAttributes(attribute.String("kira.outcome", string(res.Outcome)))
-		if res.Outcome != jobs.Succeeded {
-			msg := string(res.Outcome)
-			if res.Err != nil {
-				msg = res.Err.Error()
-			}
-			span.SetStatus(codes.Error, msg)
-		}
-		span.End()
-		select {
-		case s.finished <- finishedRun{slot: sl.id, exec: e, res: res}:
-		case <-s.stopped:
-		}
-	}()
-}
-
-func (s *Scheduler) runEnded(f finishedRun) {
-	sl := s.slots[f.slot]
-	sl.running--
-	s.emit(Event{Kind: Finished, Slot: sl.id, Token: f.exec.Token, Execution: f.exec, Result: f.res, At: s.cfg.Clock.Now()})
-	if f.res.Outcome == jobs.Fenced && sl.state == leading && sl.token == f.exec.Token {
-		// A protected resource saw a newer token: we are not the holder any
-		// more, whatever etcd told us. Stop this slot's work and recheck.
-		s.endLeadership(sl, Released, "fenced by a protected resource")
-		return
-	}
-	if sl.running == 0 && sl.state == leading && !sl.wanted {
-		s.endLeadership(sl, Released, "not preferred in the current view")
 	}
 }
 
@@ -678,7 +624,7 @@ func (s *Scheduler) drain(grace time.Duration) {
 func (s *Scheduler) inFlight() int {
 	n := 0
 	for _, sl := range s.slots {
-		n += sl.running
+		n += len(sl.runs)
 	}
 	return n
 }
@@ -705,8 +651,11 @@ func (s *Scheduler) waitOwned(bound time.Duration) {
 			}
 		case <-s.resigned:
 		case <-s.raised:
+		case <-s.retries:
 		case f := <-s.finished:
-			s.slots[f.slot].running--
+			if sl, ok := s.slots[f.slot]; ok {
+				delete(sl.runs, f.run)
+			}
 		}
 	}
 }

@@ -370,8 +370,8 @@ func TestNothingStartsAfterLeaseDeadline(t *testing.T) {
 	}}
 	rec := newRecorder()
 	n := startNode(t, cli, cat, rec, h, nodeOpts{clock: clock, memberNow: frozen})
-	rec.waitFor(t, "acquired", 15*time.Second, func(evs []Event) bool {
-		return count(evs, func(e Event) bool { return e.Kind == Acquired }) > 0
+	rec.waitFor(t, "acquired and ready to fire", 15*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Raised }) > 0
 	})
 	clock.Advance(100 * time.Millisecond) // 12:00:01.000: inside the window
 	rec.waitFor(t, "the first run to finish", 10*time.Second, func(evs []Event) bool {
@@ -433,7 +433,7 @@ var debugNodes = map[*testing.T][]*node{}
 func debugDump(t *testing.T) {
 	for _, n := range debugNodes[t] {
 		for id, sl := range n.sched.slots {
-			t.Logf("%s %s state=%s wanted=%v running=%d heap=%d token=%d view=%v", n.id[len(n.id)-4:], id, sl.state, sl.wanted, sl.running, sl.heapIndex, sl.token, n.views.Latest())
+			t.Logf("%s %s state=%s wanted=%v running=%d heap=%d token=%d view=%v", n.id[len(n.id)-4:], id, sl.state, sl.wanted, len(sl.runs), sl.heapIndex, sl.token, n.views.Latest())
 		}
 	}
 }

@@ -49,9 +49,20 @@ type slot struct {
 	// leadCtx is cancelled when leadership ends; every execution derives from it.
 	leadCtx    context.Context
 	cancelLead context.CancelFunc
-	next       time.Time // next scheduled time while in the heap
+	next       time.Time // when the next fire starts (scheduled time + jitter), while in the heap
 	heapIndex  int       // -1 when not in the heap
-	running    int
+	// nextScheduled is the scheduled time of the next fire.
+	nextScheduled time.Time
+	// st is the slot's recorded state, loaded when the slot is won.
+	st SlotState
+	// runs cancels each execution in flight, by run number.
+	runs   map[uint64]context.CancelFunc
+	runSeq uint64
+	// queued is the one fire waiting under overlap: queue (or a retry).
+	queued *fire
+	// pending are fires owed on acquisition (catch-up, unfinished, manual),
+	// run one at a time before the schedule's own.
+	pending []fire
 	// raising is set while the fences are raised for a new token; the slot
 	// fires only after that succeeded.
 	raising bool

@@ -1,0 +1,357 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// jitterOffset is the slot's fixed delay within the job's jitter: derived
+// from the slot alone, so every member fires the slot at the same instant.
+func jitterOffset(j config.Job, id shard.Slot) time.Duration {
+	if j.Jitter <= 0 {
+		return 0
+	}
+	return time.Duration(xxhash.Sum64String(id.String()) % uint64(j.Jitter))
+}
+
+// scheduleNext puts a leading slot in the heap for its next scheduled time after t.
+func (s *Scheduler) scheduleNext(sl *slot, t time.Time) {
+	sl.nextScheduled = sl.job.schedule.Next(t.UTC())
+	if sl.nextScheduled.IsZero() {
+		return // a schedule that never fires again
+	}
+	sl.next = sl.nextScheduled.Add(jitterOffset(sl.job.spec, sl.id))
+	if sl.heapIndex >= 0 {
+		heap.Fix(&s.heap, sl.heapIndex)
+	} else {
+		heap.Push(&s.heap, sl)
+	}
+}
+
+// fireDue dispatches every slot whose fire time has come.
+func (s *Scheduler) fireDue() {
+	now := s.cfg.Clock.Now()
+	for len(s.heap) > 0 && !s.heap[0].next.After(now) {
+		sl := s.heap[0]
+		scheduled := sl.nextScheduled
+		f := fire{scheduled: scheduled, trigger: TriggerSchedule, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, scheduled)}
+		next := sl.job.schedule.Next(scheduled)
+		if !next.IsZero() && !next.Add(jitterOffset(sl.job.spec, sl.id)).After(now) {
+			// The loop fell behind (a stalled process, a jumped clock): the
+			// fires in between are missed, not burst through.
+			s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "fell behind schedule", At: now})
+			s.scheduleNext(sl, now)
+		} else {
+			s.scheduleNext(sl, scheduled)
+		}
+		if sl.nextScheduled.IsZero() && sl.heapIndex >= 0 {
+			heap.Remove(&s.heap, sl.heapIndex)
+		}
+		s.dispatch(sl, f, now)
+	}
+}
+
+// busy reports whether the slot has a run in flight or catch-ups waiting.
+func (sl *slot) busy() bool { return len(sl.runs) > 0 || len(sl.pending) > 0 }
+
+// dispatch applies pause and overlap policies to a fire and starts it, or not.
+func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
+	if !s.member.Trusted(now) {
+		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Reason: "lease deadline passed", At: now})
+		return
+	}
+	if s.paused[sl.id.Job] && (f.trigger == TriggerSchedule || f.trigger == TriggerCatchup) {
+		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Reason: "paused", At: now})
+		return
+	}
+	if sl.busy() {
+		switch {
+		case f.trigger == TriggerManual:
+			// An explicit request runs now, whatever the overlap policy.
+		case f.trigger == TriggerRetry || sl.job.spec.Overlap == config.OverlapQueue:
+			if sl.queued == nil {
+				sl.queued = &f
+				return
+			}
+			s.skip(sl, f, now, "a run is already queued")
+			return
+		case sl.job.spec.Overlap == config.OverlapSkip:
+			s.skip(sl, f, now, "previous run still running")
+			return
+		case sl.job.spec.Overlap == config.OverlapReplace:
+			for _, cancel := range sl.runs {
+				cancel()
+			}
+			sl.pending = nil
+		}
+	}
+	s.start(sl, f, now)
+}
+
+// skip records a fire that was not started.
+func (s *Scheduler) skip(sl *slot, f fire, now time.Time, reason string) {
+	e := s.execution(sl, f)
+	s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: e, Reason: reason, At: now})
+	s.record(sl, Record{ExecutionID: e.ID, ScheduledTime: f.scheduled, StartedAt: now, FinishedAt: now,
+		Outcome: OutcomeSkipped, Attempt: f.attempt, Trigger: f.trigger, Error: reason}, nil)
+}
+
+func (s *Scheduler) execution(sl *slot, f fire) jobs.Execution {
+	return jobs.Execution{
+		Job: sl.id.Job, Partition: sl.id.Partition, Partitions: sl.job.spec.Partitions,
+		Token: sl.token, ID: f.id, ScheduledTime: f.scheduled, Member: s.member.ID(), LeaderKey: sl.leaderKey,
+	}
+}
+
+func (sl *slot) claim() fencing.Claim { return fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token} }
+
+// stateOp is the put of the slot's current state.
+func (s *Scheduler) stateOp(sl *slot) clientv3.Op {
+	sl.st.Token, sl.st.Member = sl.token, s.member.ID()
+	data, _ := json.Marshal(sl.st)
+	return clientv3.OpPut(StateKey(s.member.Cluster(), sl.id), string(data))
+}
+
+// record writes an execution record (and the slot's state) under the fence.
+func (s *Scheduler) record(sl *slot, r Record, extra []clientv3.Op) {
+	r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
+	data, _ := json.Marshal(r)
+	seq := sl.st.HistorySeq
+	sl.st.HistorySeq++
+	ops := append([]clientv3.Op{s.stateOp(sl), clientv3.OpPut(historyKey(s.member.Cluster(), sl.id, seq), string(data))}, extra...)
+	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops})
+}
+
+// start records that the fire starts (in the same fenced write as anything it
+// consumes, such as a manual trigger's key) and runs it once that is committed:
+// a fire whose start could not be recorded under the fence does not run.
+func (s *Scheduler) start(sl *slot, f fire, now time.Time) {
+	e := s.execution(sl, f)
+	ops := []clientv3.Op{}
+	if f.trigger != TriggerManual && !f.scheduled.Before(sl.st.Started) {
+		sl.st.Started, sl.st.StartedID, sl.st.StartedAttempt = f.scheduled, f.id, f.attempt
+	}
+	ops = append(ops, s.stateOp(sl))
+	if f.triggerKey != "" {
+		ops = append(ops, clientv3.OpDelete(f.triggerKey))
+	}
+	recorded := make(chan error, 1)
+	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: recorded})
+
+	sl.runSeq++
+	run := sl.runSeq
+	ctx := sl.leadCtx
+	var cancel context.CancelFunc
+	if t := sl.job.spec.Timeout; t > 0 {
+		ctx, cancel = context.WithTimeout(ctx, t)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	sl.runs[run] = cancel
+	ctx, span := s.cfg.Tracer.Start(jobs.WithExecution(ctx, e), "kira.execution "+e.Job,
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			attribute.String("kira.job", e.Job),
+			attribute.Int("kira.partition", e.Partition),
+			attribute.Int64("kira.fencing_token", int64(e.Token)),
+			attribute.String("kira.execution_id", e.ID),
+			attribute.String("kira.scheduled_time", e.ScheduledTimeText()),
+			attribute.Int64("kira.lateness_ns", int64(now.Sub(f.scheduled))),
+			attribute.String("kira.member", e.Member),
+			attribute.String("kira.trigger", string(f.trigger)),
+			attribute.Int("kira.attempt", f.attempt),
+		))
+	s.emit(Event{Kind: Started, Slot: sl.id, Token: sl.token, Execution: e, Trigger: f.trigger, Attempt: f.attempt, At: now})
+	ex, clock := sl.job.executor, s.cfg.Clock
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fr := finishedRun{slot: sl.id, run: run, fire: f, exec: e}
+		select {
+		case err := <-recorded:
+			if err != nil {
+				fr.res = jobs.Result{Outcome: jobs.Failed, Err: err}
+				if errors.Is(err, fencing.ErrFenced) {
+					fr.res.Outcome = jobs.Fenced
+				}
+				fr.notStarted = true
+				break
+			}
+			fr.started = clock.Now()
+			fr.res = ex.Execute(ctx, e)
+		case <-ctx.Done():
+			fr.res, fr.notStarted = jobs.Result{Outcome: jobs.Cancelled, Err: ctx.Err()}, true
+		}
+		fr.finished = clock.Now()
+		cancel()
+		span.SetAttributes(attribute.String("kira.outcome", string(fr.res.Outcome)))
+		if fr.res.Outcome != jobs.Succeeded {
+			msg := string(fr.res.Outcome)
+			if fr.res.Err != nil {
+				msg = fr.res.Err.Error()
+			}
+			span.SetStatus(codes.Error, msg)
+		}
+		span.End()
+		select {
+		case s.finished <- fr:
+		case <-s.stopped:
+		}
+	}()
+}
+
+func (s *Scheduler) runEnded(fr finishedRun) {
+	if fr.fire.triggerKey != "" {
+		delete(s.triggering, fr.fire.triggerKey)
+	}
+	sl, ok := s.slots[fr.slot]
+	if !ok {
+		return
+	}
+	if cancel, ok := sl.runs[fr.run]; ok {
+		cancel()
+		delete(sl.runs, fr.run)
+	}
+	now := s.cfg.Clock.Now()
+	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Trigger: fr.fire.trigger, Attempt: fr.fire.attempt, At: now})
+	holds := sl.state == leading && sl.token == fr.exec.Token
+	if holds {
+		if fr.fire.trigger != TriggerManual && !fr.notStarted && !fr.fire.scheduled.Before(sl.st.Finished) {
+			sl.st.Finished, sl.st.Outcome = fr.fire.scheduled, string(fr.res.Outcome)
+		}
+		r := Record{ExecutionID: fr.exec.ID, ScheduledTime: fr.fire.scheduled, StartedAt: fr.started, FinishedAt: fr.finished,
+			Outcome: string(fr.res.Outcome), Attempt: fr.fire.attempt, Trigger: fr.fire.trigger, OutputTail: fr.res.OutputTail}
+		if r.StartedAt.IsZero() {
+			r.StartedAt = fr.finished
+		}
+		if fr.res.Err != nil {
+			r.Error = fr.res.Err.Error()
+		}
+		s.record(sl, r, nil)
+	}
+	if fr.res.Outcome == jobs.Fenced && holds {
+		// A protected resource saw a newer token: we are not the holder any
+		// more, whatever etcd told us. Stop this slot's work and recheck.
+		s.endLeadership(sl, Released, "fenced by a protected resource")
+		return
+	}
+	if holds && (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max {
+		s.retryLater(sl, fr.fire)
+	}
+	if sl.state == leading && !sl.wanted && len(sl.runs) == 0 {
+		s.endLeadership(sl, Released, "not preferred in the current view")
+		return
+	}
+	s.startWaiting(sl, now)
+}
+
+// startWaiting starts the next catch-up fire or the queued fire once the slot is free.
+func (s *Scheduler) startWaiting(sl *slot, now time.Time) {
+	if sl.state != leading || sl.raising || len(sl.runs) > 0 {
+		return
+	}
+	if len(sl.pending) > 0 {
+		f := sl.pending[0]
+		sl.pending = sl.pending[1:]
+		s.dispatchFree(sl, f, now)
+		return
+	}
+	if sl.queued != nil {
+		f := *sl.queued
+		sl.queued = nil
+		s.dispatchFree(sl, f, now)
+	}
+}
+
+// dispatchFree dispatches a fire on a slot known to have nothing running.
+func (s *Scheduler) dispatchFree(sl *slot, f fire, now time.Time) {
+	pending := sl.pending
+	sl.pending = nil // so the overlap policy sees a free slot
+	s.dispatch(sl, f, now)
+	sl.pending = append(sl.pending, pending...)
+}
+
+// backoff is the pause before attempt+1: exponential from the job's backoff,
+// capped, with jitter in [d/2, d) so retries of many slots spread out.
+func backoff(r config.Retries, attempt int) time.Duration {
+	d := r.Backoff
+	for i := 1; i < attempt && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, r.MaxBackoff)
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2)
+}
+
+// retryLater tries the fire again after its backoff, while the slot is held.
+func (s *Scheduler) retryLater(sl *slot, f fire) {
+	next := f
+	next.trigger, next.attempt = TriggerRetry, f.attempt+1
+	timer := s.cfg.Clock.NewTimer(backoff(sl.job.spec.Retries, f.attempt))
+	lead, id, token := sl.leadCtx, sl.id, sl.token
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer timer.Stop()
+		select {
+		case <-timer.C():
+		case <-lead.Done():
+			return
+		}
+		select {
+		case s.retries <- retryFire{slot: id, token: token, fire: next}:
+		case <-lead.Done():
+		case <-s.stopped:
+		}
+	}()
+}
+
+func (s *Scheduler) retryDue(r retryFire) {
+	sl, ok := s.slots[r.slot]
+	if !ok || sl.state != leading || sl.token != r.token {
+		return // retry only while the slot is still held
+	}
+	s.dispatch(sl, r.fire, s.cfg.Clock.Now())
+}
+
+// acquired runs what a new holder owes: fires its predecessors started but
+// did not finish, missed fires by the misfire policy, and waiting manual
+// triggers; then the slot follows its schedule.
+func (s *Scheduler) acquired(sl *slot, st SlotState, triggers []fire, now time.Time) {
+	sl.st = st
+	runs, missed, dropped := catchUp(st, sl.job.spec, sl.job.schedule, now.UTC(), func(t time.Time) string {
+		return jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)
+	})
+	if dropped > 0 {
+		sl.st.MissedDropped += int64(dropped)
+		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "missed fires older than catchup_window", Count: dropped, At: now})
+	}
+	const maxMissedRecords = 20
+	if len(missed) > maxMissedRecords {
+		missed = missed[len(missed)-maxMissedRecords:]
+	}
+	for _, t := range missed {
+		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "missed (misfire " + string(sl.job.spec.Misfire) + ")", At: now})
+		s.record(sl, Record{ExecutionID: jobs.ExecutionID(sl.id.Job, sl.id.Partition, t), ScheduledTime: t, StartedAt: now, FinishedAt: now,
+			Outcome: OutcomeMissed, Attempt: 1, Trigger: TriggerCatchup, Error: "misfire policy " + string(sl.job.spec.Misfire)}, nil)
+	}
+	sl.pending = append(runs, triggers...)
+	s.scheduleNext(sl, now)
+	s.startWaiting(sl, now)
+}

@@ -1,0 +1,238 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// HistoryPerSlot bounds the execution records kept per slot: record n goes to
+// key n mod HistoryPerSlot, so the oldest is overwritten, never accumulated.
+const HistoryPerSlot = 100
+
+// Trigger says why an execution ran. The values are shown to users.
+type Trigger string
+
+const (
+	TriggerSchedule Trigger = "schedule"
+	TriggerCatchup  Trigger = "catchup" // a fire missed while nobody held the slot
+	TriggerManual   Trigger = "manual"  // kira trigger
+	TriggerRetry    Trigger = "retry"   // a failed attempt, or a fire an ex-holder started but did not finish
+)
+
+// SlotState is what the holder of a slot records in etcd, so the next holder
+// learns what ran. It is written only while the writer holds the slot (the
+// transaction compares the leader key's create revision with the token).
+type SlotState struct {
+	Token  fencing.Token `json:"token"`
+	Member string        `json:"member"`
+	// Started is the scheduled time of the latest fire started (recorded
+	// before it starts), with its execution id and attempt.
+	Started        time.Time `json:"started"`
+	StartedID      string    `json:"started_id,omitempty"`
+	StartedAttempt int       `json:"started_attempt,omitempty"`
+	Finished       time.Time `json:"finished"` // scheduled time of the latest fire finished
+	Outcome        string    `json:"outcome,omitempty"`
+	HistorySeq     int64     `json:"history_seq"`
+	MissedDropped  int64     `json:"missed_dropped,omitempty"` // fires dropped for being older than catchup_window
+}
+
+// Unfinished reports whether a fire was started but not recorded as finished.
+func (s SlotState) Unfinished() bool { return s.Started.After(s.Finished) }
+
+// Record is one execution in the history, as kira history prints it.
+type Record struct {
+	Job           string        `json:"job"`
+	Partition     int           `json:"partition"`
+	ExecutionID   string        `json:"execution_id"`
+	Member        string        `json:"member"`
+	Token         fencing.Token `json:"token"`
+	ScheduledTime time.Time     `json:"scheduled_time"`
+	StartedAt     time.Time     `json:"started_at"`
+	FinishedAt    time.Time     `json:"finished_at"`
+	Outcome       string        `json:"outcome"`
+	Attempt       int           `json:"attempt"`
+	Trigger       Trigger       `json:"trigger"`
+	OutputTail    string        `json:"output_tail,omitempty"`
+	Error         string        `json:"error,omitempty"`
+}
+
+// Outcomes recorded without an execution.
+const (
+	OutcomeSkipped = "skipped" // overlap policy or pause
+	OutcomeMissed  = "missed"  // misfire policy or catchup window
+)
+
+// StateKey is where a slot's state lives.
+func StateKey(cluster string, s shard.Slot) string {
+	return membership.ClusterPrefix(cluster) + "state/" + s.String()
+}
+
+// HistoryPrefix is where a job's execution records live.
+func HistoryPrefix(cluster, job string) string {
+	return membership.ClusterPrefix(cluster) + "history/" + job + "/"
+}
+
+func historyKey(cluster string, s shard.Slot, seq int64) string {
+	return fmt.Sprintf("%s%d/%03d", HistoryPrefix(cluster, s.Job), s.Partition, seq%HistoryPerSlot)
+}
+
+// ReadHistory returns up to n records of job (all partitions, or one when
+// partition >= 0), newest first.
+func ReadHistory(ctx context.Context, kv clientv3.KV, cluster, job string, partition, n int) ([]Record, error) {
+	prefix := HistoryPrefix(cluster, job)
+	if partition >= 0 {
+		prefix += fmt.Sprintf("%d/", partition)
+	}
+	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := []Record{}
+	for _, kv := range resp.Kvs {
+		var r Record
+		if json.Unmarshal(kv.Value, &r) == nil && strings.HasPrefix(string(kv.Key), prefix) {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.StartedAt.Equal(b.StartedAt) {
+			return a.StartedAt.After(b.StartedAt)
+		}
+		return a.ScheduledTime.After(b.ScheduledTime)
+	})
+	if n >= 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
+}
+
+// readState loads a slot's state; a slot never run has the zero state.
+func readState(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (SlotState, error) {
+	var st SlotState
+	resp, err := kv.Get(ctx, StateKey(cluster, s))
+	if err != nil || len(resp.Kvs) == 0 {
+		return st, err
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &st); err != nil {
+		return SlotState{}, fmt.Errorf("scheduler: state of %s is unreadable: %w", s, err)
+	}
+	return st, nil
+}
+
+// fencedWrite is a set of operations to commit only while claim holds.
+type fencedWrite struct {
+	claim fencing.Claim
+	ops   []clientv3.Op
+	done  chan error // buffered; nil when nobody waits
+}
+
+// maxBatch bounds the writes committed in one transaction (etcd allows 128
+// operations per transaction by default; a write has up to three).
+const maxBatch = 32
+
+// stateWriter commits fenced writes in order, batching those that are queued
+// together into one transaction: slots that fire together cost one round trip.
+type stateWriter struct {
+	kv    clientv3.KV
+	queue chan fencedWrite
+}
+
+func newStateWriter(kv clientv3.KV) *stateWriter {
+	return &stateWriter{kv: kv, queue: make(chan fencedWrite, 4096)}
+}
+
+// enqueue hands w to the writer; it never blocks the caller for long, since
+// the writer drains the queue continuously.
+func (w *stateWriter) enqueue(fw fencedWrite) { w.queue <- fw }
+
+// run commits writes until ctx ends, then commits what is already queued
+// with a short bound, so the last results of a graceful stop are kept.
+func (w *stateWriter) run(ctx context.Context) {
+	for {
+		select {
+		case fw := <-w.queue:
+			w.commit(ctx, w.batch(fw))
+		case <-ctx.Done():
+			final, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			for {
+				select {
+				case fw := <-w.queue:
+					w.commit(final, w.batch(fw))
+					continue
+				default:
+				}
+				break
+			}
+			cancel()
+			return
+		}
+	}
+}
+
+func (w *stateWriter) batch(first fencedWrite) []fencedWrite {
+	b := []fencedWrite{first}
+	for len(b) < maxBatch {
+		select {
+		case fw := <-w.queue:
+			b = append(b, fw)
+		default:
+			return b
+		}
+	}
+	return b
+}
+
+func fenceCompare(c fencing.Claim) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(c.LeaderKey), "=", int64(c.Token))
+}
+
+func (w *stateWriter) commit(ctx context.Context, b []fencedWrite) {
+	if len(b) > 1 {
+		var cmps []clientv3.Cmp
+		var ops []clientv3.Op
+		seen := map[fencing.Claim]bool{}
+		for _, fw := range b {
+			if !seen[fw.claim] {
+				seen[fw.claim] = true
+				cmps = append(cmps, fenceCompare(fw.claim))
+			}
+			ops = append(ops, fw.ops...)
+		}
+		resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err == nil && resp.Succeeded {
+			for _, fw := range b {
+				reply(fw, nil)
+			}
+			return
+		}
+		// Some claim no longer holds (or the batch failed): commit one by one
+		// so each write gets its own answer.
+	}
+	for _, fw := range b {
+		resp, err := w.kv.Txn(ctx).If(fenceCompare(fw.claim)).Then(fw.ops...).Commit()
+		switch {
+		case err != nil:
+			reply(fw, fmt.Errorf("scheduler: state write: %w", err))
+		case !resp.Succeeded:
+			reply(fw, fmt.Errorf("%w: state write for %s", fencing.ErrFenced, fw.claim.LeaderKey))
+		default:
+			reply(fw, nil)
+		}
+	}
+}
+
+func reply(fw fencedWrite, err error) {
+	if fw.done != nil {
+		fw.done <- err
+	}
+}
