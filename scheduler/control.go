@@ -49,8 +49,8 @@ func Resume(ctx context.Context, kv clientv3.KV, cluster, job string) error {
 	return err
 }
 
-// Paused reports whether a job is paused.
-func Paused(ctx context.Context, kv clientv3.KV, cluster, job string) (bool, error) {
+// IsPaused reports whether a job is paused.
+func IsPaused(ctx context.Context, kv clientv3.KV, cluster, job string) (bool, error) {
 	resp, err := kv.Get(ctx, pausedKey(cluster, job), clientv3.WithCountOnly())
 	if err != nil {
 		return false, err
@@ -180,7 +180,9 @@ func (s *Scheduler) controlChanged(evs []controlEvent) {
 	now := s.cfg.Clock.Now()
 	for _, ev := range evs {
 		if ev.key == prefix && ev.deleted {
-			s.paused = map[string]bool{}
+			for job := range s.paused {
+				s.setPaused(job, false, now)
+			}
 			continue
 		}
 		job, partition, isTrigger, err := parseControlKey(strings.TrimPrefix(ev.key, prefix))
@@ -188,7 +190,7 @@ func (s *Scheduler) controlChanged(evs []controlEvent) {
 			continue
 		}
 		if !isTrigger {
-			s.paused[job] = !ev.deleted
+			s.setPaused(job, !ev.deleted, now)
 			continue
 		}
 		sl, ok := s.slots[shard.Slot{Job: job, Partition: partition}]
@@ -198,4 +200,18 @@ func (s *Scheduler) controlChanged(evs []controlEvent) {
 		s.triggering[ev.key] = true
 		s.dispatch(sl, triggerFire(sl.id, ev.key, ev.createRev, ev.value), now)
 	}
+}
+
+func (s *Scheduler) setPaused(job string, paused bool, now time.Time) {
+	if s.paused[job] == paused {
+		return
+	}
+	kind := Resumed
+	if paused {
+		kind = Paused
+		s.paused[job] = true
+	} else {
+		delete(s.paused, job)
+	}
+	s.emit(Event{Kind: kind, Slot: shard.Slot{Job: job}, At: now})
 }

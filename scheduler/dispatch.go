@@ -85,6 +85,7 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 		case f.trigger == TriggerRetry || sl.job.spec.Overlap == config.OverlapQueue:
 			if sl.queued == nil {
 				sl.queued = &f
+				s.emit(Event{Kind: Queued, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Trigger: f.trigger, Attempt: f.attempt, At: now})
 				return
 			}
 			s.skip(sl, f, now, "a run is already queued")
@@ -250,7 +251,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 		return
 	}
 	if holds && (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max {
-		s.retryLater(sl, fr.fire)
+		s.retryLater(sl, fr.fire, fr.finished)
 	}
 	if sl.state == leading && !sl.wanted && len(sl.runs) == 0 {
 		s.endLeadership(sl, Released, "not preferred in the current view")
@@ -299,11 +300,13 @@ func backoff(r config.Retries, attempt int) time.Duration {
 	return d/2 + rand.N(d/2)
 }
 
-// retryLater tries the fire again after its backoff, while the slot is held.
-func (s *Scheduler) retryLater(sl *slot, f fire) {
+// retryLater tries the fire again a backoff after the failed attempt ended,
+// while the slot is held.
+func (s *Scheduler) retryLater(sl *slot, f fire, ended time.Time) {
 	next := f
 	next.trigger, next.attempt = TriggerRetry, f.attempt+1
-	timer := s.cfg.Clock.NewTimer(backoff(sl.job.spec.Retries, f.attempt))
+	timer := s.cfg.Clock.NewTimer(time.Hour)
+	timer.ResetAt(ended.Add(backoff(sl.job.spec.Retries, f.attempt)))
 	lead, id, token := sl.leadCtx, sl.id, sl.token
 	s.wg.Add(1)
 	go func() {

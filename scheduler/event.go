@@ -19,6 +19,9 @@ const (
 	Started  EventKind = "started"  // an execution started
 	Finished EventKind = "finished" // an execution ended with Result
 	Skipped  EventKind = "skipped"  // a fire was not started (Reason says why)
+	Queued   EventKind = "queued"   // a fire waits for the running one (overlap: queue, or a retry)
+	Paused   EventKind = "paused"   // this member learned that Slot.Job is paused
+	Resumed  EventKind = "resumed"  // this member learned that Slot.Job is resumed
 )
 
 // Event is a typed signal for observers: metrics, logs and tests, which wait

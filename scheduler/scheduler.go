@@ -90,7 +90,9 @@ type Scheduler struct {
 	stopped  chan struct{} // closed when Run no longer reads the channels above
 
 	writer *stateWriter
-	paused map[string]bool // jobs paused with kira pause
+	// seenSelf is set once a view contained this member.
+	seenSelf bool
+	paused   map[string]bool // jobs paused with kira pause
 	// triggering holds the manual triggers dispatched and not yet finished,
 	// so a trigger seen twice (a watch restarted) starts once.
 	triggering map[string]bool
@@ -227,9 +229,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.wg.Add(2)
 	go s.watchElections(watchCtx)
 	go s.watchControl(watchCtx)
-	writerCtx, stopWriter := context.WithCancel(context.Background())
+	stopWriter := make(chan struct{})
 	writerDone := make(chan struct{})
-	go func() { s.writer.run(writerCtx); close(writerDone) }()
+	go func() { s.writer.run(stopWriter); close(writerDone) }()
 
 	err := s.loop(ctx)
 
@@ -261,7 +263,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.waitOwned(ownedWait)
 	close(s.stopped)
 	// The last results are committed (under the fence) before the member leaves.
-	stopWriter()
+	close(stopWriter)
 	<-writerDone
 	return err
 }
@@ -292,7 +294,14 @@ func (s *Scheduler) loop(ctx context.Context) error {
 		case <-s.member.Done():
 			return s.lose(membership.ErrSessionLost)
 		case <-s.views.Changed():
-			s.applyView(s.views.Latest())
+			v := s.views.Latest()
+			if s.seenSelf && !v.Contains(s.member.ID()) {
+				// Our record lives under our lease: it vanished, so did the
+				// lease, even if no keepalive has told the session yet.
+				return s.lose(membership.ErrSessionLost)
+			}
+			s.seenSelf = s.seenSelf || v.Contains(s.member.ID())
+			s.applyView(v)
 		case <-timer.C():
 			s.fireDue()
 		case r := <-s.results:

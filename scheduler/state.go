@@ -155,28 +155,35 @@ func newStateWriter(kv clientv3.KV) *stateWriter {
 // the writer drains the queue continuously.
 func (w *stateWriter) enqueue(fw fencedWrite) { w.queue <- fw }
 
-// run commits writes until ctx ends, then commits what is already queued
-// with a short bound, so the last results of a graceful stop are kept.
-func (w *stateWriter) run(ctx context.Context) {
+// commitTimeout bounds one transaction of the writer; lease expiry and the
+// fence make a late commit harmless, a hung one would only delay the rest.
+const commitTimeout = 5 * time.Second
+
+// run commits writes until stop is closed, then commits what is already
+// queued, so the last results of a graceful stop are kept. A commit in flight
+// is never cut short by stop.
+func (w *stateWriter) run(stop <-chan struct{}) {
 	for {
 		select {
 		case fw := <-w.queue:
-			w.commit(ctx, w.batch(fw))
-		case <-ctx.Done():
-			final, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			w.commitBatch(w.batch(fw))
+		case <-stop:
 			for {
 				select {
 				case fw := <-w.queue:
-					w.commit(final, w.batch(fw))
-					continue
+					w.commitBatch(w.batch(fw))
 				default:
+					return
 				}
-				break
 			}
-			cancel()
-			return
 		}
 	}
+}
+
+func (w *stateWriter) commitBatch(b []fencedWrite) {
+	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+	defer cancel()
+	w.commit(ctx, b)
 }
 
 func (w *stateWriter) batch(first fencedWrite) []fencedWrite {

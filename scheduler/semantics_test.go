@@ -1,0 +1,434 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// t0 is where manual clocks start: half a second before a 10s boundary.
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 500_000_000, time.UTC)
+
+func sec(s int) time.Time { return time.Date(2026, 11, 29, 12, 0, s, 0, time.UTC) }
+
+// withDefaults fills a test job's policies as config.Parse would.
+func withDefaults(j config.Job) config.Job {
+	if j.Partitions == 0 {
+		j.Partitions = 1
+	}
+	if j.Misfire == "" {
+		j.Misfire = config.DefaultMisfire
+	}
+	if j.CatchupWindow == 0 {
+		j.CatchupWindow = config.DefaultCatchupWindow
+	}
+	if j.Overlap == "" {
+		j.Overlap = config.DefaultOverlap
+	}
+	if j.Retries.Backoff == 0 {
+		j.Retries.Backoff, j.Retries.MaxBackoff = config.DefaultRetryBackoff, config.DefaultMaxBackoff
+	}
+	return j
+}
+
+// manualNode runs a member whose scheduler and trust window both read clock.
+// Its lease TTL is long (trusted for 500s of manual time after its last real
+// keepalive), so tests can move the clock by minutes.
+func manualNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *recorder, clock *ManualClock, h jobs.Handlers) *node {
+	t.Helper()
+	return startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now})
+}
+
+// advance moves the clock by d and waits for what the member did about the
+// fire that fell due (started, skipped or queued).
+func advance(t *testing.T, rec *recorder, clock *ManualClock, d time.Duration) Event {
+	t.Helper()
+	clock.Advance(d)
+	now := clock.Now()
+	evs := rec.waitFor(t, "the fire at "+now.Format(time.TimeOnly)+" handled", 15*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool {
+			return (e.Kind == Started || e.Kind == Skipped || e.Kind == Queued) && e.At.Equal(now)
+		}) > 0
+	})
+	for _, e := range evs {
+		if (e.Kind == Started || e.Kind == Skipped || e.Kind == Queued) && e.At.Equal(now) {
+			return e
+		}
+	}
+	panic("unreachable")
+}
+
+func waitKind(t *testing.T, rec *recorder, what string, n int, keep func(Event) bool) []Event {
+	t.Helper()
+	return rec.waitFor(t, what, 15*time.Second, func(evs []Event) bool { return count(evs, keep) >= n })
+}
+
+func started(evs []Event, member string) []Event {
+	var out []Event
+	for _, e := range evs {
+		if e.Kind == Started && (member == "" || e.Member == member) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// gate is a handler that blocks each run until released.
+type gate struct {
+	mu      sync.Mutex
+	release chan struct{}
+	entered chan struct{} // receives once per run that reached the handler
+	fail    int           // the first fail runs fail
+}
+
+func newGate() *gate { return &gate{release: make(chan struct{}), entered: make(chan struct{}, 100)} }
+
+func (g *gate) handler(ctx context.Context) error {
+	g.entered <- struct{}{}
+	g.mu.Lock()
+	release, fail := g.release, g.fail > 0
+	if fail {
+		g.fail--
+	}
+	g.mu.Unlock()
+	if fail {
+		return errors.New("downstream failed")
+	}
+	select {
+	case <-release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gate) open() { g.mu.Lock(); close(g.release); g.mu.Unlock() }
+
+// A member stops; fires pass while nobody holds the slot; the next member
+// applies the misfire policy. fire-all runs every missed fire oldest first,
+// fire-once only the latest and records the others as missed, skip none;
+// catch-up runs carry the fires' own execution ids.
+func TestFailoverCatchUp(t *testing.T) {
+	for _, policy := range []config.Misfire{config.MisfireFireAll, config.MisfireFireOnce, config.MisfireSkip} {
+		t.Run(string(policy), func(t *testing.T) {
+			etcd := etcdtest.Start(t)
+			cli := etcd.Client(t)
+			clock := NewManualClock(t0)
+			cat := catalog("catchup", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: policy}))
+			rec := newRecorder()
+			h := jobs.Handlers{"noop": noop}
+			a := manualNode(t, cli, cat, rec, clock, h)
+			waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+			clock.Advance(10 * time.Second) // 12:00:10.5
+			waitKind(t, rec, "a's first run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+			clock.Advance(10 * time.Second) // 12:00:20.5
+			waitKind(t, rec, "a's second run", 2, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+			if err := a.stop(); err != nil {
+				t.Fatal(err)
+			}
+			clock.Advance(35 * time.Second) // 12:00:55.5: 30, 40 and 50 pass with nobody
+			b := manualNode(t, cli, cat, rec, clock, h)
+			want := map[config.Misfire][]time.Time{
+				config.MisfireFireAll:  {sec(30), sec(40), sec(50)},
+				config.MisfireFireOnce: {sec(50)},
+			}[policy]
+			if len(want) > 0 {
+				waitKind(t, rec, "catch-up runs", len(want), func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
+			} else {
+				waitKind(t, rec, "b ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
+			}
+			got := started(rec.all(), b.id)
+			if len(got) != len(want) {
+				for _, e := range got {
+					t.Logf("b started %v %s attempt %d", e.Execution.ScheduledTime, e.Trigger, e.Attempt)
+				}
+				t.Fatalf("b started %d runs; want %v", len(got), want)
+			}
+			for i, e := range got {
+				if !e.Execution.ScheduledTime.Equal(want[i]) || e.Trigger != TriggerCatchup || e.Execution.ID != jobs.ExecutionID("tick", 0, want[i]) {
+					t.Fatalf("catch-up run %d: %v %s %s; want %v catchup with the fire's id", i, e.Execution.ScheduledTime, e.Trigger, e.Execution.ID, want[i])
+				}
+			}
+			// History is written behind the runs; poll it.
+			wantMissed := 3 - len(want)
+			waitUntil(t, "missed fires in the history", 10*time.Second, func() bool {
+				hist, err := ReadHistory(context.Background(), cli, "catchup", "tick", -1, -1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				missed, ran := 0, 0
+				for _, r := range hist {
+					switch {
+					case r.Outcome == OutcomeMissed:
+						missed++
+					case r.Member == b.id:
+						ran++
+					}
+				}
+				return missed == wantMissed && ran == len(want)
+			})
+		})
+	}
+}
+
+// A fire the ex-owner started but did not finish runs again on the new owner,
+// with the same execution id, marked as a retry.
+func TestUnfinishedFireRerunsWithSameID(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("rerun", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "block", Misfire: config.MisfireSkip}))
+	rec := newRecorder()
+	g := newGate()
+	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"block": g.handler})
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	clock.Advance(10 * time.Second)
+	first := waitKind(t, rec, "a started", 1, func(e Event) bool { return e.Kind == Started && e.Member == a.id })
+	<-g.entered // the run is recorded and really running
+	var original Event
+	for _, e := range first {
+		if e.Kind == Started {
+			original = e
+		}
+	}
+	// a crashes mid-run: its lease is gone, its run never finishes as a's.
+	if _, err := cli.Revoke(context.Background(), a.member.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	a.done <- <-a.done // wait for a to give up; leave the result for its cleanup
+	g.open()
+	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"block": g.handler})
+	evs := waitKind(t, rec, "b re-runs the unfinished fire", 1, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
+	rerun := started(evs, b.id)[0]
+	if rerun.Execution.ID != original.Execution.ID || rerun.Trigger != TriggerRetry || rerun.Attempt != 2 || !rerun.Execution.ScheduledTime.Equal(sec(10)) {
+		t.Fatalf("re-run %s %s attempt %d at %v; want id %s, retry, attempt 2, 12:00:10", rerun.Execution.ID, rerun.Trigger, rerun.Attempt, rerun.Execution.ScheduledTime, original.Execution.ID)
+	}
+	if rerun.Token <= original.Token {
+		t.Fatalf("re-run token %d not above %d", rerun.Token, original.Token)
+	}
+}
+
+// overlapRun starts a node with a blocking job under policy, lets the 12:00:10
+// run block, and fires 12:00:20 and 12:00:30 while it does.
+func overlapRun(t *testing.T, policy config.Overlap) (*recorder, *gate, *ManualClock, *node) {
+	t.Helper()
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("overlap", withDefaults(config.Job{Name: "slow", Schedule: "@every 10s", Handler: "block", Overlap: policy}))
+	rec := newRecorder()
+	g := newGate()
+	n := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"block": g.handler})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	for range 3 { // 12:00:10 starts and blocks; 12:00:20 and 12:00:30 come while it runs
+		advance(t, rec, clock, 10*time.Second)
+	}
+	return rec, g, clock, n
+}
+
+func scheduledTimes(evs []Event, kind EventKind) []time.Time {
+	var out []time.Time
+	for _, e := range evs {
+		if e.Kind == kind && !e.Execution.ScheduledTime.IsZero() {
+			out = append(out, e.Execution.ScheduledTime)
+		}
+	}
+	return out
+}
+
+func TestOverlapPolicies(t *testing.T) {
+	t.Run("skip", func(t *testing.T) {
+		rec, g, _, _ := overlapRun(t, config.OverlapSkip)
+		g.open()
+		evs := waitKind(t, rec, "the first run to end", 1, func(e Event) bool { return e.Kind == Finished })
+		if got := scheduledTimes(evs, Started); len(got) != 1 {
+			t.Fatalf("started %v; skip runs only the first", got)
+		}
+		if got := scheduledTimes(evs, Skipped); !slices.EqualFunc(got, []time.Time{sec(20), sec(30)}, time.Time.Equal) {
+			t.Fatalf("skipped %v; want 12:00:20 and 12:00:30", got)
+		}
+	})
+	t.Run("queue", func(t *testing.T) {
+		rec, g, _, _ := overlapRun(t, config.OverlapQueue)
+		evs := rec.all()
+		if got := scheduledTimes(evs, Skipped); !slices.EqualFunc(got, []time.Time{sec(30)}, time.Time.Equal) {
+			t.Fatalf("skipped %v; want only 12:00:30 (one waits at most)", got)
+		}
+		g.open()
+		evs = waitKind(t, rec, "the queued run", 2, func(e Event) bool { return e.Kind == Finished })
+		if got := scheduledTimes(evs, Started); !slices.EqualFunc(got, []time.Time{sec(10), sec(20)}, time.Time.Equal) {
+			t.Fatalf("started %v; want 12:00:10 then the queued 12:00:20", got)
+		}
+	})
+	t.Run("replace", func(t *testing.T) {
+		rec, g, _, _ := overlapRun(t, config.OverlapReplace)
+		evs := waitKind(t, rec, "two replaced runs", 2, func(e Event) bool { return e.Kind == Finished })
+		for _, e := range evs {
+			if e.Kind == Finished && e.Result.Outcome != jobs.Cancelled {
+				t.Fatalf("replaced run of %v ended %s; want cancelled", e.Execution.ScheduledTime, e.Result.Outcome)
+			}
+		}
+		if got := scheduledTimes(evs, Started); len(got) != 3 {
+			t.Fatalf("started %v; replace starts every fire", got)
+		}
+		g.open()
+	})
+	t.Run("allow", func(t *testing.T) {
+		rec, g, _, _ := overlapRun(t, config.OverlapAllow)
+		if got := scheduledTimes(rec.all(), Started); len(got) != 3 {
+			t.Fatalf("started %v; allow runs all three at once", got)
+		}
+		g.open()
+		waitKind(t, rec, "all three finish", 3, func(e Event) bool { return e.Kind == Finished && e.Result.Outcome == jobs.Succeeded })
+	})
+}
+
+// A failing run is retried with backoff, with the same execution id, up to
+// retries.max times.
+func TestRetries(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	j := withDefaults(config.Job{Name: "flaky", Schedule: "@every 1m", Handler: "flaky"})
+	j.Retries = config.Retries{Max: 2, Backoff: time.Second, MaxBackoff: 10 * time.Second}
+	cat := catalog("retries", j)
+	rec := newRecorder()
+	g := newGate()
+	g.fail = 5 // more failures than retries
+	g.open()
+	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"flaky": g.handler})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	clock.Advance(60 * time.Second)
+	for attempt := 1; attempt <= 3; attempt++ {
+		waitKind(t, rec, "attempt to fail", attempt, func(e Event) bool { return e.Kind == Finished })
+		clock.Advance(4 * time.Second) // beyond the longest backoff (2s) of attempt 2
+	}
+	clock.Advance(30 * time.Second) // before the next minute: no fourth attempt may come
+	evs := rec.all()
+	runs := started(evs, "")
+	if len(runs) != 3 {
+		t.Fatalf("%d attempts; want 3 (1 + retries.max 2)", len(runs))
+	}
+	for i, e := range runs {
+		if e.Execution.ID != runs[0].Execution.ID || e.Attempt != i+1 {
+			t.Fatalf("attempt %d: id %s attempt %d; want the first run's id and attempt %d", i, e.Execution.ID, e.Attempt, i+1)
+		}
+		if i > 0 && e.Trigger != TriggerRetry {
+			t.Fatalf("attempt %d trigger %s; want retry", i+1, e.Trigger)
+		}
+	}
+}
+
+func TestBackoffGrowsAndIsCapped(t *testing.T) {
+	r := config.Retries{Max: 5, Backoff: time.Second, MaxBackoff: 5 * time.Second}
+	for attempt, bounds := range map[int][2]time.Duration{1: {500 * time.Millisecond, time.Second}, 2: {time.Second, 2 * time.Second}, 3: {2 * time.Second, 4 * time.Second}, 5: {2500 * time.Millisecond, 5 * time.Second}} {
+		for i := 0; i < 50; i++ {
+			if d := backoff(r, attempt); d < bounds[0] || d >= bounds[1] {
+				t.Fatalf("attempt %d: backoff %s outside [%s, %s)", attempt, d, bounds[0], bounds[1])
+			}
+		}
+	}
+}
+
+// Jitter delays a slot's fires by a fixed offset derived from the slot.
+func TestJitterIsDeterministicPerSlot(t *testing.T) {
+	j := config.Job{Name: "spread", Jitter: 5 * time.Second}
+	seen := map[time.Duration]bool{}
+	for p := 0; p < 20; p++ {
+		s := shard.Slot{Job: "spread", Partition: p}
+		d := jitterOffset(j, s)
+		if d < 0 || d >= j.Jitter || d != jitterOffset(j, s) {
+			t.Fatalf("slot %v: offset %s not stable or outside [0, 5s)", s, d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 10 {
+		t.Fatalf("20 slots share %d offsets: jitter does not spread", len(seen))
+	}
+	if jitterOffset(config.Job{Name: "none"}, shard.Slot{Job: "none"}) != 0 {
+		t.Fatal("a job without jitter has an offset")
+	}
+}
+
+func TestJitterDelaysTheStart(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	j := withDefaults(config.Job{Name: "spread", Schedule: "@every 1m", Handler: "noop", Jitter: 30 * time.Second})
+	cat := catalog("jitter", j)
+	offset := jitterOffset(j, shard.Slot{Job: "spread"})
+	rec := newRecorder()
+	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	clock.Advance(sec(60).Sub(t0) + offset - time.Millisecond) // just before the jittered start
+	clock.Advance(time.Millisecond)
+	evs := waitKind(t, rec, "the jittered start", 1, func(e Event) bool { return e.Kind == Started })
+	e := started(evs, "")[0]
+	if !e.Execution.ScheduledTime.Equal(sec(60)) || !e.At.Equal(sec(60).Add(offset)) {
+		t.Fatalf("started at %v for %v; want %v for 12:01:00", e.At, e.Execution.ScheduledTime, sec(60).Add(offset))
+	}
+}
+
+// Pause stops fires on every member as soon as etcd tells them; resume
+// starts them again; a manual trigger runs once, by the holder, with its own id.
+func TestPauseResumeTrigger(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("control", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
+	rec := newRecorder()
+	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	ctx := context.Background()
+	if err := Pause(ctx, cli, "control", "tick"); err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, rec, "the member to learn of the pause", 1, func(e Event) bool { return e.Kind == Paused && e.Slot.Job == "tick" })
+	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Skipped || e.Reason != "paused" {
+		t.Fatalf("a fire while paused: %s %s", e.Kind, e.Reason)
+	}
+	before := len(started(rec.all(), ""))
+	ids, err := RequestRun(ctx, cli, "control", []shard.Slot{{Job: "tick"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := waitKind(t, rec, "the manual run", 1, func(e Event) bool { return e.Kind == Finished && e.Trigger == TriggerManual })
+	manual := started(evs, "")[before]
+	if manual.Trigger != TriggerManual || manual.Execution.ID != ids[0] {
+		t.Fatalf("manual run %s id %s; want manual with id %s", manual.Trigger, manual.Execution.ID, ids[0])
+	}
+	if resp, _ := cli.Get(ctx, ControlPrefix("control")+"tick/trigger/", clientv3.WithPrefix(), clientv3.WithCountOnly()); resp.Count != 0 {
+		t.Fatalf("%d trigger keys left after the run", resp.Count)
+	}
+	if err := Resume(ctx, cli, "control", "tick"); err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, rec, "the member to learn of the resume", 1, func(e Event) bool { return e.Kind == Resumed && e.Slot.Job == "tick" })
+	resumed := advance(t, rec, clock, 10*time.Second)
+	if resumed.Kind != Started || resumed.Trigger != TriggerSchedule {
+		t.Fatalf("after resume: %s %s", resumed.Kind, resumed.Trigger)
+	}
+	waitKind(t, rec, "the resumed run", 1, func(e Event) bool { return e.Kind == Finished && e.Execution.ID == resumed.Execution.ID })
+	// History is written behind the runs; poll for the resumed run's record.
+	var hist []Record
+	waitUntil(t, "the resumed run in the history", 10*time.Second, func() bool {
+		var err error
+		hist, err = ReadHistory(ctx, cli, "control", "tick", 0, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(hist) > 0 && hist[0].ExecutionID == resumed.Execution.ID
+	})
+	if hist[0].Trigger != TriggerSchedule || hist[0].Outcome != "succeeded" || hist[0].Token == 0 || hist[0].Member == "" {
+		t.Fatalf("newest record %+v", hist[0])
+	}
+}
