@@ -145,6 +145,17 @@ func (m *Member) observeAcks(acks <-chan *clientv3.LeaseKeepAliveResponse) {
 	}
 }
 
+// SetCatalogRevision republishes the member record with the catalog
+// revision the member now runs, for kira status.
+func (m *Member) SetCatalogRevision(ctx context.Context, rev int64) error {
+	m.mu.Lock()
+	m.cfg.Record.CatalogRevision = rev
+	rec, _ := json.Marshal(m.cfg.Record)
+	m.mu.Unlock()
+	_, err := m.cli.Put(ctx, MembersPrefix(m.cfg.Cluster)+m.cfg.Record.ID, string(rec), clientv3.WithLease(m.session.Lease()))
+	return err
+}
+
 // ID returns the member id.
 func (m *Member) ID() string { return m.cfg.Record.ID }
 

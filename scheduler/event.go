@@ -22,6 +22,8 @@ const (
 	Queued   EventKind = "queued"   // a fire waits for the running one (overlap: queue, or a retry)
 	Paused   EventKind = "paused"   // this member learned that Slot.Job is paused
 	Resumed  EventKind = "resumed"  // this member learned that Slot.Job is resumed
+	// CatalogApplied: the loop runs a new catalog, revision Count.
+	CatalogApplied EventKind = "catalog-applied"
 )
 
 // Event is a typed signal for observers: metrics, logs and tests, which wait

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -77,7 +78,6 @@ type Scheduler struct {
 	cli    *clientv3.Client
 	cfg    Config
 	jobs   map[string]*job
-	order  []*job
 
 	// Fed by goroutines the loop owns; read only by the loop.
 	results  chan campaignResult
@@ -92,7 +92,13 @@ type Scheduler struct {
 	writer *stateWriter
 	// seenSelf is set once a view contained this member.
 	seenSelf bool
-	paused   map[string]bool // jobs paused with kira pause
+
+	catalogChanged chan struct{}
+	// Guarded by mu: the catalog waiting for the loop, and the one it runs.
+	nextCatalog    map[string]*job
+	nextCatalogRev int64
+	catalogRev     int64
+	paused         map[string]bool // jobs paused with kira pause
 	// triggering holds the manual triggers dispatched and not yet finished,
 	// so a trigger seen twice (a watch restarted) starts once.
 	triggering map[string]bool
@@ -164,22 +170,34 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	}
 	s := &Scheduler{
 		member: member, views: views, cli: member.Session().Client(), cfg: cfg,
-		jobs:       map[string]*job{},
-		results:    make(chan campaignResult),
-		finished:   make(chan finishedRun),
-		resigned:   make(chan resignedSlot),
-		deleted:    make(chan deletedKey, 64),
-		raised:     make(chan raisedFence),
-		retries:    make(chan retryFire),
-		control:    make(chan []controlEvent, 16),
-		writer:     newStateWriter(member.Session().Client()),
-		paused:     map[string]bool{},
-		triggering: map[string]bool{},
-		stopped:    make(chan struct{}),
-		slots:      map[shard.Slot]*slot{},
-		byKey:      map[string]*slot{},
-		snapshot:   map[shard.Slot]fencing.Token{},
+		jobs:           map[string]*job{},
+		results:        make(chan campaignResult),
+		finished:       make(chan finishedRun),
+		resigned:       make(chan resignedSlot),
+		deleted:        make(chan deletedKey, 64),
+		raised:         make(chan raisedFence),
+		retries:        make(chan retryFire),
+		control:        make(chan []controlEvent, 16),
+		writer:         newStateWriter(member.Session().Client()),
+		paused:         map[string]bool{},
+		triggering:     map[string]bool{},
+		stopped:        make(chan struct{}),
+		slots:          map[shard.Slot]*slot{},
+		catalogChanged: make(chan struct{}, 1),
+		byKey:          map[string]*slot{},
+		snapshot:       map[shard.Slot]fencing.Token{},
 	}
+	prepared, err := prepareJobs(cat, cfg.Handlers)
+	if err != nil {
+		return nil, err
+	}
+	s.install(prepared, time.Time{})
+	return s, nil
+}
+
+// prepareJobs parses a catalog's jobs into dispatchable form.
+func prepareJobs(cat *config.Catalog, handlers jobs.Handlers) (map[string]*job, error) {
+	out := map[string]*job{}
 	for _, spec := range cat.Jobs {
 		if spec.Partitions < 1 {
 			return nil, fmt.Errorf("scheduler: job %s has %d partitions; a catalog from config.Parse has at least 1", spec.Name, spec.Partitions)
@@ -188,19 +206,91 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: job %s: %w", spec.Name, err)
 		}
-		ex, err := jobs.ForJob(spec, cfg.Handlers)
+		ex, err := jobs.ForJob(spec, handlers)
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
-		j := &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec)}
-		s.jobs[spec.Name] = j
-		s.order = append(s.order, j)
-		for p := 0; p < spec.Partitions; p++ {
-			id := shard.Slot{Job: spec.Name, Partition: p}
-			s.slots[id] = &slot{id: id, job: j, heapIndex: -1, runs: map[uint64]context.CancelFunc{}}
+		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec)}
+	}
+	return out, nil
+}
+
+// install makes prepared the set of jobs: new slots are created, slots of
+// removed jobs (or partitions) are marked removed (released after their
+// in-flight runs, then dropped), and slots of changed jobs take the new
+// definition, a new schedule taking effect from its next fire after now.
+func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
+	s.jobs = prepared
+	for id, sl := range s.slots {
+		j, ok := prepared[id.Job]
+		if !ok || id.Partition >= j.spec.Partitions {
+			sl.removed = true
+			continue
+		}
+		changed := !reflect.DeepEqual(sl.job.spec, j.spec)
+		sl.job, sl.removed = j, false
+		if changed && sl.heapIndex >= 0 && !now.IsZero() {
+			s.scheduleNext(sl, now)
 		}
 	}
-	return s, nil
+	for name, j := range prepared {
+		for p := 0; p < j.spec.Partitions; p++ {
+			id := shard.Slot{Job: name, Partition: p}
+			if _, ok := s.slots[id]; !ok {
+				s.slots[id] = &slot{id: id, job: j, heapIndex: -1, runs: map[uint64]context.CancelFunc{}}
+			}
+		}
+	}
+}
+
+// SetCatalog makes the scheduler converge to cat, stored at revision rev,
+// without a restart: added jobs start, removed jobs stop after their
+// in-flight runs, changed jobs take effect at their next fire. A catalog
+// whose jobs cannot be prepared (an unregistered handler) is refused whole.
+func (s *Scheduler) SetCatalog(cat *config.Catalog, rev int64) error {
+	prepared, err := prepareJobs(cat, s.cfg.Handlers)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.nextCatalog, s.nextCatalogRev = prepared, rev
+	s.mu.Unlock()
+	select {
+	case s.catalogChanged <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// CatalogRevision is the revision of the catalog the loop runs (0 for the
+// one given to New).
+func (s *Scheduler) CatalogRevision() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.catalogRev
+}
+
+func (s *Scheduler) catalogUpdated() {
+	s.mu.Lock()
+	prepared, rev := s.nextCatalog, s.nextCatalogRev
+	s.nextCatalog = nil
+	s.mu.Unlock()
+	if prepared == nil {
+		return
+	}
+	s.install(prepared, s.cfg.Clock.Now())
+	s.mu.Lock()
+	s.catalogRev = rev
+	s.mu.Unlock()
+	s.emit(Event{Kind: CatalogApplied, Count: int(rev), At: s.cfg.Clock.Now()})
+	s.applyView(s.views.Latest())
+}
+
+// dropIfRemoved forgets a slot of a removed job once nothing refers to it.
+func (s *Scheduler) dropIfRemoved(sl *slot) {
+	if sl.removed && sl.state == idle && len(sl.runs) == 0 {
+		delete(s.slots, sl.id)
+	}
 }
 
 // Leading returns the slots this member leads now, with their tokens.
@@ -316,6 +406,8 @@ func (s *Scheduler) loop(ctx context.Context) error {
 			s.retryDue(r)
 		case evs := <-s.control:
 			s.controlChanged(evs)
+		case <-s.catalogChanged:
+			s.catalogUpdated()
 		case d := <-s.deleted:
 			// The same lease always campaigns with the same key, so only a
 			// delete after our key's creation ends our current leadership.
@@ -336,8 +428,9 @@ func (s *Scheduler) applyView(v membership.View) {
 	}
 	me := s.member.ID()
 	for _, sl := range s.slots {
-		sl.wanted = v.Contains(me) && ring.Owner(sl.id) == me
+		sl.wanted = !sl.removed && v.Contains(me) && ring.Owner(sl.id) == me
 		s.reconcile(sl)
+		s.dropIfRemoved(sl)
 	}
 }
 
@@ -581,6 +674,7 @@ func (s *Scheduler) resignEnded(r resignedSlot) {
 	if sl.state == resigning && sl.gen == r.gen {
 		sl.state = idle
 		s.reconcile(sl)
+		s.dropIfRemoved(sl)
 	}
 }
 

@@ -68,6 +68,9 @@ type slot struct {
 	raising bool
 	// backoff delays the next campaign after a failure to raise a fence.
 	backoff bool
+	// removed is set when the catalog no longer has the slot: it is released
+	// after its in-flight runs and then forgotten.
+	removed bool
 }
 
 // slotHeap orders leading slots by their next scheduled time: one timer for

@@ -2,7 +2,9 @@
 //
 //	kira run      --catalog FILE [--etcd URLS]   run a member (embedded etcd when no URLs)
 //	kira etcd     [etcd flags]                   run a standalone embedded etcd server
-//	kira status   --etcd URLS [--cluster NAME] [-o json]
+//	kira status   [--etcd URLS] [--cluster NAME] [-o json]
+//	kira apply    -f FILE [--dry-run]            store a catalog; members converge
+//	kira pause|resume|trigger|history JOB        operate on one job
 //	kira validate FILE
 package main
 
@@ -22,9 +24,14 @@ var errUsage = errors.New("usage")
 const usage = `kira: a sharded, replicated job scheduler on etcd.
 
 Usage:
-  kira run      --catalog FILE [--etcd URLS] [--data-dir DIR] [--name NAME] [--http ADDR]
+  kira run      [--catalog FILE] [--etcd URLS] [--data-dir DIR] [--name NAME] [--http ADDR]
   kira etcd     [--name N] [--data-dir DIR] [--listen-client-urls URLS] ... (etcd's own flags)
-  kira status   --etcd URLS [--cluster NAME] [-o json]
+  kira status   [--etcd URLS] [--cluster NAME] [-o json]
+  kira apply    -f FILE [--dry-run] [--etcd URLS]
+  kira pause    JOB [--etcd URLS] [--cluster NAME]
+  kira resume   JOB [--etcd URLS] [--cluster NAME]
+  kira trigger  JOB [--partition N] [--etcd URLS] [--cluster NAME]
+  kira history  JOB [-n 20] [--partition N] [-o json] [--etcd URLS] [--cluster NAME]
   kira validate FILE
 
 Run "kira COMMAND -h" for a command's flags.
@@ -49,6 +56,14 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		err = statusCommand(args[1:], stdout, stderr)
 	case "validate":
 		err = validateCommand(args[1:], stdout, stderr)
+	case "apply":
+		err = applyCommand(args[1:], stdout, stderr)
+	case "pause", "resume":
+		err = pauseCommand(args[1:], stdout, stderr, args[0] == "pause")
+	case "trigger":
+		err = triggerCommand(args[1:], stdout, stderr)
+	case "history":
+		err = historyCommand(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "kira", version)
 	case "help", "-h", "--help":

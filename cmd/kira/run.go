@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,11 +34,11 @@ import (
 const EnvEtcdEndpoints = "KIRA_ETCD_ENDPOINTS"
 
 type runFlags struct {
-	catalog, etcd, dataDir, name, httpAddr string
-	embeddedClient, embeddedPeer           string
-	grace                                  time.Duration
-	traceStdout                            bool
-	logLevel                               string
+	catalog, cluster, etcd, dataDir, name, httpAddr string
+	embeddedClient, embeddedPeer                    string
+	grace                                           time.Duration
+	traceStdout                                     bool
+	logLevel                                        string
 }
 
 func runCommand(args []string, stderr io.Writer) error {
@@ -47,7 +46,8 @@ func runCommand(args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	host, _ := os.Hostname()
 	var f runFlags
-	fs.StringVar(&f.catalog, "catalog", "", "catalog YAML file (required)")
+	fs.StringVar(&f.catalog, "catalog", "", "catalog YAML file, applied to the cluster at start if it differs from the stored one; without it, the stored catalog of --cluster runs")
+	fs.StringVar(&f.cluster, "cluster", config.DefaultCluster, "cluster to run when no --catalog is given")
 	fs.StringVar(&f.etcd, "etcd", os.Getenv(EnvEtcdEndpoints), "comma-separated etcd endpoints (also $"+EnvEtcdEndpoints+"); empty starts an embedded single-node etcd")
 	fs.StringVar(&f.dataDir, "data-dir", "./kira-data", "data directory of the embedded etcd")
 	fs.StringVar(&f.name, "name", host, "human-readable member name (the member id adds a UUID to the hostname)")
@@ -60,14 +60,17 @@ func runCommand(args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	if f.catalog == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "kira run: --catalog FILE is required")
+	if fs.NArg() > 0 {
 		fs.Usage()
 		return errUsage
 	}
-	cat, err := config.Load(f.catalog)
-	if err != nil {
-		return err
+	var cat *config.Catalog
+	if f.catalog != "" {
+		var err error
+		if cat, err = config.Load(f.catalog); err != nil {
+			return err
+		}
+		f.cluster = cat.Cluster
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -106,7 +109,7 @@ func runCommand(args []string, stderr io.Writer) error {
 		logger.Info("started embedded etcd", "data_dir", f.dataDir, "client_url", f.embeddedClient)
 	}
 
-	r := &runner{flags: f, cat: cat, endpoints: endpoints, logger: logger, metrics: newMetrics()}
+	r := &runner{flags: f, file: cat, endpoints: endpoints, logger: logger, metrics: newMetrics()}
 	if f.httpAddr != "" {
 		srv, err := r.serveHTTP(f.httpAddr)
 		if err != nil {
@@ -119,7 +122,7 @@ func runCommand(args []string, stderr io.Writer) error {
 
 type runner struct {
 	flags     runFlags
-	cat       *config.Catalog
+	file      *config.Catalog // from --catalog, or nil
 	endpoints []string
 	logger    *slog.Logger
 	metrics   *metrics
@@ -129,12 +132,15 @@ type runner struct {
 // run keeps a member alive until ctx ends. A member that loses its lease
 // stops everything and joins again as a fresh member with a new id.
 func (r *runner) run(ctx context.Context) error {
-	published := false
+	applied := false
 	for {
-		err := r.runMember(ctx, &published)
+		err := r.runMember(ctx, &applied)
 		if ctx.Err() != nil {
 			r.logger.Info("stopped")
 			return nil
+		}
+		if errors.Is(err, config.ErrNoCatalog) {
+			return fmt.Errorf("kira run: %w: give --catalog FILE or run kira apply -f FILE first", err)
 		}
 		if !errors.Is(err, membership.ErrSessionLost) && !errors.Is(err, scheduler.ErrUntrusted) && !isTransient(err) {
 			return err
@@ -157,7 +163,7 @@ func isTransient(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "etcdserver:") || strings.Contains(err.Error(), "connection")
 }
 
-func (r *runner) runMember(ctx context.Context, published *bool) error {
+func (r *runner) runMember(ctx context.Context, applied *bool) error {
 	// A client per incarnation: closing it releases any etcd call that the
 	// previous incarnation left pending on an unreachable server.
 	cli, err := clientv3.New(clientv3.Config{Endpoints: r.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
@@ -167,34 +173,38 @@ func (r *runner) runMember(ctx context.Context, published *bool) error {
 	defer cli.Close()
 	joinCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if !*published {
-		if err := publishCatalog(joinCtx, cli, r.cat); err != nil {
-			return fmt.Errorf("kira run: publish catalog: %w", err)
+	if r.file != nil && !*applied {
+		// Only if it differs: N replicas started with the same file do not fight.
+		rev, changed, err := config.Store(joinCtx, cli, r.file)
+		if err != nil {
+			return err
 		}
-		*published = true
+		if changed {
+			r.logger.Info("applied the catalog file", "file", r.flags.catalog, "revision", rev)
+		}
+		*applied = true
+	}
+	cat, catRev, err := config.LoadStored(joinCtx, cli, r.flags.cluster)
+	if err != nil {
+		return err
 	}
 	host, _ := os.Hostname()
 	id := membership.NewID()
 	m, err := membership.Join(joinCtx, cli, membership.Config{
-		Cluster: r.cat.Cluster,
-		TTL:     r.cat.Membership.LeaseTTL,
-		Record:  membership.Record{ID: id, Name: r.flags.name, Host: host, HTTP: r.flags.httpAddr, Version: version, StartedAt: time.Now().UTC()},
+		Cluster: cat.Cluster,
+		TTL:     cat.Membership.LeaseTTL,
+		Record: membership.Record{ID: id, Name: r.flags.name, Host: host, HTTP: r.flags.httpAddr, Version: version,
+			StartedAt: time.Now().UTC(), CatalogRevision: catRev},
 	})
 	if err != nil {
 		return err
 	}
 	r.current.Store(m)
 	defer r.current.Store(nil)
-	r.logger.Info("joined", "member", id, "cluster", r.cat.Cluster, "lease_ttl", r.cat.Membership.LeaseTTL, "etcd", strings.Join(r.endpoints, ","))
+	r.logger.Info("joined", "member", id, "cluster", cat.Cluster, "catalog_revision", catRev, "lease_ttl", cat.Membership.LeaseTTL, "etcd", strings.Join(r.endpoints, ","))
 
-	views := membership.NewViews(cli, r.cat.Cluster)
-	viewsCtx, stopViews := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); views.Run(viewsCtx) }()
-	defer func() { stopViews(); wg.Wait() }()
-
-	s, err := scheduler.New(m, views, r.cat, scheduler.Config{
+	views := membership.NewViews(cli, cat.Cluster)
+	s, err := scheduler.New(m, views, cat, scheduler.Config{
 		Grace:   r.flags.grace,
 		Logger:  r.logger,
 		OnEvent: r.onEvent,
@@ -203,6 +213,25 @@ func (r *runner) runMember(ctx context.Context, published *bool) error {
 		m.Leave(context.Background())
 		return err
 	}
+	bgCtx, stopBackground := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); views.Run(bgCtx) }()
+	go func() {
+		defer wg.Done()
+		config.WatchStored(bgCtx, cli, cat.Cluster, catRev, func(next *config.Catalog, rev int64) {
+			if err := s.SetCatalog(next, rev); err != nil {
+				r.logger.Error("cannot run the new catalog; keeping the current one", "revision", rev, "err", err)
+				return
+			}
+			r.logger.Info("converging to a new catalog", "revision", rev)
+			if err := m.SetCatalogRevision(bgCtx, rev); err != nil {
+				r.logger.Warn("could not publish the catalog revision", "err", err)
+			}
+		})
+	}()
+	defer func() { stopBackground(); wg.Wait() }()
+
 	runErr := s.Run(ctx)
 	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelLeave()
@@ -221,8 +250,10 @@ func (r *runner) onEvent(e scheduler.Event) {
 		r.logger.Info("slot "+string(e.Kind), "slot", e.Slot.String(), "token", e.Token.String(), "reason", e.Reason)
 	case scheduler.Skipped:
 		r.logger.Warn("fire skipped", "slot", e.Slot.String(), "scheduled", e.Execution.ScheduledTimeText(), "reason", e.Reason)
+	case scheduler.Paused, scheduler.Resumed:
+		r.logger.Info("job "+string(e.Kind), "job", e.Slot.Job)
 	case scheduler.Finished:
-		attrs := []any{"slot", e.Slot.String(), "token", e.Token.String(), "execution_id", e.Execution.ID,
+		attrs := []any{"slot", e.Slot.String(), "token", e.Token.String(), "execution_id", e.Execution.ID, "trigger", string(e.Trigger), "attempt", e.Attempt,
 			"scheduled", e.Execution.ScheduledTimeText(), "outcome", string(e.Result.Outcome), "code", e.Result.Code}
 		if out := strings.TrimSpace(e.Result.OutputTail); out != "" {
 			attrs = append(attrs, "output", out)
@@ -233,25 +264,6 @@ func (r *runner) onEvent(e scheduler.Event) {
 		r.logger.Info("execution finished", attrs...)
 	}
 }
-
-// publishCatalog stores the catalog under /kira/<cluster>/catalog unless the
-// same one is there already, so replicas started with the same file do not
-// rewrite it. kira status reads it to list every slot.
-func publishCatalog(ctx context.Context, cli *clientv3.Client, cat *config.Catalog) error {
-	data, err := json.Marshal(cat)
-	if err != nil {
-		return err
-	}
-	key := CatalogKey(cat.Cluster)
-	_, err = cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.Value(key), "=", string(data))).
-		Else(clientv3.OpPut(key, string(data))).
-		Commit()
-	return err
-}
-
-// CatalogKey is where a cluster's catalog is stored.
-func CatalogKey(cluster string) string { return membership.ClusterPrefix(cluster) + "catalog" }
 
 func (r *runner) serveHTTP(addr string) (*http.Server, error) {
 	mux := http.NewServeMux()

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,10 +21,13 @@ import (
 
 // Status is what kira status prints; its JSON form is a contract.
 type Status struct {
-	Cluster  string              `json:"cluster"`
-	Revision int64               `json:"revision"`
-	Members  []membership.Record `json:"members"`
-	Slots    []SlotStatus        `json:"slots"`
+	Cluster  string `json:"cluster"`
+	Revision int64  `json:"revision"`
+	// CatalogRevision is the stored catalog's; each member's record says which it runs.
+	CatalogRevision int64               `json:"catalog_revision"`
+	Paused          []string            `json:"paused"`
+	Members         []membership.Record `json:"members"`
+	Slots           []SlotStatus        `json:"slots"`
 }
 
 // SlotStatus is one slot: its owner is the member whose election key is
@@ -41,8 +43,9 @@ type SlotStatus struct {
 func statusCommand(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	etcd := fs.String("etcd", envOr(EnvEtcdEndpoints, "http://127.0.0.1:2379"), "comma-separated etcd endpoints")
-	cluster := fs.String("cluster", config.DefaultCluster, "cluster name (the catalog's cluster:)")
+	var cf clusterFlags
+	cf.register(fs)
+	etcd, cluster := &cf.etcd, &cf.cluster
 	output := fs.String("o", "table", "output format: table or json")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
@@ -60,7 +63,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	st, err := readStatus(ctx, cli, *cluster)
 	if err != nil {
-		return fmt.Errorf("kira status: reading cluster %q from etcd at %s: %w (is etcd running there? set --etcd or %s)", *cluster, *etcd, err, EnvEtcdEndpoints)
+		return fmt.Errorf("kira status: %w", cf.unreachable(err))
 	}
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
@@ -77,12 +80,18 @@ func readStatus(ctx context.Context, cli *clientv3.Client, cluster string) (*Sta
 	resp, err := cli.Txn(ctx).Then(
 		clientv3.OpGet(membership.MembersPrefix(cluster), clientv3.WithPrefix()),
 		clientv3.OpGet(scheduler.ElectionPrefix(cluster), clientv3.WithPrefix()),
-		clientv3.OpGet(CatalogKey(cluster)),
+		clientv3.OpGet(config.StoreKey(cluster)),
+		clientv3.OpGet(scheduler.ControlPrefix(cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
 		return nil, err
 	}
-	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []membership.Record{}, Slots: []SlotStatus{}}
+	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []membership.Record{}, Slots: []SlotStatus{}, Paused: []string{}}
+	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+		if job, ok := strings.CutSuffix(strings.TrimPrefix(string(kv.Key), scheduler.ControlPrefix(cluster)), "/paused"); ok {
+			st.Paused = append(st.Paused, job)
+		}
+	}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		var rec membership.Record
 		if json.Unmarshal(kv.Value, &rec) != nil || rec.ID == "" {
@@ -101,6 +110,7 @@ func readStatus(ctx context.Context, cli *clientv3.Client, cluster string) (*Sta
 		return s
 	}
 	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 1 {
+		st.CatalogRevision = kvs[0].ModRevision
 		var cat config.Catalog
 		if err := json.Unmarshal(kvs[0].Value, &cat); err == nil {
 			for _, j := range cat.Jobs {
@@ -140,15 +150,19 @@ func readStatus(ctx context.Context, cli *clientv3.Client, cluster string) (*Sta
 }
 
 func printStatus(w io.Writer, st *Status) {
-	fmt.Fprintf(w, "cluster %s at revision %d: %d members, %d slots\n\n", st.Cluster, st.Revision, len(st.Members), len(st.Slots))
+	fmt.Fprintf(w, "cluster %s at revision %d: %d members, %d slots, catalog revision %d\n", st.Cluster, st.Revision, len(st.Members), len(st.Slots), st.CatalogRevision)
+	if len(st.Paused) > 0 {
+		fmt.Fprintf(w, "paused: %s\n", strings.Join(st.Paused, ", "))
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tNAME\tHOST\tSTARTED\tLEADS")
+	fmt.Fprintln(tw, "MEMBER\tNAME\tHOST\tSTARTED\tCATALOG\tLEADS")
 	leads := map[string]int{}
 	for _, s := range st.Slots {
 		leads[s.Owner]++
 	}
 	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", m.ID, m.Name, m.Host, m.StartedAt.Format(time.RFC3339), leads[m.ID])
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", m.ID, m.Name, m.Host, m.StartedAt.Format(time.RFC3339), m.CatalogRevision, leads[m.ID])
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -162,11 +176,4 @@ func printStatus(w io.Writer, st *Status) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Job, s.Partition, owner, token)
 	}
 	tw.Flush()
-}
-
-func envOr(name, fallback string) string {
-	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
-		return v
-	}
-	return fallback
 }
