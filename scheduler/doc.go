@@ -59,12 +59,17 @@
 // (the resign of every slot at once), so the next owners take over in
 // milliseconds instead of a TTL.
 //
-// # Not here yet
+// # What a slot remembers
 //
-// Misfire and catch-up policies, overlap policies other than skip, retries,
-// pause, manual triggers and execution history are later work. Today a fire
-// while the previous run of the same slot is still running is skipped (as
-// CronJob's Forbid), and fires missed while no member held a slot are not
-// caught up. Schedules without CRON_TZ are evaluated in UTC, so members in
-// different local zones agree.
+// Each slot's state (last scheduled time started and finished, outcome,
+// token) and a bounded history live in etcd, written only under the fence
+// by one writer goroutine per member that batches slots firing together. A
+// fire starts only once its start is recorded. A new holder reads the state
+// when it wins the slot and owes: the unfinished fire (same execution id,
+// as a retry), the missed fires its misfire policy keeps, and waiting manual
+// triggers (control keys, consumed in the fenced write that records their
+// start), one at a time; then the schedule's own fires, under the job's
+// overlap policy. The catalog itself can change under a running loop
+// (SetCatalog). Schedules without CRON_TZ or timezone are evaluated in UTC,
+// so members in different local zones agree.
 package scheduler
