@@ -197,19 +197,6 @@ jobs:
     command: ["sh", "-c", "echo \"$KIRA_JOB/$KIRA_PARTITION $KIRA_FENCING_TOKEN $KIRA_MEMBER\" >> %s"]
 `
 
-func status(t *testing.T, endpoint string) Status {
-	t.Helper()
-	out, code := runKira(t, "status", "--etcd", endpoint, "--cluster", "e2e", "-o", "json")
-	if code != 0 {
-		t.Fatalf("status exit %d: %s", code, out)
-	}
-	var st Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status JSON: %v\n%s", err, out)
-	}
-	return st
-}
-
 // settled reports whether every slot is owned by a live member, and how many
 // slots each member owns.
 func settled(st Status, members int) (map[string]int, bool) {
@@ -243,7 +230,7 @@ func TestThreeMembers(t *testing.T) {
 	}
 	var st Status
 	eventually(t, "slots spread over three members", 30*time.Second, func() bool {
-		st = status(t, ep)
+		st = statusOf(t, ep, "e2e")
 		_, ok := settled(st, 3)
 		return ok
 	})
@@ -271,7 +258,7 @@ func TestThreeMembers(t *testing.T) {
 	killed := time.Now()
 	victimProc.cmd.Process.Signal(syscall.SIGKILL)
 	eventually(t, "slots moved off the killed member", 15*time.Second, func() bool {
-		st = status(t, ep)
+		st = statusOf(t, ep, "e2e")
 		_, ok := settled(st, 2)
 		return ok
 	})
@@ -305,7 +292,7 @@ func TestThreeMembers(t *testing.T) {
 		t.Fatalf("SIGTERM: exit %d", code)
 	}
 	eventually(t, "one member owning everything", 10*time.Second, func() bool {
-		st = status(t, ep)
+		st = statusOf(t, ep, "e2e")
 		_, ok := settled(st, 1)
 		return ok
 	})
