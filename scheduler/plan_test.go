@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -56,5 +57,15 @@ func TestCatchUp(t *testing.T) {
 				t.Fatalf("retry attempt %d; want 2", runs[0].attempt)
 			}
 		})
+	}
+}
+
+func TestWriterRefusesRatherThanBlocks(t *testing.T) {
+	w := &stateWriter{queue: make(chan fencedWrite, 1)}
+	w.enqueue(fencedWrite{})
+	done := make(chan error, 1)
+	w.enqueue(fencedWrite{done: done}) // the queue is full: refused at once
+	if err := <-done; !errors.Is(err, errWriterBehind) {
+		t.Fatalf("full queue: %v; want errWriterBehind", err)
 	}
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -151,9 +152,21 @@ func newStateWriter(kv clientv3.KV) *stateWriter {
 	return &stateWriter{kv: kv, queue: make(chan fencedWrite, 4096)}
 }
 
-// enqueue hands w to the writer; it never blocks the caller for long, since
-// the writer drains the queue continuously.
-func (w *stateWriter) enqueue(fw fencedWrite) { w.queue <- fw }
+// errWriterBehind is returned for a write refused because the writer's queue
+// is full: etcd is slow or unreachable.
+var errWriterBehind = errors.New("scheduler: state writer is behind (etcd slow or unreachable)")
+
+// enqueue hands fw to the writer without ever blocking the loop: when the
+// queue is full, fw is refused at once (a start waiting for it does not run;
+// a record is lost and counted by its caller's logs). A loop blocked here
+// could not notice that its lease is gone.
+func (w *stateWriter) enqueue(fw fencedWrite) {
+	select {
+	case w.queue <- fw:
+	default:
+		reply(fw, errWriterBehind)
+	}
+}
 
 // commitTimeout bounds one transaction of the writer; lease expiry and the
 // fence make a late commit harmless, a hung one would only delay the rest.
