@@ -296,6 +296,7 @@ func TestThreeMembers(t *testing.T) {
 		_, ok := settled(st, 1)
 		return ok
 	})
+	t.Logf("SIGTERM → every slot owned by the remaining member: %s (lease TTL 2s)", time.Since(stopped).Round(time.Millisecond))
 	if took := time.Since(stopped); took > 2*time.Second {
 		t.Fatalf("graceful handover took %s, not less than the 2s TTL", took)
 	}
