@@ -39,32 +39,56 @@ type Member struct {
 // Start runs a single-node etcd.
 func Start(t testing.TB) *Cluster { return StartCluster(t, 1) }
 
-// StartCluster runs an etcd cluster of n members and waits until it has a leader.
+// StartCluster runs an etcd cluster of n members, stopped at the end of the test.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t}
+	c, err := Launch(t.TempDir(), n)
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	c.t = t
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Launch runs an etcd cluster of n members with data under dir, for
+// programs such as kira bench that are not tests. Close stops it.
+func Launch(dir string, n int) (*Cluster, error) {
+	c := &Cluster{}
 	var initial []string
 	for i := 0; i < n; i++ {
+		clientAddr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		peerAddr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
 		m := &Member{
 			Name:      fmt.Sprintf("etcd%d", i),
-			ClientURL: "http://" + freeAddr(t),
-			PeerURL:   "http://" + freeAddr(t),
-			dir:       filepath.Join(t.TempDir(), fmt.Sprintf("etcd%d", i)),
+			ClientURL: "http://" + clientAddr,
+			PeerURL:   "http://" + peerAddr,
+			dir:       filepath.Join(dir, fmt.Sprintf("etcd%d", i)),
 		}
 		c.members = append(c.members, m)
 		initial = append(initial, m.Name+"="+m.PeerURL)
 	}
-	t.Cleanup(c.stopAll)
 	errs := make(chan error, n)
 	for _, m := range c.members {
 		go func() { errs <- m.start(strings.Join(initial, ","), "new") }()
 	}
+	var first error
 	for range c.members {
-		if err := <-errs; err != nil {
-			t.Fatalf("etcdtest: %v", err)
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
 	}
-	return c
+	if first != nil {
+		c.Close()
+		return nil, first
+	}
+	return c, nil
 }
 
 func (m *Member) start(initialCluster, state string) error {
@@ -99,7 +123,8 @@ func (m *Member) start(initialCluster, state string) error {
 	return nil
 }
 
-func (c *Cluster) stopAll() {
+// Close stops every member; it is idempotent.
+func (c *Cluster) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range c.members {
@@ -155,7 +180,7 @@ func (c *Cluster) Stop(i int) {
 	}
 }
 
-// Restart starts a stopped member i again with its data.
+// Restart starts a stopped member i again with its data (tests only).
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
 	c.mu.Lock()
@@ -198,14 +223,13 @@ func WaitHealthy(ctx context.Context, cli *clientv3.Client) error {
 	}
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
+func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("etcdtest: free port: %v", err)
+		return "", fmt.Errorf("etcdtest: free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
 func mustURL(s string) url.URL {

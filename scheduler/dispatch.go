@@ -228,7 +228,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 		delete(sl.runs, fr.run)
 	}
 	now := s.cfg.Clock.Now()
-	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Trigger: fr.fire.trigger, Attempt: fr.fire.attempt, At: now})
+	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Trigger: fr.fire.trigger, Attempt: fr.fire.attempt, StartedAt: fr.started, At: now})
 	holds := sl.state == leading && sl.token == fr.exec.Token
 	if holds {
 		if fr.fire.trigger != TriggerManual && !fr.notStarted && !fr.fire.scheduled.Before(sl.st.Finished) {

@@ -39,5 +39,8 @@ type Event struct {
 	Trigger   Trigger        // Started, Finished
 	Attempt   int            // Started, Finished
 	Count     int            // Skipped: how many fires, when more than one
+	// StartedAt (Finished) is when the executor was called, after the start
+	// was recorded; zero if it never was.
+	StartedAt time.Time
 	At        time.Time
 }

@@ -33,6 +33,7 @@ Usage:
   kira trigger  JOB [--partition N] [--etcd URLS] [--cluster NAME]
   kira history  JOB [-n 20] [--partition N] [-o json] [--etcd URLS] [--cluster NAME]
   kira validate FILE
+  kira bench    [--slots 100,1000,10000] [--ttls 2s,6s,15s] [--trials 3] [--rebalance 10000] [-o json]
 
 Run "kira COMMAND -h" for a command's flags.
 `
@@ -64,6 +65,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		err = triggerCommand(args[1:], stdout, stderr)
 	case "history":
 		err = historyCommand(args[1:], stdout, stderr)
+	case "bench":
+		err = benchCommand(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "kira", version)
 	case "help", "-h", "--help":

@@ -1,0 +1,520 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/scheduler"
+	"github.com/kira-scheduler/kira/shard"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config says what to measure.
+type Config struct {
+	Endpoints []string        // etcd to run against
+	Slots     []int           // lateness: slot counts, each over 3 members
+	Duration  time.Duration   // lateness: measuring window
+	Command   bool            // lateness: run `sh -c :` instead of an in-process handler
+	TTLs      []time.Duration // failover: lease TTLs
+	Trials    int             // failover and handover: trials per setting
+	Rebalance int             // rebalance: slot count (0 skips)
+}
+
+// Report is what kira bench prints.
+type Report struct {
+	Failover  []Failover  `json:"failover,omitempty"`
+	Handover  *Handover   `json:"handover,omitempty"`
+	Lateness  []Lateness  `json:"lateness,omitempty"`
+	Rebalance []Rebalance `json:"rebalance,omitempty"`
+}
+
+// Failover is kill → first execution by the new owner, per TTL.
+type Failover struct {
+	TTL      time.Duration   `json:"ttl_ns"`
+	Samples  []time.Duration `json:"samples_ns"`
+	Median   time.Duration   `json:"median_ns"`
+	Worst    time.Duration   `json:"worst_ns"`
+	RatioTTL float64         `json:"median_over_ttl"`
+	Lost     int             `json:"fires_lost"`
+}
+
+// Handover is graceful stop → next owner holds the slot.
+type Handover struct {
+	Samples []time.Duration `json:"samples_ns"`
+	Median  time.Duration   `json:"median_ns"`
+	Worst   time.Duration   `json:"worst_ns"`
+	Lost    int             `json:"fires_lost"`
+}
+
+// Lateness is actual start − scheduled time at a number of slots.
+type Lateness struct {
+	Slots      int            `json:"slots"`
+	Executor   string         `json:"executor"`
+	Settle     time.Duration  `json:"settle_ns"` // start of 3 members → every slot owned
+	Expected   int            `json:"expected"`
+	Started    int            `json:"started"`
+	Skipped    int            `json:"skipped"`
+	P50        time.Duration  `json:"p50_ns"`
+	P99        time.Duration  `json:"p99_ns"`
+	Max        time.Duration  `json:"max_ns"`
+	EtcdCalls  map[string]int `json:"etcd_calls"` // gRPC calls by method during the window
+	PerExecute float64        `json:"etcd_writes_per_execution"`
+}
+
+// Rebalance is a membership change at many slots.
+type Rebalance struct {
+	Change string        `json:"change"`
+	Slots  int           `json:"slots"`
+	Moved  float64       `json:"moved_fraction"`
+	Ideal  float64       `json:"ideal_fraction"`
+	Settle time.Duration `json:"settle_ns"`
+}
+
+// events collects scheduler events from every member.
+type events struct {
+	mu  sync.Mutex
+	all []scheduler.Event
+}
+
+func (e *events) add(ev scheduler.Event) {
+	if ev.Kind == scheduler.Started {
+		return // Finished carries the real start
+	}
+	e.mu.Lock()
+	e.all = append(e.all, ev)
+	e.mu.Unlock()
+}
+
+func (e *events) snapshot() []scheduler.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.all)
+}
+
+func noop(context.Context) error { return nil }
+
+var handlers = jobs.Handlers{"noop": noop}
+
+func benchCatalog(cluster string, ttl time.Duration, partitions int, command bool) *config.Catalog {
+	j := config.Job{Name: "load", Schedule: "@every 1s", Partitions: partitions, Handler: "noop",
+		Misfire: config.MisfireFireAll, CatchupWindow: time.Minute, Overlap: config.OverlapSkip,
+		Retries: config.Retries{Backoff: time.Second, MaxBackoff: time.Second}}
+	if command {
+		j.Handler, j.Command = "", []string{"sh", "-c", ":"}
+	}
+	return &config.Catalog{Cluster: cluster, Membership: config.Membership{LeaseTTL: ttl}, Jobs: []config.Job{j}}
+}
+
+func startMembers(cfg Config, cat *config.Catalog, n int, ev *events) ([]*member, error) {
+	var out []*member
+	for i := 0; i < n; i++ {
+		m, err := startMember(cfg.Endpoints, cat, handlers, ev.add)
+		if err != nil {
+			for _, m := range out {
+				m.stop()
+			}
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// leaders sums who leads what across members.
+func leaders(ms []*member) map[shard.Slot]string {
+	out := map[shard.Slot]string{}
+	for _, m := range ms {
+		for s := range m.sched.Leading() {
+			out[s] = m.id
+		}
+	}
+	return out
+}
+
+func waitFor(timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: not settled after %s", timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return percentile(s, 0.5)
+}
+
+// Run measures every scenario the config enables.
+func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error) {
+	r := &Report{}
+	for _, ttl := range cfg.TTLs {
+		progress(fmt.Sprintf("failover after a crash, lease_ttl %s, %d trials", ttl, cfg.Trials))
+		f, err := failover(cfg, ttl)
+		if err != nil {
+			return r, err
+		}
+		r.Failover = append(r.Failover, f)
+	}
+	if cfg.Trials > 0 {
+		progress(fmt.Sprintf("graceful handover, %d trials", cfg.Trials))
+		h, err := handover(cfg)
+		if err != nil {
+			return r, err
+		}
+		r.Handover = h
+	}
+	for _, n := range cfg.Slots {
+		progress(fmt.Sprintf("lateness, %d slots firing every second over 3 members, %s", n, cfg.Duration))
+		l, err := lateness(cfg, n)
+		if err != nil {
+			return r, err
+		}
+		r.Lateness = append(r.Lateness, l)
+	}
+	if cfg.Rebalance > 0 {
+		progress(fmt.Sprintf("rebalance, %d slots, 3→4→3 members", cfg.Rebalance))
+		rb, err := rebalance(cfg, cfg.Rebalance)
+		if err != nil {
+			return r, err
+		}
+		r.Rebalance = rb
+	}
+	return r, ctx.Err()
+}
+
+var clusterSeq int
+
+func cluster(name string) string {
+	clusterSeq++
+	return fmt.Sprintf("bench-%s-%d-%d", name, time.Now().Unix(), clusterSeq)
+}
+
+// ownerOf waits until exactly one member leads the single slot and returns it.
+func ownerOf(ms []*member) (*member, error) {
+	var owner *member
+	err := waitFor(30*time.Second, func() bool {
+		owner = nil
+		for _, m := range ms {
+			if len(m.sched.Leading()) == 1 {
+				if owner != nil {
+					return false
+				}
+				owner = m
+			}
+		}
+		return owner != nil
+	})
+	return owner, err
+}
+
+// lostFires counts scheduled seconds in [from, to) that no member started.
+func lostFires(evs []scheduler.Event, from, to time.Time) int {
+	ran := map[int64]bool{} // by Unix nanoseconds: time.Time values of one instant may differ as keys
+	for _, e := range evs {
+		if e.Kind == scheduler.Finished && !e.StartedAt.IsZero() {
+			ran[e.Execution.ScheduledTime.UnixNano()] = true
+		}
+	}
+	lost := 0
+	for t := from.Truncate(time.Second).Add(time.Second); t.Before(to); t = t.Add(time.Second) {
+		if !ran[t.UnixNano()] {
+			lost++
+		}
+	}
+	return lost
+}
+
+// failover crashes the owner of a 1s job and times the first execution by
+// the next owner (the missed fires are caught up at once: misfire fire-all).
+func failover(cfg Config, ttl time.Duration) (Failover, error) {
+	res := Failover{TTL: ttl}
+	for trial := 0; trial < cfg.Trials; trial++ {
+		ev := &events{}
+		cat := benchCatalog(cluster("failover"), ttl, 1, false)
+		ms, err := startMembers(cfg, cat, 3, ev)
+		if err != nil {
+			return res, err
+		}
+		owner, err := ownerOf(ms)
+		if err != nil {
+			return res, err
+		}
+		// Let it run, then crash it in the middle of a second.
+		if err := waitFor(10*time.Second, func() bool { return countFinished(ev.snapshot(), owner.id) >= 2 }); err != nil {
+			return res, err
+		}
+		first := time.Now()
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1500 * time.Millisecond)))
+		killed := time.Now()
+		owner.crash()
+		var took time.Duration
+		err = waitFor(ttl+30*time.Second, func() bool {
+			for _, e := range ev.snapshot() {
+				if e.Kind == scheduler.Finished && e.Member != owner.id && !e.StartedAt.IsZero() && e.StartedAt.After(killed) {
+					took = e.StartedAt.Sub(killed)
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return res, err
+		}
+		// Let the catch-up and one more fire happen, then count holes.
+		end := time.Now().Add(1500 * time.Millisecond)
+		time.Sleep(time.Until(end) + 500*time.Millisecond)
+		res.Lost += lostFires(ev.snapshot(), first, end)
+		res.Samples = append(res.Samples, took)
+		for _, m := range ms {
+			if m != owner {
+				m.stop()
+			}
+		}
+	}
+	res.Median, res.Worst = median(res.Samples), slices.Max(res.Samples)
+	res.RatioTTL = float64(res.Median) / float64(ttl)
+	return res, nil
+}
+
+func countFinished(evs []scheduler.Event, member string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Kind == scheduler.Finished && e.Member == member {
+			n++
+		}
+	}
+	return n
+}
+
+// handover stops the owner of an idle 1s job gracefully and times until the
+// next owner holds the slot (won its election).
+func handover(cfg Config) (*Handover, error) {
+	res := &Handover{}
+	for trial := 0; trial < cfg.Trials; trial++ {
+		ev := &events{}
+		cat := benchCatalog(cluster("handover"), 6*time.Second, 1, false)
+		ms, err := startMembers(cfg, cat, 2, ev)
+		if err != nil {
+			return res, err
+		}
+		owner, err := ownerOf(ms)
+		if err != nil {
+			return res, err
+		}
+		if err := waitFor(10*time.Second, func() bool { return countFinished(ev.snapshot(), owner.id) >= 1 }); err != nil {
+			return res, err
+		}
+		first := time.Now()
+		// Stop when the job is idle: a quarter into a second.
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1250 * time.Millisecond)))
+		stopped := time.Now()
+		go owner.stop()
+		var took time.Duration
+		err = waitFor(30*time.Second, func() bool {
+			for _, e := range ev.snapshot() {
+				if e.Kind == scheduler.Acquired && e.Member != owner.id && e.At.After(stopped) {
+					took = e.At.Sub(stopped)
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return res, err
+		}
+		end := time.Now().Add(1500 * time.Millisecond)
+		time.Sleep(time.Until(end) + 500*time.Millisecond)
+		res.Lost += lostFires(ev.snapshot(), first, end)
+		res.Samples = append(res.Samples, took)
+		for _, m := range ms {
+			if m != owner {
+				m.stop()
+			}
+		}
+	}
+	res.Median, res.Worst = median(res.Samples), slices.Max(res.Samples)
+	return res, nil
+}
+
+// grpcCalls reads the embedded etcd's own count of handled gRPC calls.
+func grpcCalls() map[string]int {
+	out := map[string]int{}
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "grpc_server_handled_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "grpc_method" {
+					out[l.GetValue()] += int(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// lateness runs n slots firing every second over 3 members and measures
+// actual start − scheduled time over the window.
+func lateness(cfg Config, n int) (Lateness, error) {
+	res := Lateness{Slots: n, Executor: "go-handler"}
+	if cfg.Command {
+		res.Executor = "sh -c :"
+	}
+	ev := &events{}
+	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Command)
+	began := time.Now()
+	ms, err := startMembers(cfg, cat, 3, ev)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		for _, m := range ms {
+			m.stop()
+		}
+	}()
+	if err := waitFor(5*time.Minute, func() bool { return len(leaders(ms)) == n }); err != nil {
+		return res, err
+	}
+	res.Settle = time.Since(began)
+	// Measure whole seconds, starting after things calmed down.
+	from := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	to := from.Add(cfg.Duration)
+	time.Sleep(time.Until(from))
+	before := grpcCalls()
+	time.Sleep(time.Until(to))
+	after := grpcCalls()
+	time.Sleep(2 * time.Second) // let the window's runs finish
+	var late []time.Duration
+	for _, e := range ev.snapshot() {
+		t := e.Execution.ScheduledTime
+		if t.Before(from) || !t.Before(to) {
+			continue
+		}
+		switch {
+		case e.Kind == scheduler.Finished && !e.StartedAt.IsZero():
+			late = append(late, e.StartedAt.Sub(t))
+		case e.Kind == scheduler.Skipped:
+			res.Skipped++
+		}
+	}
+	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
+	res.Expected = n * int(cfg.Duration/time.Second)
+	res.Started = len(late)
+	res.P50, res.P99 = percentile(late, 0.5), percentile(late, 0.99)
+	if len(late) > 0 {
+		res.Max = late[len(late)-1]
+	}
+	res.EtcdCalls = map[string]int{}
+	writes := 0
+	for method, c := range after {
+		if d := c - before[method]; d > 0 {
+			res.EtcdCalls[method] = d
+			if method == "Txn" || method == "Put" || method == "DeleteRange" {
+				writes += d
+			}
+		}
+	}
+	if res.Started > 0 {
+		res.PerExecute = float64(writes) / float64(res.Started)
+	}
+	return res, nil
+}
+
+// rebalance adds a fourth member to n slots over three, then removes it.
+func rebalance(cfg Config, n int) ([]Rebalance, error) {
+	ev := &events{}
+	cat := benchCatalog(cluster("rebalance"), 6*time.Second, n, false)
+	cat.Jobs[0].Schedule = "@hourly" // idle slots: ownership is what is measured
+	ms, err := startMembers(cfg, cat, 3, ev)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, m := range ms {
+			m.stop()
+		}
+	}()
+	settled := func(members []*member) func() bool {
+		var ids []string
+		for _, m := range members {
+			ids = append(ids, m.id)
+		}
+		ring, _ := shard.New(ids)
+		return func() bool {
+			l := leaders(members)
+			if len(l) != n {
+				return false
+			}
+			for s, owner := range l {
+				if ring.Owner(s) != owner {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	if err := waitFor(5*time.Minute, settled(ms)); err != nil {
+		return nil, err
+	}
+	var out []Rebalance
+	// measure applies a membership change (act updates ms) and waits until
+	// every slot is held by its preferred owner in the new view.
+	measure := func(change string, act func() error, ideal float64) error {
+		before := leaders(ms)
+		start := time.Now()
+		if err := act(); err != nil {
+			return err
+		}
+		if err := waitFor(5*time.Minute, settled(ms)); err != nil {
+			return err
+		}
+		took := time.Since(start)
+		after := leaders(ms)
+		moved := 0
+		for s, o := range after {
+			if before[s] != o {
+				moved++
+			}
+		}
+		out = append(out, Rebalance{Change: change, Slots: n, Moved: float64(moved) / float64(n), Ideal: ideal, Settle: took})
+		return nil
+	}
+	if err := measure("3→4", func() error {
+		m, err := startMember(cfg.Endpoints, cat, handlers, ev.add)
+		if err == nil {
+			ms = append(ms, m)
+		}
+		return err
+	}, 0.25); err != nil {
+		return out, err
+	}
+	return out, measure("4→3", func() error {
+		fourth := ms[3]
+		ms = ms[:3]
+		fourth.stop()
+		return nil
+	}, 0.25)
+}

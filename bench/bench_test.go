@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/scheduler"
+	"github.com/kira-scheduler/kira/shard"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnoredGoroutines()...) }
+
+// A small run of every scenario: the bench works and its figures are
+// coherent. It asserts no timing (figures are for kira bench to print).
+func TestSmallRunOfEveryScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real failovers")
+	}
+	c := etcdtest.Start(t)
+	cfg := Config{Endpoints: c.Endpoints(), Slots: []int{20}, Duration: 2 * time.Second, TTLs: []time.Duration{2 * time.Second}, Trials: 1, Rebalance: 200}
+	r, err := Run(context.Background(), cfg, func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Failover) != 1 || len(r.Failover[0].Samples) != 1 || r.Failover[0].Samples[0] <= 0 {
+		t.Fatalf("failover %+v", r.Failover)
+	}
+	if r.Handover == nil || len(r.Handover.Samples) != 1 {
+		t.Fatalf("handover %+v", r.Handover)
+	}
+	if l := r.Lateness[0]; l.Expected != 40 || l.Started+l.Skipped == 0 || l.P50 > l.P99 || l.P99 > l.Max {
+		t.Fatalf("lateness %+v", l)
+	}
+	if len(r.Rebalance) != 2 || r.Rebalance[0].Moved <= 0 || r.Rebalance[0].Moved >= 1 {
+		t.Fatalf("rebalance %+v", r.Rebalance)
+	}
+	t.Logf("%+v", r)
+}
+
+func TestLostFiresCountsHoles(t *testing.T) {
+	at := func(s int) time.Time { return time.Date(2026, 11, 29, 12, 0, s, 0, time.UTC) }
+	fin := func(s int) scheduler.Event {
+		return scheduler.Event{Kind: scheduler.Finished, Slot: shard.Slot{Job: "j"}, StartedAt: at(s), Execution: execAt(at(s))}
+	}
+	evs := []scheduler.Event{fin(1), fin(2), fin(4)}
+	from := at(0).In(time.Local).Add(100 * time.Millisecond)
+	if lost := lostFires(evs, from, at(5)); lost != 1 {
+		t.Fatalf("lost %d; want 1 (12:00:03)", lost)
+	}
+}
+
+func execAt(t time.Time) (e jobs.Execution) { e.ScheduledTime = t; return e }

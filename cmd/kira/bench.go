@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kira-scheduler/kira/bench"
+	"github.com/kira-scheduler/kira/etcdtest"
+)
+
+func benchCommand(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	slots := fs.String("slots", "100,1000,10000", "lateness: comma-separated slot counts (empty skips)")
+	duration := fs.Duration("duration", 10*time.Second, "lateness: measuring window")
+	command := fs.Bool("sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
+	ttls := fs.String("ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
+	trials := fs.Int("trials", 3, "failover and handover: trials each (0 skips handover)")
+	rebalance := fs.Int("rebalance", 10000, "rebalance: slots (0 skips)")
+	output := fs.String("o", "table", "table or json")
+	etcd := fs.String("etcd", "", "etcd endpoints to use; empty starts an embedded single-node etcd")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	cfg := bench.Config{Duration: *duration, Command: *command, Trials: *trials, Rebalance: *rebalance}
+	for _, s := range splitList(*slots) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return fmt.Errorf("kira bench: --slots: %q is not a positive number", s)
+		}
+		cfg.Slots = append(cfg.Slots, n)
+	}
+	for _, s := range splitList(*ttls) {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 2*time.Second || d%time.Second != 0 {
+			return fmt.Errorf("kira bench: --ttls: %q is not a whole number of seconds ≥ 2s", s)
+		}
+		cfg.TTLs = append(cfg.TTLs, d)
+	}
+	cfg.Endpoints = splitList(*etcd)
+	if len(cfg.Endpoints) == 0 {
+		dir, err := os.MkdirTemp("", "kira-bench")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		c, err := etcdtest.Launch(dir, 1)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		cfg.Endpoints = c.Endpoints()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg, func(s string) { fmt.Fprintln(stderr, "bench:", s) })
+	if rep != nil {
+		if *output == "json" {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			enc.Encode(rep)
+		} else {
+			printBench(stdout, rep)
+		}
+	}
+	return err
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
+}
+
+func printBench(w io.Writer, r *bench.Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(r.Failover) > 0 {
+		fmt.Fprintln(tw, "FAILOVER (crash)\tTTL\tMEDIAN\tWORST\tMEDIAN/TTL\tFIRES LOST\tSAMPLES")
+		for _, f := range r.Failover {
+			var s []string
+			for _, d := range f.Samples {
+				s = append(s, ms(d))
+			}
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%.2f\t%d\t%s\n", f.TTL, ms(f.Median), ms(f.Worst), f.RatioTTL, f.Lost, strings.Join(s, ", "))
+		}
+		fmt.Fprintln(tw)
+	}
+	if h := r.Handover; h != nil {
+		fmt.Fprintln(tw, "GRACEFUL HANDOVER\t\tMEDIAN\tWORST\t\tFIRES LOST")
+		fmt.Fprintf(tw, "\t\t%s\t%s\t\t%d\n\n", ms(h.Median), ms(h.Worst), h.Lost)
+	}
+	if len(r.Lateness) > 0 {
+		fmt.Fprintln(tw, "LATENESS\tSLOTS\tEXECUTOR\tP50\tP99\tMAX\tSTARTED/EXPECTED\tSKIPPED\tETCD WRITES/EXEC\tSETTLE")
+		for _, l := range r.Lateness {
+			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%.2f\t%s\n", l.Slots, l.Executor, ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.PerExecute, l.Settle.Round(time.Millisecond))
+		}
+		fmt.Fprintln(tw)
+	}
+	if len(r.Rebalance) > 0 {
+		fmt.Fprintln(tw, "REBALANCE\tCHANGE\tSLOTS\tMOVED\tIDEAL\tSETTLE")
+		for _, b := range r.Rebalance {
+			fmt.Fprintf(tw, "\t%s\t%d\t%.3f\t%.3f\t%s\n", b.Change, b.Slots, b.Moved, b.Ideal, b.Settle.Round(time.Millisecond))
+		}
+	}
+	tw.Flush()
+}
