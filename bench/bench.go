@@ -207,20 +207,31 @@ func cluster(name string) string {
 	return fmt.Sprintf("bench-%s-%d-%d", name, time.Now().Unix(), clusterSeq)
 }
 
-// ownerOf waits until exactly one member leads the single slot and returns it.
+// ownerOf waits until the single slot is led by the member the ring prefers
+// (views have converged) and by nobody else, and returns that member.
 func ownerOf(ms []*member) (*member, error) {
+	var ids []string
+	for _, m := range ms {
+		ids = append(ids, m.id)
+	}
+	ring, err := shard.New(ids)
+	if err != nil {
+		return nil, err
+	}
+	want := ring.Owner(shard.Slot{Job: "load"})
 	var owner *member
-	err := waitFor(30*time.Second, func() bool {
+	err = waitFor(30*time.Second, func() bool {
 		owner = nil
+		l := leaders(ms)
+		if len(l) != 1 || l[shard.Slot{Job: "load"}] != want {
+			return false
+		}
 		for _, m := range ms {
-			if len(m.sched.Leading()) == 1 {
-				if owner != nil {
-					return false
-				}
+			if m.id == want {
 				owner = m
 			}
 		}
-		return owner != nil
+		return true
 	})
 	return owner, err
 }

@@ -137,9 +137,10 @@ type fencedWrite struct {
 	done  chan error // buffered; nil when nobody waits
 }
 
-// maxBatch bounds the writes committed in one transaction (etcd allows 128
-// operations per transaction by default; a write has up to three).
-const maxBatch = 32
+// maxBatch bounds the writes committed in one transaction: etcd allows 128
+// operations (and 128 comparisons) per transaction by default, and a write
+// has at most two operations and one comparison.
+const maxBatch = 64
 
 // stateWriter commits fenced writes in order, batching those that are queued
 // together into one transaction: slots that fire together cost one round trip.
