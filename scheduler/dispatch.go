@@ -129,12 +129,35 @@ func (s *Scheduler) stateOp(sl *slot) clientv3.Op {
 
 // record writes an execution record (and the slot's state) under the fence.
 func (s *Scheduler) record(sl *slot, r Record, extra []clientv3.Op) {
+	s.recordWith(sl, r, extra, nil)
+}
+
+func (s *Scheduler) recordWith(sl *slot, r Record, extra []clientv3.Op, done chan error) {
 	r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
 	data, _ := json.Marshal(r)
 	seq := sl.st.HistorySeq
 	sl.st.HistorySeq++
 	ops := append([]clientv3.Op{s.stateOp(sl), clientv3.OpPut(historyKey(s.member.Cluster(), sl.id, seq), string(data))}, extra...)
-	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops})
+	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: done})
+}
+
+// recordAhead marks the slot's next scheduled fire as started, in the state
+// being written now, and returns the record the fire will wait on. A holder
+// that stops before that fire leaves it recorded as started: the next holder
+// re-runs it with the same execution id, which is safe, and starts nothing
+// twice. Only when nothing of the slot runs: a record for a later fire would
+// otherwise hide a run still in flight.
+func (s *Scheduler) recordAhead(sl *slot) *aheadRecord {
+	if len(sl.runs) > 0 || len(sl.pending) > 0 || sl.queued != nil || sl.heapIndex < 0 || sl.nextScheduled.IsZero() ||
+		!sl.nextScheduled.After(sl.st.Started) {
+		return nil
+	}
+	next := sl.nextScheduled
+	a := &aheadRecord{scheduled: next, done: make(chan error, 1),
+		prevStarted: sl.st.Started, prevStartedID: sl.st.StartedID, prevAttempt: sl.st.StartedAttempt}
+	sl.st.Started, sl.st.StartedID, sl.st.StartedAttempt = next, jobs.ExecutionID(sl.id.Job, sl.id.Partition, next), 1
+	sl.ahead = a
+	return a
 }
 
 // start records that the fire starts (in the same fenced write as anything it
@@ -142,16 +165,21 @@ func (s *Scheduler) record(sl *slot, r Record, extra []clientv3.Op) {
 // a fire whose start could not be recorded under the fence does not run.
 func (s *Scheduler) start(sl *slot, f fire, now time.Time) {
 	e := s.execution(sl, f)
-	ops := []clientv3.Op{}
-	if f.trigger != TriggerManual && !f.scheduled.Before(sl.st.Started) {
-		sl.st.Started, sl.st.StartedID, sl.st.StartedAttempt = f.scheduled, f.id, f.attempt
+	var recorded chan error
+	if a := sl.ahead; a != nil && f.trigger == TriggerSchedule && a.scheduled.Equal(f.scheduled) {
+		recorded = a.done // recorded ahead: no round trip now
+	} else {
+		if f.trigger != TriggerManual && !f.scheduled.Before(sl.st.Started) {
+			sl.st.Started, sl.st.StartedID, sl.st.StartedAttempt = f.scheduled, f.id, f.attempt
+		}
+		ops := []clientv3.Op{s.stateOp(sl)}
+		if f.triggerKey != "" {
+			ops = append(ops, clientv3.OpDelete(f.triggerKey))
+		}
+		recorded = make(chan error, 1)
+		s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: recorded})
 	}
-	ops = append(ops, s.stateOp(sl))
-	if f.triggerKey != "" {
-		ops = append(ops, clientv3.OpDelete(f.triggerKey))
-	}
-	recorded := make(chan error, 1)
-	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: recorded})
+	sl.ahead = nil
 
 	sl.runSeq++
 	run := sl.runSeq
@@ -242,7 +270,13 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 		if fr.res.Err != nil {
 			r.Error = fr.res.Err.Error()
 		}
-		s.record(sl, r, nil)
+		var done chan error
+		if fr.res.Outcome != jobs.Fenced {
+			if a := s.recordAhead(sl); a != nil {
+				done = a.done
+			}
+		}
+		s.recordWith(sl, r, nil, done)
 	}
 	if fr.res.Outcome == jobs.Fenced && holds {
 		// A protected resource saw a newer token: we are not the holder any
@@ -337,7 +371,7 @@ func (s *Scheduler) retryDue(r retryFire) {
 // did not finish, missed fires by the misfire policy, and waiting manual
 // triggers; then the slot follows its schedule.
 func (s *Scheduler) acquired(sl *slot, st SlotState, triggers []fire, now time.Time) {
-	sl.st = st
+	sl.st, sl.ahead = st, nil
 	runs, missed, dropped := catchUp(st, sl.job.spec, sl.job.schedule, now.UTC(), func(t time.Time) string {
 		return jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)
 	})
@@ -356,5 +390,23 @@ func (s *Scheduler) acquired(sl *slot, st SlotState, triggers []fire, now time.T
 	}
 	sl.pending = append(runs, triggers...)
 	s.scheduleNext(sl, now)
+	if a := s.recordAhead(sl); a != nil {
+		s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: []clientv3.Op{s.stateOp(sl)}, done: a.done})
+	}
 	s.startWaiting(sl, now)
+}
+
+// retractAhead takes back a start recorded ahead for a fire that will not
+// run here, so the next holder does not take it for a started fire. It
+// returns the write's answer channel (nil when there was nothing to take back).
+func (s *Scheduler) retractAhead(sl *slot) chan error {
+	a := sl.ahead
+	sl.ahead = nil
+	if a == nil || !sl.st.Started.Equal(a.scheduled) {
+		return nil
+	}
+	sl.st.Started, sl.st.StartedID, sl.st.StartedAttempt = a.prevStarted, a.prevStartedID, a.prevAttempt
+	done := make(chan error, 1)
+	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: []clientv3.Op{s.stateOp(sl)}, done: done})
+	return done
 }

@@ -340,6 +340,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// The lease revoke that follows (Member.Leave) deletes every key this
 	// member holds in one revision: one request, not one resign per slot.
 	for _, sl := range s.slots {
+		if sl.state == leading && err == nil {
+			s.retractAhead(sl) // committed before the member leaves: the writer is flushed first
+		}
 		if sl.state == leading {
 			sl.cancelLead()
 			delete(s.byKey, sl.leaderKey)
@@ -645,22 +648,35 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	s.setSnapshot(sl.id, 0, false)
 	s.emit(Event{Kind: kind, Slot: sl.id, Token: sl.token, Reason: reason, At: s.cfg.Clock.Now()})
 	if kind == Lost {
-		sl.state = idle
+		sl.state, sl.ahead = idle, nil
 		return
 	}
-	s.resignAsync(sl, sl.election)
+	retracted := s.retractAhead(sl)
+	s.resignAsyncAfter(sl, sl.election, retracted)
 }
 
 // resignAsync deletes the slot's key off the loop; the slot stays in
 // resigning until that is done so a new campaign (same lease, same key)
 // cannot race with the delete.
 func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election) {
+	s.resignAsyncAfter(sl, e, nil)
+}
+
+// resignAsyncAfter resigns once first (a state write that must land while
+// the slot is still held) has been answered, or after resignTimeout.
+func (s *Scheduler) resignAsyncAfter(sl *slot, e *concurrency.Election, first chan error) {
 	sl.gen++
 	sl.state = resigning
 	id, gen := sl.id, sl.gen
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		if first != nil {
+			select {
+			case <-first:
+			case <-time.After(resignTimeout):
+			}
+		}
 		resign(e)
 		select {
 		case s.resigned <- resignedSlot{slot: id, gen: gen}:

@@ -432,3 +432,30 @@ func TestPauseResumeTrigger(t *testing.T) {
 		t.Fatalf("newest record %+v", hist[0])
 	}
 }
+
+// A start recorded ahead of time is taken back when the slot is given up
+// before that fire, so the next holder does not run it as an unfinished fire.
+func TestReleasedSlotRetractsItsAheadRecord(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("retract", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: config.MisfireSkip}))
+	rec := newRecorder()
+	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	advance(t, rec, clock, 10*time.Second) // 12:00:10 runs; its result records 12:00:20 ahead
+	waitKind(t, rec, "the run", 1, func(e Event) bool { return e.Kind == Finished })
+	ctx := context.Background()
+	slot := shard.Slot{Job: "tick"}
+	waitUntil(t, "the ahead record", 10*time.Second, func() bool {
+		st, err := readState(ctx, cli, "retract", slot)
+		return err == nil && st.Started.Equal(sec(20)) && st.Finished.Equal(sec(10))
+	})
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := readState(ctx, cli, "retract", slot)
+	if err != nil || !st.Started.Equal(sec(10)) || st.Unfinished() {
+		t.Fatalf("after a graceful stop the state says started %v, finished %v; want 12:00:10 both", st.Started, st.Finished)
+	}
+}

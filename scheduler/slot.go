@@ -63,6 +63,10 @@ type slot struct {
 	// pending are fires owed on acquisition (catch-up, unfinished, manual),
 	// run one at a time before the schedule's own.
 	pending []fire
+	// ahead is the start of the next scheduled fire, recorded ahead of time
+	// (with the previous run's result, or on acquisition), so that fire
+	// starts without an etcd round trip once the write is acknowledged.
+	ahead *aheadRecord
 	// raising is set while the fences are raised for a new token; the slot
 	// fires only after that succeeded.
 	raising bool
@@ -97,4 +101,14 @@ func (h *slotHeap) Pop() any {
 	*h = old[:len(old)-1]
 	s.heapIndex = -1
 	return s
+}
+
+// aheadRecord is a start recorded before its scheduled time.
+type aheadRecord struct {
+	scheduled time.Time
+	done      chan error // the write's answer, read by the fire that uses it
+	// what Started said before, restored when the slot is given up first
+	prevStarted   time.Time
+	prevStartedID string
+	prevAttempt   int
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	rebalance := fs.Int("rebalance", 10000, "rebalance: slots (0 skips)")
 	output := fs.String("o", "table", "table or json")
 	etcd := fs.String("etcd", "", "etcd endpoints to use; empty starts an embedded single-node etcd")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -60,6 +62,17 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 		}
 		defer c.Close()
 		cfg.Endpoints = c.Endpoints()
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
