@@ -253,56 +253,73 @@ func lostFires(evs []scheduler.Event, from, to time.Time) int {
 	return lost
 }
 
-// failover crashes the owner of a 1s job and times the first execution by
-// the next owner (the missed fires are caught up at once: misfire fire-all).
-func failover(cfg Config, ttl time.Duration) (Failover, error) {
-	res := Failover{TTL: ttl}
+// ownerChange runs trials of one change of owner: n members run a 1s job;
+// once the ring's owner has run it twice, act is applied to the owner at
+// offset into a second, and took reports (from the events) how long after
+// that the change was complete. It returns the samples and the fires no
+// member started around the change.
+func ownerChange(cfg Config, name string, ttl time.Duration, n int, offset time.Duration,
+	act func(owner *member), took func(e scheduler.Event, owner *member, at time.Time) (time.Duration, bool)) ([]time.Duration, int, error) {
+	var samples []time.Duration
+	lost := 0
 	for trial := 0; trial < cfg.Trials; trial++ {
 		ev := &events{}
-		cat := benchCatalog(cluster("failover"), ttl, 1, false)
-		ms, err := startMembers(cfg, cat, 3, ev)
+		ms, err := startMembers(cfg, benchCatalog(cluster(name), ttl, 1, false), n, ev)
 		if err != nil {
-			return res, err
+			return samples, lost, err
 		}
 		owner, err := ownerOf(ms)
-		if err != nil {
-			return res, err
+		if err == nil {
+			err = waitFor(10*time.Second, func() bool { return countFinished(ev.snapshot(), owner.id) >= 2 })
 		}
-		// Let it run, then crash it in the middle of a second.
-		if err := waitFor(10*time.Second, func() bool { return countFinished(ev.snapshot(), owner.id) >= 2 }); err != nil {
-			return res, err
+		if err != nil {
+			return samples, lost, err
 		}
 		first := time.Now()
-		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1500 * time.Millisecond)))
-		killed := time.Now()
-		owner.crash()
-		var took time.Duration
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + offset)))
+		at := time.Now()
+		act(owner)
+		var d time.Duration
 		err = waitFor(ttl+30*time.Second, func() bool {
 			for _, e := range ev.snapshot() {
-				if e.Kind == scheduler.Finished && e.Member != owner.id && !e.StartedAt.IsZero() && e.StartedAt.After(killed) {
-					took = e.StartedAt.Sub(killed)
+				if got, ok := took(e, owner, at); ok {
+					d = got
 					return true
 				}
 			}
 			return false
 		})
 		if err != nil {
-			return res, err
+			return samples, lost, err
 		}
 		// Let the catch-up and one more fire happen, then count holes.
 		end := time.Now().Add(1500 * time.Millisecond)
 		time.Sleep(time.Until(end) + 500*time.Millisecond)
-		res.Lost += lostFires(ev.snapshot(), first, end)
-		res.Samples = append(res.Samples, took)
+		lost += lostFires(ev.snapshot(), first, end)
+		samples = append(samples, d)
 		for _, m := range ms {
 			if m != owner {
 				m.stop()
 			}
 		}
 	}
-	res.Median, res.Worst = median(res.Samples), slices.Max(res.Samples)
-	res.RatioTTL = float64(res.Median) / float64(ttl)
-	return res, nil
+	return samples, lost, nil
+}
+
+// failover crashes the owner of a 1s job in the middle of a second and times
+// the first execution by the next owner (missed fires are caught up at once:
+// misfire fire-all).
+func failover(cfg Config, ttl time.Duration) (Failover, error) {
+	samples, lost, err := ownerChange(cfg, "failover", ttl, 3, 500*time.Millisecond, (*member).crash,
+		func(e scheduler.Event, owner *member, at time.Time) (time.Duration, bool) {
+			ok := e.Kind == scheduler.Finished && e.Member != owner.id && !e.StartedAt.IsZero() && e.StartedAt.After(at)
+			return e.StartedAt.Sub(at), ok
+		})
+	if err != nil {
+		return Failover{TTL: ttl}, err
+	}
+	med := median(samples)
+	return Failover{TTL: ttl, Samples: samples, Median: med, Worst: slices.Max(samples), RatioTTL: float64(med) / float64(ttl), Lost: lost}, nil
 }
 
 func countFinished(evs []scheduler.Event, member string) int {
@@ -315,54 +332,18 @@ func countFinished(evs []scheduler.Event, member string) int {
 	return n
 }
 
-// handover stops the owner of an idle 1s job gracefully and times until the
-// next owner holds the slot (won its election).
+// handover stops the owner of an idle 1s job gracefully, a quarter into a
+// second, and times until the next owner holds the slot (won its election).
 func handover(cfg Config) (*Handover, error) {
-	res := &Handover{}
-	for trial := 0; trial < cfg.Trials; trial++ {
-		ev := &events{}
-		cat := benchCatalog(cluster("handover"), 6*time.Second, 1, false)
-		ms, err := startMembers(cfg, cat, 2, ev)
-		if err != nil {
-			return res, err
-		}
-		owner, err := ownerOf(ms)
-		if err != nil {
-			return res, err
-		}
-		if err := waitFor(10*time.Second, func() bool { return countFinished(ev.snapshot(), owner.id) >= 1 }); err != nil {
-			return res, err
-		}
-		first := time.Now()
-		// Stop when the job is idle: a quarter into a second.
-		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1250 * time.Millisecond)))
-		stopped := time.Now()
-		go owner.stop()
-		var took time.Duration
-		err = waitFor(30*time.Second, func() bool {
-			for _, e := range ev.snapshot() {
-				if e.Kind == scheduler.Acquired && e.Member != owner.id && e.At.After(stopped) {
-					took = e.At.Sub(stopped)
-					return true
-				}
-			}
-			return false
+	samples, lost, err := ownerChange(cfg, "handover", 6*time.Second, 2, 250*time.Millisecond,
+		func(owner *member) { go owner.stop() },
+		func(e scheduler.Event, owner *member, at time.Time) (time.Duration, bool) {
+			return e.At.Sub(at), e.Kind == scheduler.Acquired && e.Member != owner.id && e.At.After(at)
 		})
-		if err != nil {
-			return res, err
-		}
-		end := time.Now().Add(1500 * time.Millisecond)
-		time.Sleep(time.Until(end) + 500*time.Millisecond)
-		res.Lost += lostFires(ev.snapshot(), first, end)
-		res.Samples = append(res.Samples, took)
-		for _, m := range ms {
-			if m != owner {
-				m.stop()
-			}
-		}
+	if err != nil {
+		return nil, err
 	}
-	res.Median, res.Worst = median(res.Samples), slices.Max(res.Samples)
-	return res, nil
+	return &Handover{Samples: samples, Median: median(samples), Worst: slices.Max(samples), Lost: lost}, nil
 }
 
 // grpcCalls reads the embedded etcd's own count of handled gRPC calls.

@@ -651,32 +651,23 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 		sl.state, sl.ahead = idle, nil
 		return
 	}
-	retracted := s.retractAhead(sl)
-	s.resignAsyncAfter(sl, sl.election, retracted)
+	// A start recorded ahead is left as it is: the fire is in the future, and
+	// the next holder, taking over within milliseconds of the resign, runs it
+	// on schedule (catchUp does not take a future start for an unfinished one).
+	sl.ahead = nil
+	s.resignAsync(sl, sl.election)
 }
 
 // resignAsync deletes the slot's key off the loop; the slot stays in
 // resigning until that is done so a new campaign (same lease, same key)
 // cannot race with the delete.
 func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election) {
-	s.resignAsyncAfter(sl, e, nil)
-}
-
-// resignAsyncAfter resigns once first (a state write that must land while
-// the slot is still held) has been answered, or after resignTimeout.
-func (s *Scheduler) resignAsyncAfter(sl *slot, e *concurrency.Election, first chan error) {
 	sl.gen++
 	sl.state = resigning
 	id, gen := sl.id, sl.gen
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if first != nil {
-			select {
-			case <-first:
-			case <-time.After(resignTimeout):
-			}
-		}
 		resign(e)
 		select {
 		case s.resigned <- resignedSlot{slot: id, gen: gen}:

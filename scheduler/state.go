@@ -202,10 +202,23 @@ func (w *stateWriter) commitBatch(b []fencedWrite) {
 
 func (w *stateWriter) batch(first fencedWrite) []fencedWrite {
 	b := []fencedWrite{first}
+	keys := map[string]bool{}
+	for _, op := range first.ops {
+		keys[string(op.KeyBytes())] = true
+	}
 	for len(b) < maxBatch {
 		select {
 		case fw := <-w.queue:
 			b = append(b, fw)
+			for _, op := range fw.ops {
+				k := string(op.KeyBytes())
+				if keys[k] {
+					// etcd refuses a transaction that writes a key twice: this
+					// write ends the batch (it is committed alone, after).
+					return b
+				}
+				keys[k] = true
+			}
 		default:
 			return b
 		}
@@ -217,39 +230,99 @@ func fenceCompare(c fencing.Claim) clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(c.LeaderKey), "=", int64(c.Token))
 }
 
+// commit commits a batch in one transaction. If that fails because some
+// claims no longer hold, it reads which hold (one request), refuses the
+// writes of the others with ErrFenced and commits the rest together.
 func (w *stateWriter) commit(ctx context.Context, b []fencedWrite) {
-	if len(b) > 1 {
-		var cmps []clientv3.Cmp
-		var ops []clientv3.Op
-		seen := map[fencing.Claim]bool{}
-		for _, fw := range b {
-			if !seen[fw.claim] {
-				seen[fw.claim] = true
-				cmps = append(cmps, fenceCompare(fw.claim))
-			}
-			ops = append(ops, fw.ops...)
-		}
-		resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
-		if err == nil && resp.Succeeded {
-			for _, fw := range b {
-				reply(fw, nil)
-			}
-			return
-		}
-		// Some claim no longer holds (or the batch failed): commit one by one
-		// so each write gets its own answer.
+	last := b[len(b)-1]
+	if len(b) > 1 && w.repeatsKey(b) {
+		// The batch ended on a key written twice: commit it after the rest.
+		w.commit(ctx, b[:len(b)-1])
+		w.commit(ctx, []fencedWrite{last})
+		return
 	}
+	if w.commitAll(ctx, b) || len(b) == 1 {
+		return
+	}
+	claims := map[fencing.Claim]bool{}
+	var gets []clientv3.Op
+	var order []fencing.Claim
 	for _, fw := range b {
-		resp, err := w.kv.Txn(ctx).If(fenceCompare(fw.claim)).Then(fw.ops...).Commit()
-		switch {
-		case err != nil:
+		if _, ok := claims[fw.claim]; !ok {
+			claims[fw.claim] = false
+			order = append(order, fw.claim)
+			gets = append(gets, clientv3.OpGet(fw.claim.LeaderKey))
+		}
+	}
+	resp, err := w.kv.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		for _, fw := range b {
 			reply(fw, fmt.Errorf("scheduler: state write: %w", err))
-		case !resp.Succeeded:
+		}
+		return
+	}
+	for i, c := range order {
+		kvs := resp.Responses[i].GetResponseRange().Kvs
+		claims[c] = len(kvs) == 1 && kvs[0].CreateRevision == int64(c.Token)
+	}
+	var holding []fencedWrite
+	for _, fw := range b {
+		if claims[fw.claim] {
+			holding = append(holding, fw)
+		} else {
 			reply(fw, fmt.Errorf("%w: state write for %s", fencing.ErrFenced, fw.claim.LeaderKey))
-		default:
+		}
+	}
+	if len(holding) > 0 && !w.commitAll(ctx, holding) {
+		for _, fw := range holding { // a claim ended in between: one by one
+			w.commitAll(ctx, []fencedWrite{fw})
+		}
+	}
+}
+
+func (w *stateWriter) repeatsKey(b []fencedWrite) bool {
+	keys := map[string]bool{}
+	for _, fw := range b[:len(b)-1] {
+		for _, op := range fw.ops {
+			keys[string(op.KeyBytes())] = true
+		}
+	}
+	for _, op := range b[len(b)-1].ops {
+		if keys[string(op.KeyBytes())] {
+			return true
+		}
+	}
+	return false
+}
+
+// commitAll commits b in one transaction if every claim holds, answering
+// every write; it reports whether it did. A single write is always answered.
+func (w *stateWriter) commitAll(ctx context.Context, b []fencedWrite) bool {
+	var cmps []clientv3.Cmp
+	var ops []clientv3.Op
+	seen := map[fencing.Claim]bool{}
+	for _, fw := range b {
+		if !seen[fw.claim] {
+			seen[fw.claim] = true
+			cmps = append(cmps, fenceCompare(fw.claim))
+		}
+		ops = append(ops, fw.ops...)
+	}
+	resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	switch {
+	case err == nil && resp.Succeeded:
+		for _, fw := range b {
 			reply(fw, nil)
 		}
+		return true
+	case len(b) > 1:
+		return false
+	case err != nil:
+		reply(b[0], fmt.Errorf("scheduler: state write: %w", err))
+	default:
+		reply(b[0], fmt.Errorf("%w: state write for %s", fencing.ErrFenced, b[0].claim.LeaderKey))
 	}
+	return true
 }
 
 func reply(fw fencedWrite, err error) {
