@@ -388,7 +388,7 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		}
 	}()
 	if err := waitFor(5*time.Minute, func() bool { return len(leaders(ms)) == n }); err != nil {
-		return res, err
+		return res, fmt.Errorf("%w: %d of %d slots owned", err, len(leaders(ms)), n)
 	}
 	res.Settle = time.Since(began)
 	// Measure whole seconds, starting after things calmed down.
