@@ -469,7 +469,7 @@ func rebalance(cfg Config, n int) ([]Rebalance, error) {
 		}
 	}
 	if err := waitFor(5*time.Minute, settled(ms)); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (initial: %d of %d slots held)", err, len(leaders(ms)), n)
 	}
 	var out []Rebalance
 	// measure applies a membership change (act updates ms) and waits until
@@ -481,7 +481,19 @@ func rebalance(cfg Config, n int) ([]Rebalance, error) {
 			return err
 		}
 		if err := waitFor(5*time.Minute, settled(ms)); err != nil {
-			return err
+			l := leaders(ms)
+			misplaced := 0
+			var ids []string
+			for _, m := range ms {
+				ids = append(ids, m.id)
+			}
+			ring, _ := shard.New(ids)
+			for s, owner := range l {
+				if ring.Owner(s) != owner {
+					misplaced++
+				}
+			}
+			return fmt.Errorf("%w (%s: %d of %d slots held, %d of them not by their preferred owner)", err, change, len(l), n, misplaced)
 		}
 		took := time.Since(start)
 		after := leaders(ms)

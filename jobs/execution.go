@@ -25,6 +25,8 @@ const (
 	HeaderJob            = "Kira-Job"
 	HeaderPartition      = "Kira-Partition"
 	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderScheduledTime  = "Kira-Scheduled-Time"
+	HeaderMember         = "Kira-Member"
 )
 
 // Execution is one run of one slot for one scheduled time.
@@ -79,6 +81,8 @@ func (e Execution) SetHeaders(h http.Header) {
 	h.Set(HeaderPartition, strconv.Itoa(e.Partition))
 	h.Set(fencing.HeaderToken, e.Token.String())
 	h.Set(HeaderIdempotencyKey, e.ID)
+	h.Set(HeaderScheduledTime, e.ScheduledTimeText())
+	h.Set(HeaderMember, e.Member)
 }
 
 type executionKey struct{}

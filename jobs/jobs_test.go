@@ -121,7 +121,8 @@ func TestHTTPSendsHeadersAndClassifiesStatus(t *testing.T) {
 	if res.Outcome != Succeeded || res.Code != 200 || res.OutputTail != "body" {
 		t.Fatalf("result %+v", res)
 	}
-	for k, v := range map[string]string{"Kira-Job": "reconcile", "Kira-Partition": "3", "Kira-Fencing-Token": "4711", "Idempotency-Key": exec1.ID, "X-Team": "billing"} {
+	for k, v := range map[string]string{"Kira-Job": "reconcile", "Kira-Partition": "3", "Kira-Fencing-Token": "4711", "Idempotency-Key": exec1.ID, "X-Team": "billing",
+		"Kira-Scheduled-Time": exec1.ScheduledTimeText(), "Kira-Member": exec1.Member} {
 		if got.Get(k) != v {
 			t.Errorf("header %s = %q; want %q", k, got.Get(k), v)
 		}

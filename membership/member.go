@@ -82,9 +82,10 @@ type Member struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
-	mu      sync.Mutex
-	lastAck time.Time
-	closed  bool
+	mu        sync.Mutex
+	lastAck   time.Time
+	closed    bool
+	withdrawn bool // record deleted: SetCatalogRevision must not bring it back
 }
 
 // Join grants a lease, starts renewing it and publishes the member record.
@@ -149,6 +150,10 @@ func (m *Member) observeAcks(acks <-chan *clientv3.LeaseKeepAliveResponse) {
 // revision the member now runs, for kira status.
 func (m *Member) SetCatalogRevision(ctx context.Context, rev int64) error {
 	m.mu.Lock()
+	if m.withdrawn {
+		m.mu.Unlock()
+		return nil
+	}
 	m.cfg.Record.CatalogRevision = rev
 	rec, _ := json.Marshal(m.cfg.Record)
 	m.mu.Unlock()
@@ -190,6 +195,31 @@ func (m *Member) Trusted(now time.Time) bool {
 	default:
 	}
 	return now.Before(m.Deadline())
+}
+
+// Withdraw deletes the member's record but keeps its lease: the member
+// leaves every view, so the others take its slots over as it resigns them,
+// while it still holds the slots whose executions it is draining. A graceful
+// stop with executions in flight withdraws first; Leave ends the rest.
+func (m *Member) Withdraw(ctx context.Context) error {
+	m.mu.Lock()
+	m.withdrawn = true
+	m.mu.Unlock()
+	if _, err := m.cli.Delete(ctx, MembersPrefix(m.cfg.Cluster)+m.cfg.Record.ID); err != nil {
+		return fmt.Errorf("membership: withdraw record: %w", err)
+	}
+	return nil
+}
+
+// TrustLeft is how much of the trust window is left now, by the member's own
+// clock (Config.Now, monotonic): zero or less when it may not start work.
+// Callers that schedule by another clock (a scheduler's, possibly skewed)
+// use this rather than comparing their times with Deadline.
+func (m *Member) TrustLeft() time.Duration {
+	if !m.Trusted(m.cfg.Now()) {
+		return 0
+	}
+	return m.Deadline().Sub(m.cfg.Now())
 }
 
 // Leave revokes the lease, which deletes the member record and every election

@@ -110,3 +110,27 @@ func (t *manualTimer) Stop() {
 	defer t.clock.mu.Unlock()
 	t.active = false
 }
+
+// OffsetClock is Base read Offset ahead (or behind, if negative): a member
+// whose wall clock is wrong. It exists for fault injection (kira run
+// --clock-offset): Kira's safety must not depend on members' clocks agreeing,
+// and the chaos suite proves it with a member 30 s off.
+type OffsetClock struct {
+	Base   Clock
+	Offset time.Duration
+}
+
+// Now returns Base's reading plus Offset.
+func (c OffsetClock) Now() time.Time { return c.Base.Now().Add(c.Offset) }
+
+// NewTimer returns a timer of Base whose ResetAt takes this clock's times.
+func (c OffsetClock) NewTimer(d time.Duration) Timer {
+	return offsetTimer{Timer: c.Base.NewTimer(d), offset: c.Offset}
+}
+
+type offsetTimer struct {
+	Timer
+	offset time.Duration
+}
+
+func (t offsetTimer) ResetAt(when time.Time) { t.Timer.ResetAt(when.Add(-t.offset)) }

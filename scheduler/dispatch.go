@@ -28,6 +28,13 @@ func jitterOffset(j config.Job, id shard.Slot) time.Duration {
 	return time.Duration(xxhash.Sum64String(id.String()) % uint64(j.Jitter))
 }
 
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // scheduleNext puts a leading slot in the heap for its next scheduled time after t.
 func (s *Scheduler) scheduleNext(sl *slot, t time.Time) {
 	sl.nextScheduled = sl.job.schedule.Next(t.UTC())
@@ -70,7 +77,7 @@ func (sl *slot) busy() bool { return len(sl.runs) > 0 || len(sl.pending) > 0 }
 
 // dispatch applies pause and overlap policies to a fire and starts it, or not.
 func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
-	if !s.member.Trusted(now) {
+	if s.member.TrustLeft() <= 0 {
 		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Reason: "lease deadline passed", At: now})
 		return
 	}
@@ -82,6 +89,13 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 		switch {
 		case f.trigger == TriggerManual:
 			// An explicit request runs now, whatever the overlap policy.
+		case f.trigger == TriggerSchedule && (len(sl.pending) > 0 ||
+			sl.job.spec.Misfire == config.MisfireFireAll && sl.lastTrigger == TriggerCatchup):
+			// The slot is working off the backlog of a takeover: this fire
+			// is part of it, not an overlap with a run of its own schedule.
+			sl.pending = append(sl.pending, f)
+			s.emit(Event{Kind: Queued, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Trigger: f.trigger, Attempt: f.attempt, At: now})
+			return
 		case f.trigger == TriggerRetry || sl.job.spec.Overlap == config.OverlapQueue:
 			if sl.queued == nil {
 				sl.queued = &f
@@ -180,6 +194,7 @@ func (s *Scheduler) start(sl *slot, f fire, now time.Time) {
 		s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: recorded})
 	}
 	sl.ahead = nil
+	sl.lastTrigger = f.trigger
 
 	sl.runSeq++
 	run := sl.runSeq
@@ -384,12 +399,18 @@ func (s *Scheduler) acquired(sl *slot, st SlotState, triggers []fire, now time.T
 		missed = missed[len(missed)-maxMissedRecords:]
 	}
 	for _, t := range missed {
-		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "missed (misfire " + string(sl.job.spec.Misfire) + ")", At: now})
-		s.record(sl, Record{ExecutionID: jobs.ExecutionID(sl.id.Job, sl.id.Partition, t), ScheduledTime: t, StartedAt: now, FinishedAt: now,
+		f := fire{scheduled: t, trigger: TriggerCatchup, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)}
+		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Trigger: TriggerCatchup,
+			Reason: "missed (misfire " + string(sl.job.spec.Misfire) + ")", At: now})
+		s.record(sl, Record{ExecutionID: f.id, ScheduledTime: t, StartedAt: now, FinishedAt: now,
 			Outcome: OutcomeMissed, Attempt: 1, Trigger: TriggerCatchup, Error: "misfire policy " + string(sl.job.spec.Misfire)}, nil)
 	}
 	sl.pending = append(runs, triggers...)
-	s.scheduleNext(sl, now)
+	// Schedule after the last fire this slot finished, if that is later than
+	// our now: a previous owner whose clock ran ahead has run fires that are
+	// still in our future, and running them again would be a duplicate.
+	// Found by the chaos suite (a member 30 s ahead).
+	s.scheduleNext(sl, latest(now, sl.st.Finished))
 	if a := s.recordAhead(sl); a != nil {
 		s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: []clientv3.Op{s.stateOp(sl)}, done: a.done})
 	}

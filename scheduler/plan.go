@@ -47,6 +47,12 @@ func catchUp(st SlotState, job config.Job, sched config.Schedule, now time.Time,
 			dropped++
 		}
 	}
+	if from.IsZero() {
+		// No fire ever finished here, and none is unfinished: the slot was
+		// handed over before its first fire (its start recorded ahead, not
+		// due yet). Nothing was missed.
+		return runs, nil, dropped
+	}
 	var inWindow []time.Time
 	for t := sched.Next(from); !t.IsZero() && !t.After(now); t = sched.Next(t) {
 		if t.Before(oldest) {

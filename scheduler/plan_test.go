@@ -41,6 +41,12 @@ func TestCatchUp(t *testing.T) {
 		{"a fire recorded ahead of its time is not a retry",
 			SlotState{Token: 7, Started: at(40), StartedID: id(at(40)), StartedAttempt: 1, Finished: at(30)},
 			job(config.MisfireFireOnce, time.Hour), at(35), nil, nil, 0, 0},
+		// Found by the chaos suite: a slot handed over before its first fire
+		// carries only the start recorded ahead. Nothing is owed: catching
+		// up from the zero time ran every fire of the catch-up window.
+		{"a slot that never finished a fire owes nothing",
+			SlotState{Token: 7, Started: at(40), StartedID: id(at(40)), StartedAttempt: 1},
+			job(config.MisfireFireAll, time.Hour), at(35), nil, nil, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,6 +92,15 @@ type Scheduler struct {
 	writer *stateWriter
 	// seenSelf is set once a view contained this member.
 	seenSelf bool
+	// stopping is set when Run's loop has returned: nothing is campaigned for
+	// any more, whatever the view says.
+	stopping bool
+	// cleanupCtx bounds the deletes of our own keys (resigns, withdrawn
+	// candidacies); it is cancelled when the lease is lost, since the lease's
+	// revoke or expiry deletes them all anyway, and an etcd that cannot
+	// renew the lease would make each of them wait out its timeout.
+	cleanupCtx    context.Context
+	cancelCleanup context.CancelFunc
 
 	catalogChanged chan struct{}
 	// Guarded by mu: the catalog waiting for the loop, and the one it runs.
@@ -187,6 +196,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		byKey:          map[string]*slot{},
 		snapshot:       map[shard.Slot]fencing.Token{},
 	}
+	s.cleanupCtx, s.cancelCleanup = context.WithCancel(context.Background())
 	prepared, err := prepareJobs(cat, cfg.Handlers)
 	if err != nil {
 		return nil, err
@@ -315,15 +325,21 @@ var ErrUntrusted = errors.New("scheduler: lease deadline passed")
 // After Run returns the member should Leave: revoking its lease deletes every
 // election key it holds in one revision, so the next owners take over at once.
 func (s *Scheduler) Run(ctx context.Context) error {
+	defer s.cancelCleanup()
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	s.wg.Add(2)
 	go s.watchElections(watchCtx)
 	go s.watchControl(watchCtx)
 	stopWriter := make(chan struct{})
 	writerDone := make(chan struct{})
-	go func() { s.writer.run(stopWriter); close(writerDone) }()
+	writerCtx, abandonWrites := context.WithCancel(context.Background())
+	defer abandonWrites()
+	go func() { s.writer.run(writerCtx, stopWriter); close(writerDone) }()
 
 	err := s.loop(ctx)
+	if err != nil {
+		abandonWrites() // the lease is gone: nothing fenced by it can be committed
+	}
 
 	// Stop: no more fires, no more campaigns.
 	for _, sl := range s.slots {
@@ -334,7 +350,25 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			heap.Remove(&s.heap, sl.heapIndex)
 		}
 	}
+	s.stopping = true
 	if err == nil {
+		if s.inFlight() > 0 {
+			// Slots with nothing running are handed over now, not after the
+			// others' executions drain (up to Grace): their next fires belong
+			// to the next holder, who takes over within milliseconds. The
+			// member leaves the view first, so that the others want its slots
+			// (and campaign for them) by the time they are resigned.
+			wctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+			if err := s.member.Withdraw(wctx); err != nil {
+				s.cfg.Logger.Warn("could not leave the view; idle slots are handed over when the lease is revoked", "err", err)
+			}
+			cancel()
+			for _, sl := range s.slots {
+				if sl.state == leading && len(sl.runs) == 0 {
+					s.endLeadership(sl, Released, "stopping")
+				}
+			}
+		}
 		s.drain(s.cfg.Grace)
 	}
 	// The lease revoke that follows (Member.Leave) deletes every key this
@@ -365,10 +399,16 @@ func (s *Scheduler) loop(ctx context.Context) error {
 	clock := s.cfg.Clock
 	timer := clock.NewTimer(time.Hour)
 	defer timer.Stop()
+	// Trust is judged by the member's clock (monotonic), never by the
+	// scheduling clock: a member whose wall clock is off keeps a sound
+	// lease, and its trust deadline is timed by a timer of its own.
+	trustTimer := time.NewTimer(time.Hour)
+	defer trustTimer.Stop()
 	s.applyView(s.views.Latest())
 	for {
 		now := clock.Now()
-		if !s.member.Trusted(now) {
+		trust := s.member.TrustLeft()
+		if trust <= 0 {
 			select {
 			case <-s.member.Done():
 				return s.lose(membership.ErrSessionLost)
@@ -376,7 +416,8 @@ func (s *Scheduler) loop(ctx context.Context) error {
 				return s.lose(ErrUntrusted)
 			}
 		}
-		wake := s.member.Deadline()
+		trustTimer.Reset(trust)
+		wake := now.Add(time.Hour)
 		if len(s.heap) > 0 && s.heap[0].next.Before(wake) {
 			wake = s.heap[0].next
 		}
@@ -384,6 +425,8 @@ func (s *Scheduler) loop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-trustTimer.C:
+			// The top of the loop finds out whether an ack came in time.
 		case <-s.member.Done():
 			return s.lose(membership.ErrSessionLost)
 		case <-s.views.Changed():
@@ -439,6 +482,9 @@ func (s *Scheduler) applyView(v membership.View) {
 
 // reconcile moves a slot toward what the view wants, between executions.
 func (s *Scheduler) reconcile(sl *slot) {
+	if s.stopping {
+		return
+	}
 	switch {
 	case sl.wanted && sl.state == idle:
 		s.startCampaign(sl, 0)
@@ -487,14 +533,14 @@ func (s *Scheduler) startCampaign(sl *slot, delay time.Duration) {
 			err = ctx.Err() // won, but the campaign was abandoned meanwhile
 		}
 		if err != nil {
-			withdraw(session, key)
+			withdraw(s.cleanupCtx, session, key)
 		}
 		// Always report, so the loop knows this slot has no goroutine left.
 		select {
 		case s.results <- campaignResult{slot: id, gen: gen, election: e, err: err}:
 		case <-s.stopped:
 			if err == nil {
-				withdraw(session, key)
+				withdraw(s.cleanupCtx, session, key)
 			}
 		}
 	}()
@@ -531,14 +577,14 @@ func confirmLeadership(ctx context.Context, session *concurrency.Session, e *con
 // during its first transaction may have created the key without learning it
 // (and then Resign does nothing), which would block the preferred member
 // until our lease ends; deleting our own key is always safe once we gave up.
-func withdraw(session *concurrency.Session, key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+func withdraw(ctx context.Context, session *concurrency.Session, key string) {
+	ctx, cancel := context.WithTimeout(ctx, resignTimeout)
 	defer cancel()
 	_, _ = session.Client().Delete(ctx, key)
 }
 
-func resign(e *concurrency.Election) {
-	ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+func resign(ctx context.Context, e *concurrency.Election) {
+	ctx, cancel := context.WithTimeout(ctx, resignTimeout)
 	defer cancel()
 	_ = e.Resign(ctx)
 }
@@ -660,15 +706,23 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 
 // resignAsync deletes the slot's key off the loop; the slot stays in
 // resigning until that is done so a new campaign (same lease, same key)
-// cannot race with the delete.
+// cannot race with the delete. The delete is a fenced write of the state
+// writer, so it commits after this slot's writes still queued (the result of
+// a run that just ended, a start recorded ahead): resigning before them would
+// fence them out, and the next owner would run that fire again. Found by the
+// chaos suite: a replay after a graceful handover.
 func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election) {
 	sl.gen++
 	sl.state = resigning
 	id, gen := sl.id, sl.gen
+	done := make(chan error, 1)
+	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: []clientv3.Op{clientv3.OpDelete(sl.leaderKey)}, done: done})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		resign(e)
+		if err := <-done; err != nil && !errors.Is(err, fencing.ErrFenced) {
+			resign(s.cleanupCtx, e) // the writer could not: delete it directly
+		}
 		select {
 		case s.resigned <- resignedSlot{slot: id, gen: gen}:
 		case <-s.stopped:
@@ -687,6 +741,7 @@ func (s *Scheduler) resignEnded(r resignedSlot) {
 
 // lose ends everything at once: the lease can no longer be trusted.
 func (s *Scheduler) lose(cause error) error {
+	s.cancelCleanup()
 	for _, sl := range s.slots {
 		switch sl.state {
 		case leading:
@@ -715,6 +770,9 @@ func (s *Scheduler) drain(grace time.Duration) {
 		select {
 		case f := <-s.finished:
 			s.runEnded(f)
+			if sl, ok := s.slots[f.slot]; ok && grace > 0 && sl.state == leading && len(sl.runs) == 0 && s.inFlight() > 0 {
+				s.endLeadership(sl, Released, "stopping") // its run is over: hand it over without waiting for the others
+			}
 		case r := <-s.resigned:
 			s.resignEnded(r)
 		case r := <-s.results:
@@ -757,7 +815,7 @@ func (s *Scheduler) waitOwned(bound time.Duration) {
 			return
 		case r := <-s.results:
 			if r.err == nil {
-				resign(r.election)
+				resign(s.cleanupCtx, r.election)
 			}
 		case <-s.resigned:
 		case <-s.raised:

@@ -180,6 +180,72 @@ func TestFailoverCatchUp(t *testing.T) {
 	}
 }
 
+// A scheduled fire that falls due while the new owner is still working off
+// its catch-up backlog joins the backlog: under fire-all it runs after the
+// missed fires, whatever the overlap policy (skip here), instead of being
+// skipped as an overlap with the catch-up.
+func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("backlog", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
+	rec := newRecorder()
+	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": noop})
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	clock.Advance(10 * time.Second) // 12:00:10.5
+	waitKind(t, rec, "a's run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(25 * time.Second) // 12:00:35.5: 20 and 30 pass with nobody
+	g := newGate()
+	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
+	<-g.entered                                                        // the catch-up of 20 is running; 30 waits
+	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Queued { // 12:00:45.5: 40 falls due
+		t.Fatalf("the fire at 40 during the catch-up was %s (%s); want queued behind the backlog", e.Kind, e.Reason)
+	}
+	g.open()
+	waitKind(t, rec, "b's runs", 3, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
+	var got []time.Time
+	for _, e := range started(rec.all(), b.id) {
+		got = append(got, e.Execution.ScheduledTime)
+	}
+	if want := []time.Time{sec(20), sec(30), sec(40)}; !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Fatalf("b ran %v; want %v", got, want)
+	}
+}
+
+// A member whose clock runs 30 s ahead runs the fire at 40 while the others'
+// clocks read 10. When a member with the right clock takes the slot over, it
+// must not run 10, 20, 30 or 40 again: the slot's state says 40 finished.
+// Found by the chaos suite's clock-skew fault (the witness saw the replays).
+func TestNewOwnerDoesNotRerunFiresOfAnAheadClock(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ahead, right := NewManualClock(t0.Add(30*time.Second)), NewManualClock(t0)
+	cat := catalog("skew", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: config.MisfireFireAll}))
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	a := manualNode(t, cli, cat, rec, ahead, h)
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	ahead.Advance(10 * time.Second) // 12:00:40.5 by a's clock
+	waitKind(t, rec, "a's run of 40", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b := manualNode(t, cli, cat, rec, right, h) // 12:00:00.5
+	waitKind(t, rec, "b ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
+	for i := 0; i < 5; i++ {
+		right.Advance(10 * time.Second) // 10.5, 20.5, …, 50.5
+	}
+	waitKind(t, rec, "b's first run", 1, func(e Event) bool { return e.Kind == Started && e.Member == b.id })
+	for _, e := range started(rec.all(), b.id) {
+		if !e.Execution.ScheduledTime.After(sec(40)) {
+			t.Fatalf("b ran the fire at %v, which a had run (%s)", e.Execution.ScheduledTime, e.Trigger)
+		}
+	}
+}
+
 // A fire the ex-owner started but did not finish runs again on the new owner,
 // with the same execution id, marked as a retry.
 func TestUnfinishedFireRerunsWithSameID(t *testing.T) {

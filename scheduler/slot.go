@@ -63,6 +63,9 @@ type slot struct {
 	// pending are fires owed on acquisition (catch-up, unfinished, manual),
 	// run one at a time before the schedule's own.
 	pending []fire
+	// lastTrigger is why the latest run started: a scheduled fire that comes
+	// while a catch-up run is in flight joins the backlog under fire-all.
+	lastTrigger Trigger
 	// ahead is the start of the next scheduled fire, recorded ahead of time
 	// (with the previous run's result, or on acquisition), so that fire
 	// starts without an etcd round trip once the write is acknowledged.

@@ -174,18 +174,25 @@ func (w *stateWriter) enqueue(fw fencedWrite) {
 const commitTimeout = 5 * time.Second
 
 // run commits writes until stop is closed, then commits what is already
-// queued, so the last results of a graceful stop are kept. A commit in flight
-// is never cut short by stop.
-func (w *stateWriter) run(stop <-chan struct{}) {
+// queued, so the last results of a graceful stop are kept. Cancelling ctx
+// abandons the rest: the commit in flight is cut short and every write still
+// queued is answered errWritesAbandoned. A member that lost its lease does
+// that: its fenced writes could only fail, or wait out commitTimeout each on
+// an etcd that cannot answer, while its successor waits for it to leave.
+func (w *stateWriter) run(ctx context.Context, stop <-chan struct{}) {
 	for {
 		select {
 		case fw := <-w.queue:
-			w.commitBatch(w.batch(fw))
+			w.commitBatch(ctx, w.batch(fw))
 		case <-stop:
 			for {
 				select {
 				case fw := <-w.queue:
-					w.commitBatch(w.batch(fw))
+					if ctx.Err() != nil {
+						reply(fw, errWritesAbandoned)
+						continue
+					}
+					w.commitBatch(ctx, w.batch(fw))
 				default:
 					return
 				}
@@ -194,8 +201,11 @@ func (w *stateWriter) run(stop <-chan struct{}) {
 	}
 }
 
-func (w *stateWriter) commitBatch(b []fencedWrite) {
-	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+// errWritesAbandoned answers the writes a member gave up when it lost its lease.
+var errWritesAbandoned = errors.New("scheduler: state write abandoned: the lease was lost")
+
+func (w *stateWriter) commitBatch(ctx context.Context, b []fencedWrite) {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	w.commit(ctx, b)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,55 +41,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// proc is a kira process whose output is kept for failure reports.
-type proc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	done chan struct{}
-	err  error
-}
-
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+type proc = etcdtest.Process
 
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(kiraBin, args...), done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("kira %s output:\n%s", strings.Join(args, " "), p.output())
-		}
-	})
-	return p
-}
-
-// stop sends sig and returns the exit code.
-func (p *proc) stop(t *testing.T, sig syscall.Signal) int {
-	t.Helper()
-	p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("kira did not exit after %v", sig)
-	}
-	return p.cmd.ProcessState.ExitCode()
+	return etcdtest.StartProcess(t, kiraBin, args...)
 }
 
 func runKira(t *testing.T, args ...string) (string, int) {
@@ -181,7 +135,7 @@ func TestEtcdCluster(t *testing.T) {
 	}
 	cli.Close()
 	for i, p := range procs {
-		if code := p.stop(t, syscall.SIGTERM); code != 0 {
+		if code := p.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 			t.Fatalf("member %d exited %d on SIGTERM", i, code)
 		}
 	}
@@ -248,7 +202,7 @@ func TestThreeMembers(t *testing.T) {
 	}
 	var victimProc *proc
 	for _, m := range members {
-		if strings.Contains(m.output(), victim) {
+		if strings.Contains(m.Output(), victim) {
 			victimProc = m
 		}
 	}
@@ -256,7 +210,7 @@ func TestThreeMembers(t *testing.T) {
 		t.Fatalf("no process logged member id %s", victim)
 	}
 	killed := time.Now()
-	victimProc.cmd.Process.Signal(syscall.SIGKILL)
+	victimProc.Signal(syscall.SIGKILL)
 	eventually(t, "slots moved off the killed member", 15*time.Second, func() bool {
 		st = statusOf(t, ep, "e2e")
 		_, ok := settled(st, 2)
@@ -288,7 +242,7 @@ func TestThreeMembers(t *testing.T) {
 		}
 	}
 	stopped := time.Now()
-	if code := leaving.stop(t, syscall.SIGTERM); code != 0 {
+	if code := leaving.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Fatalf("SIGTERM: exit %d", code)
 	}
 	eventually(t, "one member owning everything", 10*time.Second, func() bool {

@@ -22,6 +22,7 @@ import (
 	"github.com/kira-scheduler/kira/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.opentelemetry.io/otel"
@@ -37,6 +38,7 @@ type runFlags struct {
 	catalog, cluster, etcd, dataDir, name, httpAddr string
 	embeddedClient, embeddedPeer                    string
 	grace                                           time.Duration
+	clockOffset                                     time.Duration
 	traceStdout                                     bool
 	logLevel                                        string
 }
@@ -55,6 +57,7 @@ func runCommand(args []string, stderr io.Writer) error {
 	fs.StringVar(&f.embeddedClient, "embedded-client-url", "http://127.0.0.1:2379", "client URL of the embedded etcd")
 	fs.StringVar(&f.embeddedPeer, "embedded-peer-url", "http://127.0.0.1:2380", "peer URL of the embedded etcd")
 	fs.DurationVar(&f.grace, "grace", scheduler.DefaultGrace, "on SIGTERM, how long in-flight executions may finish before they are cancelled")
+	fs.DurationVar(&f.clockOffset, "clock-offset", 0, "fault injection: schedule as if the wall clock were this far ahead (negative: behind); leases and fencing do not depend on it")
 	fs.BoolVar(&f.traceStdout, "trace-stdout", false, "print every execution's OpenTelemetry span to stdout")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +130,11 @@ type runner struct {
 	logger    *slog.Logger
 	metrics   *metrics
 	current   atomic.Pointer[membership.Member]
+	// staleLease is the lease of an incarnation that lost it and could not
+	// revoke it (etcd had no quorum). Until it expires, its election keys
+	// still hold its slots: the next incarnation revokes it first, so that
+	// after an outage the slots are free at once, not a TTL later.
+	staleLease clientv3.LeaseID
 }
 
 // run keeps a member alive until ctx ends. A member that loses its lease
@@ -173,6 +181,21 @@ func (r *runner) runMember(ctx context.Context, applied *bool) error {
 	defer cli.Close()
 	joinCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if r.staleLease != 0 {
+		// Safe: the incarnation that held it has stopped everything.
+		rctx, cancelRevoke := context.WithTimeout(joinCtx, 2*time.Second)
+		_, err := cli.Revoke(rctx, r.staleLease)
+		cancelRevoke()
+		switch {
+		case err == nil:
+			r.logger.Info("revoked the lease of the previous incarnation", "lease", fmt.Sprintf("%x", int64(r.staleLease)))
+			r.staleLease = 0
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			r.staleLease = 0 // expired meanwhile
+		default:
+			return fmt.Errorf("kira run: revoking the previous incarnation's lease: %w", err)
+		}
+	}
 	if r.file != nil && !*applied {
 		// Only if it differs: N replicas started with the same file do not fight.
 		rev, changed, err := config.Store(joinCtx, cli, r.file)
@@ -208,6 +231,7 @@ func (r *runner) runMember(ctx context.Context, applied *bool) error {
 		Grace:   r.flags.grace,
 		Logger:  r.logger,
 		OnEvent: r.onEvent,
+		Clock:   scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: r.flags.clockOffset},
 	})
 	if err != nil {
 		m.Leave(context.Background())
@@ -233,10 +257,19 @@ func (r *runner) runMember(ctx context.Context, applied *bool) error {
 	defer func() { stopBackground(); wg.Wait() }()
 
 	runErr := s.Run(ctx)
-	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), 5*time.Second)
+	// Revoking hands the slots over at once. After a lost lease it is worth
+	// trying for at most a TTL: by then the lease has expired on its own,
+	// unless etcd has no leader, and then no revoke can succeed either.
+	leaveWait := 5 * time.Second
+	if runErr != nil {
+		leaveWait = min(leaveWait, cat.Membership.LeaseTTL)
+	}
+	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), leaveWait)
 	defer cancelLeave()
 	if err := m.Leave(leaveCtx); err != nil && runErr == nil {
 		r.logger.Warn("could not revoke the lease; it will expire on its own", "err", err)
+	} else if err != nil {
+		r.staleLease = m.Lease()
 	} else if runErr == nil {
 		r.logger.Info("left: lease revoked, every slot released", "member", id)
 	}

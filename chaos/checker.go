@@ -1,0 +1,269 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+)
+
+type key struct {
+	slot string
+	at   int64 // scheduled, Unix ns
+}
+
+// Fault is one injected fault, as the checker needs to know it.
+type Fault struct {
+	Name string
+	// Start is when the fault was injected, Heal when it was undone (equal
+	// to Start for a fault with no duration, such as kill -9).
+	Start, Heal time.Time
+	// MayDrop is how long after Start a job whose misfire policy drops
+	// missed fires (fire-once, skip) may have dropped some: the outage the
+	// fault can cause. Zero means the fault may drop nothing.
+	MayDrop time.Duration
+}
+
+// Spec is what the checker holds a history to.
+type Spec struct {
+	Catalog *config.Catalog
+	// Every scheduled time in [From, To) must be accounted for.
+	From, To time.Time
+	// Born is when the catalog was first stored: a fire scheduled before
+	// it is nobody's to run, and accepting one is a bug (zero: no check).
+	Born   time.Time
+	Faults []Fault
+	// OnTime is how late a write may be accepted after its scheduled time
+	// and still count as on time.
+	OnTime time.Duration
+	// Work is, per job, how long an execution works before it writes: its
+	// write is on time if accepted within Work + OnTime of the fire.
+	Work map[string]time.Duration
+	// Recovery bounds how long after each fault heals the cluster may take
+	// to be back at full speed: from then on every fire accepted, on time.
+	// Zero skips the timing checks (for a member whose clock is wrong on
+	// purpose, "on time" has no meaning).
+	Recovery time.Duration
+	// Timed names the jobs whose fires measure speed; empty means all. A
+	// long job's catch-up runs its missed fires one after another, so its
+	// lateness after an outage says how long it works, not how fast the
+	// cluster recovered.
+	Timed []string
+}
+
+// Report is what the checker found.
+type Report struct {
+	Expected   int // scheduled (slot, time) pairs in the window
+	Accepted   int // of those, accepted exactly once
+	Stale      int // writes rejected by the fence (whole history)
+	Replays    int // writes of an execution id that had already taken effect
+	Duplicates int // (slot, time) pairs accepted more than once
+	Missed     int // pairs never accepted
+	// Dropped counts, per misfire policy, the missed pairs that policy
+	// allows inside a fault's window; they are part of Missed.
+	Dropped map[config.Misfire]int
+	// Recovered is, per fault, how long after it healed every slot was
+	// firing on time again (-1 if it never was within the window).
+	Recovered  map[string]time.Duration
+	Violations []string
+}
+
+// summary is the report on one line.
+func (r Report) summary() string {
+	return fmt.Sprintf("expected %d, accepted %d, stale rejected %d, replays %d, duplicates %d, missed %d (dropped by policy: %v), recovered %v, %d violations",
+		r.Expected, r.Accepted, r.Stale, r.Replays, r.Duplicates, r.Missed, r.Dropped, r.Recovered, len(r.Violations))
+}
+
+// OK reports whether the history passed.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+func (r *Report) violate(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+// Check holds the witness's history to the spec. It checks, per slot: no
+// scheduled time accepted twice; accepted tokens never go down; every
+// scheduled time in the window accepted once, except what the job's misfire
+// policy allows to drop inside a fault's window; and, after each fault heals,
+// every fire on time again within spec.Recovery.
+func Check(history []Attempt, spec Spec) Report {
+	rep := Report{Dropped: map[config.Misfire]int{}, Recovered: map[string]time.Duration{}}
+	accepted := map[key][]Attempt{}
+	byID := map[string][]Attempt{}
+	highest := map[string]Attempt{}
+	ordered := append([]Attempt(nil), history...)
+	sort.Slice(ordered, func(i, j int) bool { return ordered[i].Seq < ordered[j].Seq })
+	for _, a := range ordered {
+		switch {
+		case a.Kind == Write && a.Outcome == Stale:
+			rep.Stale++
+		case a.Kind == Write && a.Outcome == Replay:
+			rep.Replays++
+		}
+		if a.Outcome != Accepted || (a.Kind != Write && a.Kind != Raise) {
+			continue
+		}
+		// Tokens: nothing below the highest admitted so far may be accepted.
+		if h, ok := highest[a.Slot()]; ok && a.Token < h.Token {
+			rep.violate("%s: %s with token %d by %s accepted after token %d by %s was (stale write accepted)",
+				a.Slot(), a.Kind, a.Token, a.Member, h.Token, h.Member)
+		} else {
+			highest[a.Slot()] = a
+		}
+		if a.Kind == Write && a.Scheduled.Before(spec.Born) {
+			rep.violate("%s: a fire scheduled at %s, before the catalog existed (%s), ran (member %s, token %d)", a.Slot(),
+				a.Scheduled.Format(time.RFC3339Nano), spec.Born.Format(time.RFC3339Nano), a.Member, a.Token)
+		}
+		if a.Kind == Write {
+			k := key{a.Slot(), a.Scheduled.UnixNano()}
+			accepted[k] = append(accepted[k], a)
+			byID[a.ExecutionID] = append(byID[a.ExecutionID], a)
+		}
+	}
+	for k, as := range accepted {
+		if len(as) > 1 {
+			rep.Duplicates++
+			rep.violate("%s: scheduled %s accepted %d times: %s", k.slot, time.Unix(0, k.at).UTC().Format(time.RFC3339Nano), len(as), describe(as))
+		}
+	}
+	for id, as := range byID {
+		if len(as) > 1 && as[0].Scheduled.Equal(as[1].Scheduled) {
+			continue // reported above
+		}
+		if len(as) > 1 {
+			rep.violate("execution id %s accepted %d times for different fires: %s", id, len(as), describe(as))
+		}
+	}
+
+	// Every scheduled time in the window, slot by slot.
+	type bad struct {
+		slot  string
+		at    time.Time // scheduled
+		until time.Time // when it stopped being bad: accepted late, or never
+	}
+	var bads []bad
+	for _, j := range spec.Catalog.Jobs {
+		sched, err := j.ParsedSchedule()
+		if err != nil {
+			rep.violate("job %s: %v", j.Name, err)
+			continue
+		}
+		for p := 0; p < j.Partitions; p++ {
+			slot := fmt.Sprintf("%s/%d", j.Name, p)
+			var fires []bad // this slot's bad fires, until filled in below
+			var acceptedAt []time.Time
+			for t := sched.Next(spec.From.Add(-time.Nanosecond)); t.Before(spec.To); t = sched.Next(t) {
+				rep.Expected++
+				as := accepted[key{slot, t.UnixNano()}]
+				if len(as) > 0 {
+					rep.Accepted++
+					fires, acceptedAt = append(fires, bad{at: t}), append(acceptedAt, as[0].At)
+					continue
+				}
+				rep.Missed++
+				fires, acceptedAt = append(fires, bad{at: t}), append(acceptedAt, time.Time{})
+				if _, ok := droppable(spec.Faults, t); ok && j.Misfire != config.MisfireFireAll {
+					rep.Dropped[j.Misfire]++
+					continue
+				}
+				why := "outside every fault's window"
+				if j.Misfire == config.MisfireFireAll {
+					why = "misfire fire-all drops nothing"
+				}
+				rep.violate("%s: scheduled %s never accepted (%s)", slot, t.UTC().Format(time.RFC3339Nano), why)
+			}
+			if len(spec.Timed) > 0 && !slices.Contains(spec.Timed, j.Name) {
+				continue
+			}
+			// A late fire is bad until it was accepted; a missed one until the
+			// slot's next fire was (zero: never, within the history).
+			var next time.Time
+			if as := nextAccepted(accepted, slot, sched, spec.To); len(as) > 0 {
+				next = as[0].At
+			}
+			for i := len(fires) - 1; i >= 0; i-- {
+				switch at := acceptedAt[i]; {
+				case at.IsZero():
+					bads = append(bads, bad{slot, fires[i].at, next})
+				case at.Sub(fires[i].at) > spec.Work[j.Name]+spec.OnTime:
+					bads = append(bads, bad{slot, fires[i].at, at})
+					next = at
+				default:
+					next = at
+				}
+			}
+		}
+	}
+
+	if spec.Recovery <= 0 {
+		return rep
+	}
+	// Back to full speed: after each heal, the last bad fire before the next
+	// fault marks when the cluster recovered.
+	for i, f := range spec.Faults {
+		end := spec.To
+		if i+1 < len(spec.Faults) {
+			end = spec.Faults[i+1].Start
+		}
+		recovered, never, by := f.Heal, false, ""
+		for _, b := range bads {
+			// A fire still bad when the next fault began is that fault's.
+			if !b.at.Before(f.Heal) && b.at.Before(end) && (end.Equal(spec.To) || b.until.Before(end)) {
+				never = never || b.until.IsZero()
+				if b.until.After(recovered) {
+					recovered = b.until
+					by = fmt.Sprintf("%s's fire at %s, accepted at %s", b.slot, b.at.Format("15:04:05.000"), b.until.Format("15:04:05.000"))
+				}
+			}
+		}
+		if never {
+			rep.Recovered[f.Name] = -1
+			rep.violate("%s: a slot never fired again after it healed", f.Name)
+			continue
+		}
+		took := recovered.Sub(f.Heal)
+		rep.Recovered[f.Name] = took
+		if took > spec.Recovery {
+			rep.violate("%s: back at full speed %s after it healed (the last late or missed fire: %s); the bound is %s", f.Name, took.Round(time.Millisecond), by, spec.Recovery)
+		}
+	}
+	return rep
+}
+
+// nextAccepted returns the acceptances of the slot's first fire at or after
+// t that has any.
+func nextAccepted(accepted map[key][]Attempt, slot string, sched config.Schedule, t time.Time) []Attempt {
+	var last int64
+	for k := range accepted {
+		if k.slot == slot && k.at > last {
+			last = k.at
+		}
+	}
+	for ; t.UnixNano() <= last; t = sched.Next(t) {
+		if as := accepted[key{slot, t.UnixNano()}]; len(as) > 0 {
+			return as
+		}
+	}
+	return nil
+}
+
+// droppable returns the fault whose window holds t.
+func droppable(faults []Fault, t time.Time) (Fault, bool) {
+	for _, f := range faults {
+		if f.MayDrop > 0 && !t.Before(f.Start) && !t.After(f.Start.Add(f.MayDrop)) {
+			return f, true
+		}
+	}
+	return Fault{}, false
+}
+
+func describe(as []Attempt) string {
+	var parts []string
+	for _, a := range as {
+		parts = append(parts, fmt.Sprintf("[seq %d token %d member %s id %s]", a.Seq, a.Token, a.Member, a.ExecutionID))
+	}
+	return strings.Join(parts, " ")
+}

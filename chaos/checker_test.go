@@ -1,0 +1,181 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/jobs"
+)
+
+// The checker's self-test: a clean history passes, and each kind of bug the
+// chaos suite exists to catch makes it fail, with a violation that says so.
+
+const selfTestCatalog = `cluster: selftest
+jobs:
+  - name: all
+    schedule: "@every 1s"
+    partitions: 2
+    misfire: fire-all
+    command: ["true"]
+  - name: once
+    schedule: "@every 1s"
+    misfire: fire-once
+    command: ["true"]
+`
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+type history struct {
+	seq int64
+	as  []Attempt
+}
+
+func (h *history) add(kind Kind, slot string, part int, token fencing.Token, member string, scheduled, at time.Time, out Outcome) {
+	h.seq++
+	h.as = append(h.as, Attempt{Seq: h.seq, At: at, Kind: kind, Job: slot, Partition: part, Member: member, Token: token,
+		ExecutionID: jobs.ExecutionID(slot, part, scheduled), Scheduled: scheduled, Outcome: out})
+}
+
+// clean is 10 s of every slot firing on time, member a with token 10 for the
+// first 5 s, then member b (token 20) after raising the fence.
+func clean() *history {
+	h := &history{}
+	slots := []struct {
+		job  string
+		part int
+	}{{"all", 0}, {"all", 1}, {"once", 0}}
+	for _, s := range slots {
+		h.add(Raise, s.job, s.part, 10, "a", time.Time{}, t0.Add(-time.Second), Accepted)
+	}
+	for i := 0; i < 10; i++ {
+		at := t0.Add(time.Duration(i) * time.Second)
+		for _, s := range slots {
+			tok, m := fencing.Token(10), "a"
+			if i >= 5 {
+				tok, m = 20, "b"
+				if i == 5 {
+					h.add(Raise, s.job, s.part, tok, m, time.Time{}, at, Accepted)
+				}
+			}
+			h.add(Write, s.job, s.part, tok, m, at, at.Add(5*time.Millisecond), Accepted)
+		}
+	}
+	return h
+}
+
+func spec(t *testing.T, faults ...Fault) Spec {
+	t.Helper()
+	cat, err := config.Parse("selftest.yaml", []byte(selfTestCatalog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Spec{Catalog: cat, From: t0, To: t0.Add(10 * time.Second), Faults: faults, OnTime: 500 * time.Millisecond, Recovery: 5 * time.Second}
+}
+
+func expectViolation(t *testing.T, rep Report, want string) {
+	t.Helper()
+	if rep.OK() {
+		t.Fatalf("checker passed a history it must fail (%s)", want)
+	}
+	for _, v := range rep.Violations {
+		if strings.Contains(v, want) {
+			return
+		}
+	}
+	t.Fatalf("no violation mentions %q: %q", want, rep.Violations)
+}
+
+func TestCheckerPassesCleanHistory(t *testing.T) {
+	rep := Check(clean().as, spec(t))
+	if !rep.OK() || rep.Expected != 30 || rep.Accepted != 30 || rep.Missed != 0 {
+		t.Fatalf("clean history: %+v", rep)
+	}
+}
+
+func TestCheckerCatchesDuplicate(t *testing.T) {
+	h := clean()
+	// After failover, b runs a fire that a had already run, under a new id
+	// (as a scheduler that forgot the execution id's determinism would).
+	at := t0.Add(4 * time.Second)
+	h.seq++
+	h.as = append(h.as, Attempt{Seq: h.seq, At: at.Add(2 * time.Second), Kind: Write, Job: "all", Partition: 1, Member: "b", Token: 20,
+		ExecutionID: "other-id", Scheduled: at, Outcome: Accepted})
+	rep := Check(h.as, spec(t))
+	if rep.Duplicates != 1 {
+		t.Fatalf("duplicates = %d; want 1", rep.Duplicates)
+	}
+	expectViolation(t, rep, "accepted 2 times")
+}
+
+func TestCheckerCatchesStaleAcceptedWrite(t *testing.T) {
+	h := clean()
+	// The paused ex-leader a wakes and its write lands after b's, and the
+	// resource (wrongly) took it.
+	h.add(Write, "all", 0, 10, "a", t0.Add(10*time.Second), t0.Add(10*time.Second), Accepted)
+	expectViolation(t, Check(h.as, spec(t)), "stale write accepted")
+	// The same write rejected is what must happen, and passes.
+	h.as[len(h.as)-1].Outcome = Stale
+	if rep := Check(h.as, spec(t)); !rep.OK() || rep.Stale != 1 {
+		t.Fatalf("rejected stale write: %+v", rep)
+	}
+}
+
+func TestCheckerCatchesMissedFires(t *testing.T) {
+	drop := func(h *history, job string, at time.Time) {
+		var kept []Attempt
+		for _, a := range h.as {
+			if !(a.Kind == Write && a.Job == job && a.Scheduled.Equal(at)) {
+				kept = append(kept, a)
+			}
+		}
+		h.as = kept
+	}
+	fault := Fault{Name: "kill", Start: t0.Add(3 * time.Second), Heal: t0.Add(3 * time.Second), MayDrop: 2 * time.Second}
+
+	// fire-once may drop inside the fault's window ...
+	h := clean()
+	drop(h, "once", t0.Add(4*time.Second))
+	rep := Check(h.as, spec(t, fault))
+	if !rep.OK() || rep.Dropped[config.MisfireFireOnce] != 1 || rep.Missed != 1 {
+		t.Fatalf("drop allowed by fire-once: %+v", rep)
+	}
+	// ... but not outside it,
+	h = clean()
+	drop(h, "once", t0.Add(8*time.Second))
+	expectViolation(t, Check(h.as, spec(t, fault)), "outside every fault's window")
+	// and fire-all never drops.
+	h = clean()
+	drop(h, "all", t0.Add(4*time.Second))
+	expectViolation(t, Check(h.as, spec(t, fault)), "fire-all drops nothing")
+}
+
+func TestCheckerCatchesFiresFromBeforeTheCatalog(t *testing.T) {
+	h := clean()
+	// A new owner "catching up" fires from before the job existed.
+	h.add(Write, "all", 0, 20, "b", t0.Add(-time.Minute), t0.Add(6*time.Second), Accepted)
+	s := spec(t)
+	s.Born = t0.Add(-2 * time.Second)
+	expectViolation(t, Check(h.as, s), "before the catalog existed")
+}
+
+func TestCheckerMeasuresRecovery(t *testing.T) {
+	fault := Fault{Name: "kill", Start: t0.Add(3 * time.Second), Heal: t0.Add(3 * time.Second)}
+	h := clean()
+	// Fires from 3 s to 6 s accepted late, at 6.2 s (a catch-up).
+	for i := range h.as {
+		a := &h.as[i]
+		if a.Kind == Write && a.Job == "all" && !a.Scheduled.Before(t0.Add(3*time.Second)) && !a.Scheduled.After(t0.Add(6*time.Second)) {
+			a.At = t0.Add(6200 * time.Millisecond)
+		}
+	}
+	rep := Check(h.as, spec(t, fault))
+	if !rep.OK() || rep.Recovered["kill"] != 3200*time.Millisecond {
+		t.Fatalf("recovery: %v, violations %q", rep.Recovered, rep.Violations)
+	}
+	s := spec(t, fault)
+	s.Recovery = 3 * time.Second
+	expectViolation(t, Check(h.as, s), "back at full speed 3.2s after it healed")
+}

@@ -1,0 +1,613 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/membership"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+var (
+	kiraBin, writerBin string
+	soakFor            = flag.Duration("chaos.soak", 0, "run TestSoak: the faults at random for this long (0 skips it)")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "kira-chaos")
+	if err != nil {
+		panic(err)
+	}
+	kiraBin, writerBin = filepath.Join(dir, "kira"), filepath.Join(dir, "writer")
+	for bin, pkg := range map[string]string{kiraBin: "../cmd/kira", writerBin: "./writer"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	printTable()
+	if code == 0 {
+		if err := goleak.Find(etcdtest.IgnoredGoroutines()...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// ttl is the members' lease TTL: short, so that a fault's outage is short.
+const ttl = 2 * time.Second
+
+// sweepWork is how long the command job works between its begin and its
+// write: longer than a takeover (TTL + detection), so that a write begun just
+// before its member froze lands after the next leader raised the fence.
+const sweepWork = 3500 * time.Millisecond
+
+// The catalog every test runs: 12 slots of four jobs, one per misfire policy
+// and executor kind, all writing through the witness.
+const catalogTemplate = `cluster: chaos
+membership:
+  lease_ttl: 2s
+jobs:
+  - name: ledger           # HTTP, every missed fire must run
+    schedule: "@every 1s"
+    partitions: 6
+    misfire: fire-all
+    catchup_window: 2m
+    timeout: 5s
+    fence_url: "{{W}}/fence"
+    http: {url: "{{W}}/write", method: POST}
+  - name: report           # HTTP, indivisible, one run for a gap
+    schedule: "@every 1s"
+    misfire: fire-once
+    timeout: 5s
+    fence_url: "{{W}}/fence"
+    http: {url: "{{W}}/write", method: POST}
+  - name: digest           # HTTP, a gap is skipped
+    schedule: "@every 1s"
+    partitions: 2
+    misfire: skip
+    timeout: 5s
+    fence_url: "{{W}}/fence"
+    http: {url: "{{W}}/write", method: POST}
+  - name: sweep            # command: begins, works, then writes
+    schedule: "@every 5s"
+    partitions: 3
+    misfire: fire-all
+    catchup_window: 2m
+    overlap: queue        # a fire during a catch-up's re-run waits for it
+    timeout: 20s
+    fence_url: "{{W}}/fence"
+    command: ["{{WRITER}}", "{{W}}", "{{WORK}}"]
+`
+
+// cluster is one test's world: three kira etcd processes, kira run members
+// whose etcd connections each go through a fault proxy, and the witness.
+type cluster struct {
+	t          *testing.T
+	dir        string
+	witness    *Witness
+	witnessURL string
+	catalog    string
+	cat        *config.Catalog
+	etcd       []*etcdNode
+	cli        *clientv3.Client // the test's own, straight to etcd
+	members    []*member
+	started    time.Time
+}
+
+type etcdNode struct {
+	name, clientURL string
+	args            []string
+	proc            *etcdtest.Process
+}
+
+// member is one kira run process and the proxies its etcd traffic takes.
+type member struct {
+	name    string
+	proc    *etcdtest.Process
+	proxies []proxy.Server
+}
+
+func newCluster(t *testing.T, members int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), witness: NewWitness(), started: time.Now()}
+	srv := httptest.NewServer(c.witness)
+	t.Cleanup(srv.Close)
+	c.witnessURL = srv.URL
+	text := strings.NewReplacer("{{W}}", srv.URL, "{{WRITER}}", writerBin, "{{WORK}}", sweepWork.String()).Replace(catalogTemplate)
+	c.catalog = filepath.Join(c.dir, "catalog.yaml")
+	if err := os.WriteFile(c.catalog, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := config.Load(c.catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cat = cat
+
+	var peers, initial []string
+	for i := 0; i < 3; i++ {
+		c.etcd = append(c.etcd, &etcdNode{name: fmt.Sprintf("e%d", i), clientURL: "http://" + freePort(t)})
+		peers = append(peers, "http://"+freePort(t))
+		initial = append(initial, fmt.Sprintf("e%d=%s", i, peers[i]))
+	}
+	var urls []string
+	for i, e := range c.etcd {
+		e.args = []string{"etcd", "--name", e.name, "--data-dir", filepath.Join(c.dir, e.name),
+			"--listen-client-urls", e.clientURL, "--advertise-client-urls", e.clientURL,
+			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new"}
+		e.proc = etcdtest.StartProcess(t, kiraBin, e.args...)
+		urls = append(urls, e.clientURL)
+	}
+	c.cli = etcdtest.NewClient(t, urls...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := etcdtest.WaitHealthy(ctx, c.cli); err != nil {
+		t.Fatalf("etcd cluster never became healthy: %v", err)
+	}
+	for i := 0; i < members; i++ {
+		c.addMember(fmt.Sprintf("m%d", i))
+	}
+	c.waitSettled(members, time.Minute)
+	c.waitAllFiring(time.Minute)
+	return c
+}
+
+// addMember starts kira run as name, with one proxy per etcd member.
+func (c *cluster) addMember(name string) *member {
+	c.t.Helper()
+	m := &member{name: name}
+	var endpoints []string
+	for _, e := range c.etcd {
+		to, _ := url.Parse(e.clientURL)
+		from := url.URL{Scheme: "tcp", Host: freePort(c.t)}
+		p := proxy.NewServer(proxy.ServerConfig{Logger: zap.NewNop(), From: from, To: *to})
+		select {
+		case <-p.Ready():
+		case err := <-p.Error():
+			c.t.Fatalf("proxy %s: %v", from.Host, err)
+		}
+		c.t.Cleanup(func() { p.Close() })
+		m.proxies = append(m.proxies, p)
+		endpoints = append(endpoints, "http://"+from.Host)
+	}
+	m.proc = etcdtest.StartProcess(c.t, kiraBin, "run", "--catalog", c.catalog, "--etcd", strings.Join(endpoints, ","), "--name", name, "--grace", "10s")
+	c.members = append(c.members, m)
+	return m
+}
+
+// restart starts a member process again (a new incarnation, a new id), on
+// the same proxies.
+func (c *cluster) restart(m *member, offset time.Duration) {
+	c.t.Helper()
+
+	var endpoints []string
+	for _, p := range m.proxies {
+		endpoints = append(endpoints, strings.Replace(p.From(), "tcp://", "http://", 1))
+	}
+	m.proc = etcdtest.StartProcess(c.t, kiraBin, "run", "--catalog", c.catalog, "--etcd", strings.Join(endpoints, ","), "--name", m.name,
+		"--grace", "10s", "--clock-offset", offset.String())
+}
+
+func (c *cluster) live() []*member {
+	var out []*member
+	for _, m := range c.members {
+		if !m.proc.Exited() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// status is kira status -o json, as an operator would read it.
+type status struct {
+	Members []membership.Record `json:"members"`
+	Slots   []struct {
+		Job       string `json:"job"`
+		Partition int    `json:"partition"`
+		Owner     string `json:"owner"`
+		Token     int64  `json:"token"`
+	} `json:"slots"`
+}
+
+func (c *cluster) status() (status, error) {
+	var urls []string
+	for _, e := range c.etcd {
+		urls = append(urls, e.clientURL)
+	}
+	cmd := exec.Command(kiraBin, "status", "-o", "json", "--etcd", strings.Join(urls, ","), "--cluster", "chaos")
+	out, err := cmd.Output()
+	if err != nil {
+		return status{}, fmt.Errorf("kira status: %v: %s", err, out)
+	}
+	var st status
+	return st, json.Unmarshal(out, &st)
+}
+
+// slotCount is the number of slots in the catalog.
+func (c *cluster) slotCount() int {
+	n := 0
+	for _, j := range c.cat.Jobs {
+		n += j.Partitions
+	}
+	return n
+}
+
+// waitSettled waits until n members are registered and every slot is owned
+// by one of them, and returns that status.
+func (c *cluster) waitSettled(n int, timeout time.Duration) status {
+	c.t.Helper()
+	var st status
+	var err error
+	c.eventually(fmt.Sprintf("%d members owning every slot", n), timeout, func() bool {
+		if st, err = c.status(); err != nil {
+			return false
+		}
+		live := map[string]bool{}
+		for _, m := range st.Members {
+			live[m.ID] = true
+		}
+		for _, s := range st.Slots {
+			if !live[s.Owner] {
+				return false
+			}
+		}
+		return len(st.Members) == n && len(st.Slots) == c.slotCount()
+	})
+	return st
+}
+
+// waitAllFiring waits until every slot has had a write accepted after now.
+func (c *cluster) waitAllFiring(timeout time.Duration) {
+	c.t.Helper()
+	since := time.Now()
+	c.eventually("every slot firing", timeout, func() bool {
+		seen := map[string]bool{}
+		for _, a := range c.witness.Attempts() {
+			if a.Kind == Write && a.Outcome == Accepted && a.At.After(since) {
+				seen[a.Slot()] = true
+			}
+		}
+		return len(seen) == c.slotCount()
+	})
+}
+
+// waitWrittenThrough waits until every slot's fires scheduled before until
+// have had their chance: a write accepted for a scheduled time at or after
+// until (sweep's writes come sweepWork after its fires).
+func (c *cluster) waitWrittenThrough(until time.Time, timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		done := map[string]bool{}
+		for _, a := range c.witness.Attempts() {
+			if a.Kind == Write && a.Outcome == Accepted && !a.Scheduled.Before(until) {
+				done[a.Slot()] = true
+			}
+		}
+		if len(done) == c.slotCount() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Not fatal: the checker says which fires are missing.
+}
+
+// byName finds the member whose current incarnation has id.
+func (c *cluster) byID(st status, id string) *member {
+	for _, r := range st.Members {
+		if r.ID == id {
+			for _, m := range c.members {
+				if m.name == r.Name && !m.proc.Exited() {
+					return m
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// idOf returns the id the member's current incarnation registered.
+func (c *cluster) idOf(st status, m *member) string {
+	for _, r := range st.Members {
+		if r.Name == m.name {
+			return r.ID
+		}
+	}
+	return ""
+}
+
+// mostSlots returns the member leading the most slots, optionally only
+// among those leading a slot of job.
+func (c *cluster) mostSlots(st status, job string) (*member, string) {
+	owned := map[string]int{}
+	eligible := map[string]bool{}
+	for _, s := range st.Slots {
+		owned[s.Owner]++
+		if job == "" || s.Job == job {
+			eligible[s.Owner] = true
+		}
+	}
+	var ids []string
+	for id := range eligible {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return owned[ids[i]] > owned[ids[j]] })
+	if len(ids) == 0 {
+		c.t.Fatalf("no member leads a slot of %q", job)
+	}
+	m := c.byID(st, ids[0])
+	if m == nil {
+		c.t.Fatalf("member %s is not one of ours", ids[0])
+	}
+	return m, ids[0]
+}
+
+// cut black-holes the member's etcd traffic both ways; heal undoes it.
+func (m *member) cut() {
+	for _, p := range m.proxies {
+		p.BlackholeTx()
+		p.BlackholeRx()
+	}
+}
+
+func (m *member) heal() {
+	for _, p := range m.proxies {
+		p.UnblackholeTx()
+		p.UnblackholeRx()
+		p.UndelayTx()
+	}
+}
+
+// delay adds latency ± jitter to every request the member sends to etcd.
+func (m *member) delay(latency, jitter time.Duration) {
+	for _, p := range m.proxies {
+		p.DelayTx(latency, jitter)
+	}
+}
+
+// etcdLeader returns the index of the etcd member that leads, among the
+// running ones.
+func (c *cluster) etcdLeader() int {
+	c.t.Helper()
+	for try := 0; try < 100; try++ {
+		for i, e := range c.etcd {
+			if e.proc.Exited() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			st, err := c.cli.Status(ctx, strings.TrimPrefix(e.clientURL, "http://"))
+			cancel()
+			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
+				return i
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatal("no etcd leader")
+	return -1
+}
+
+func (c *cluster) eventually(what string, timeout time.Duration, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// spec is the checker's spec for the history from `from` on.
+func (c *cluster) spec(from, to time.Time, faults ...Fault) Spec {
+	return Spec{Catalog: c.cat, From: from, To: to, Born: c.started.Truncate(time.Second), Faults: faults, OnTime: time.Second, Recovery: recoveryBound,
+		Work: map[string]time.Duration{"sweep": sweepWork}, Timed: []string{"ledger", "report", "digest"}}
+}
+
+// recoveryBound is how long after a fault heals the cluster may take to be
+// back at full speed: every fire of the 1 s HTTP jobs accepted, within
+// OnTime of its schedule. A takeover is a TTL plus detection; after a quorum
+// loss the members also rejoin. Sweep (3.5 s of work a run) is not timed: a
+// takeover re-runs its unfinished fire and catches its missed fires up one
+// after another, so its lateness measures its own work.
+const recoveryBound = 4 * ttl
+
+// finish closes the test's window at now (on a whole second), waits for the
+// fires inside it to write, checks the history, records the row of the
+// summary table and fails the test on any violation.
+func (c *cluster) finish(fault string, from time.Time, faults []Fault, adjust ...func(*Spec)) Report {
+	c.t.Helper()
+	to := time.Now().Truncate(time.Second)
+	c.waitWrittenThrough(to, 30*time.Second)
+	spec := c.spec(from, to, faults...)
+	for _, f := range adjust {
+		f(&spec)
+	}
+	rep := Check(c.witness.Attempts(), spec)
+	var faultTime time.Duration
+	for _, f := range faults {
+		faultTime += f.Heal.Sub(f.Start)
+	}
+	recordRow(row{fault: fault, window: to.Sub(from), faultTime: faultTime, rep: rep, timing: spec.Recovery > 0})
+	for _, f := range faults {
+		c.t.Logf("fault %q: %s → %s, may drop until %s", f.Name, f.Start.Format("15:04:05.000"), f.Heal.Format("15:04:05.000"), f.Start.Add(f.MayDrop).Format("15:04:05.000"))
+	}
+	c.t.Logf("%s: window %s → %s: %s", fault, from.Format("15:04:05"), to.Format("15:04:05"), rep.summary())
+	for _, v := range rep.Violations {
+		c.t.Errorf("violation: %s", v)
+	}
+	if !rep.OK() {
+		c.logHistory(rep)
+	}
+	if rep.Replays > 0 {
+		c.logReplays()
+	}
+	return rep
+}
+
+// logReplays logs the fires that ran again (the first ten): a replay is
+// expected after a crash between an execution's write and its result's
+// record, and suspect anywhere else.
+func (c *cluster) logReplays() {
+	c.t.Helper()
+	first := map[string]Attempt{}
+	var b strings.Builder
+	n := 0
+	for _, a := range c.witness.Attempts() {
+		switch {
+		case a.Kind != Write:
+		case a.Outcome == Accepted:
+			first[a.ExecutionID] = a
+		case a.Outcome == Replay && n < 10:
+			n++
+			f := first[a.ExecutionID]
+			fmt.Fprintf(&b, "  %s scheduled %s: again at %s by %s (token %d); first at %s by %s (token %d)\n", a.Slot(), a.Scheduled.Format("15:04:05"),
+				a.At.Format("15:04:05.000"), a.Member, a.Token, f.At.Format("15:04:05.000"), f.Member, f.Token)
+		}
+	}
+	c.t.Logf("replays (a fire run again with its execution id; the witness let it take no effect):\n%s", b.String())
+}
+
+// logHistory logs the witness's log of each slot a violation names.
+func (c *cluster) logHistory(rep Report) {
+	c.t.Helper()
+	named := map[string]bool{}
+	for _, v := range rep.Violations {
+		if slot, _, ok := strings.Cut(v, ": "); ok && strings.Contains(slot, "/") {
+			named[slot] = true
+		}
+	}
+	var b strings.Builder
+	for _, a := range c.witness.Attempts() {
+		if named[a.Slot()] {
+			fmt.Fprintf(&b, "  #%d %s %s %s token %d member %s scheduled %s id %s\n", a.Seq, a.At.Format("15:04:05.000"), a.Slot(), a.Kind+"/"+Kind(a.Outcome),
+				a.Token, a.Member, a.Scheduled.Format("15:04:05.000"), a.ExecutionID)
+		}
+	}
+	c.t.Logf("witness log of the slots named above:\n%s", b.String())
+}
+
+// windowStart is the first whole second after now: the window of a check.
+func windowStart() time.Time { return time.Now().Truncate(time.Second).Add(time.Second) }
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// The summary table, one row per fault test that ran.
+type row struct {
+	fault     string
+	window    time.Duration
+	faultTime time.Duration
+	rep       Report
+	timing    bool
+}
+
+var (
+	tableMu sync.Mutex
+	table   []row
+)
+
+func recordRow(r row) {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	table = append(table, r)
+}
+
+// printTable prints the summary to stdout and, if $KIRA_CHAOS_TABLE names a
+// file, appends it there (CI prints that file after the tests).
+func printTable() {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	if len(table) == 0 {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| fault | window | fault time | expected | accepted | rejected stale | replays | duplicates | missed (allowed by policy) | back to full speed |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range table {
+		var rec []string
+		for _, name := range sortedKeys(r.rep.Recovered) {
+			d := r.rep.Recovered[name]
+			if d < 0 {
+				rec = append(rec, name+": never")
+			} else {
+				rec = append(rec, fmt.Sprintf("%s: %s", name, d.Round(10*time.Millisecond)))
+			}
+		}
+		if !r.timing {
+			rec = []string{"not timed (clock skewed on purpose)"}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d (%s) | %s |\n", r.fault, r.window.Round(time.Second), r.faultTime.Round(100*time.Millisecond),
+			r.rep.Expected, r.rep.Accepted, r.rep.Stale, r.rep.Replays, r.rep.Duplicates, r.rep.Missed, dropped(r.rep), strings.Join(rec, "; "))
+	}
+	fmt.Print(b.String())
+	if path := os.Getenv("KIRA_CHAOS_TABLE"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err == nil {
+			f.WriteString(b.String())
+			f.Close()
+		}
+	}
+}
+
+func dropped(r Report) string {
+	var parts []string
+	for _, p := range []config.Misfire{config.MisfireFireOnce, config.MisfireSkip} {
+		if n := r.Dropped[p]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", p, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedKeys(m map[string]time.Duration) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// signal sends sig to the member's process.
+func (m *member) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := m.proc.Signal(sig); err != nil {
+		t.Fatalf("%v to %s: %v", sig, m.name, err)
+	}
+}
