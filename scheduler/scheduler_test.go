@@ -88,6 +88,7 @@ type node struct {
 
 type nodeOpts struct {
 	ttl       time.Duration
+	grace     time.Duration // default 5s
 	clock     Clock
 	memberNow func() time.Time
 	cfg       Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
@@ -113,7 +114,10 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 	}
 	views := membership.NewViews(cli, cat.Cluster)
 	cfg := o.cfg
-	cfg.Handlers, cfg.Clock, cfg.OnEvent, cfg.Grace = handlers, o.clock, rec.add, 5*time.Second
+	if o.grace == 0 {
+		o.grace = 5 * time.Second
+	}
+	cfg.Handlers, cfg.Clock, cfg.OnEvent, cfg.Grace = handlers, o.clock, rec.add, o.grace
 	s, err := New(m, views, cat, cfg)
 	if err != nil {
 		t.Fatal(err)
