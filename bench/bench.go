@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -24,6 +26,9 @@ type Config struct {
 	TTLs      []time.Duration // failover: lease TTLs
 	Trials    int             // failover and handover: trials per setting
 	Rebalance int             // rebalance: slot count (0 skips)
+	// EtcdInProcess says etcd runs inside this process (kira bench without
+	// --etcd): CPU and memory figures then include etcd's.
+	EtcdInProcess bool
 }
 
 // Report is what kira bench prints.
@@ -32,6 +37,7 @@ type Report struct {
 	Handover  *Handover   `json:"handover,omitempty"`
 	Lateness  []Lateness  `json:"lateness,omitempty"`
 	Rebalance []Rebalance `json:"rebalance,omitempty"`
+	Memory    *Memory     `json:"memory,omitempty"`
 }
 
 // Failover is kill → first execution by the new owner, per TTL.
@@ -65,6 +71,23 @@ type Lateness struct {
 	Max        time.Duration  `json:"max_ns"`
 	EtcdCalls  map[string]int `json:"etcd_calls"` // gRPC calls by method during the window
 	PerExecute float64        `json:"etcd_writes_per_execution"`
+	// CPU is this process's CPU time (user + system) during the window;
+	// CPUPer1000 is that per second of window, per 1,000 slots, per member
+	// (3 members): cores busy. Includes etcd's when EtcdInProcess.
+	CPU           time.Duration `json:"cpu_ns"`
+	CPUPer1000    float64       `json:"cpu_seconds_per_second_per_1000_slots_per_member"`
+	EtcdInProcess bool          `json:"etcd_in_process"`
+}
+
+// Memory is the heap that idle slots cost, measured in the rebalance phase:
+// live heap after a GC with 3 members holding Slots idle slots, minus the
+// heap before the members started.
+type Memory struct {
+	Slots            int     `json:"slots"`
+	Members          int     `json:"members"`
+	HeapBytes        int64   `json:"heap_bytes"`
+	PerSlotPerMember float64 `json:"heap_bytes_per_slot_per_member"`
+	EtcdInProcess    bool    `json:"etcd_in_process"`
 }
 
 // Rebalance is a membership change at many slots.
@@ -191,11 +214,11 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 	if cfg.Rebalance > 0 {
 		progress(fmt.Sprintf("rebalance, %d slots, 3→4→3 members", cfg.Rebalance))
-		rb, err := rebalance(cfg, cfg.Rebalance)
+		rb, mem, err := rebalance(cfg, cfg.Rebalance)
 		if err != nil {
 			return r, err
 		}
-		r.Rebalance = rb
+		r.Rebalance, r.Memory = rb, mem
 	}
 	return r, ctx.Err()
 }
@@ -395,9 +418,11 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	from := time.Now().Truncate(time.Second).Add(3 * time.Second)
 	to := from.Add(cfg.Duration)
 	time.Sleep(time.Until(from))
-	before := grpcCalls()
+	before, cpuBefore := grpcCalls(), cpuTime()
 	time.Sleep(time.Until(to))
-	after := grpcCalls()
+	after, cpuAfter := grpcCalls(), cpuTime()
+	res.CPU, res.EtcdInProcess = cpuAfter-cpuBefore, cfg.EtcdInProcess
+	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
 	time.Sleep(2 * time.Second) // let the window's runs finish
 	var late []time.Duration
 	for _, e := range ev.snapshot() {
@@ -436,13 +461,14 @@ func lateness(cfg Config, n int) (Lateness, error) {
 }
 
 // rebalance adds a fourth member to n slots over three, then removes it.
-func rebalance(cfg Config, n int) ([]Rebalance, error) {
+func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 	ev := &events{}
 	cat := benchCatalog(cluster("rebalance"), 6*time.Second, n, false)
 	cat.Jobs[0].Schedule = "@hourly" // idle slots: ownership is what is measured
+	heapBefore := liveHeap()
 	ms, err := startMembers(cfg, cat, 3, ev)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		for _, m := range ms {
@@ -469,8 +495,14 @@ func rebalance(cfg Config, n int) ([]Rebalance, error) {
 		}
 	}
 	if err := waitFor(5*time.Minute, settled(ms)); err != nil {
-		return nil, fmt.Errorf("%w (initial: %d of %d slots held)", err, len(leaders(ms)), n)
+		return nil, nil, fmt.Errorf("%w (initial: %d of %d slots held)", err, len(leaders(ms)), n)
 	}
+	// The events kept for the other phases are not the members' memory.
+	ev.mu.Lock()
+	ev.all = nil
+	ev.mu.Unlock()
+	heap := liveHeap() - heapBefore
+	mem := &Memory{Slots: n, Members: 3, HeapBytes: heap, PerSlotPerMember: float64(heap) / float64(n) / 3, EtcdInProcess: cfg.EtcdInProcess}
 	var out []Rebalance
 	// measure applies a membership change (act updates ms) and waits until
 	// every slot is held by its preferred owner in the new view.
@@ -513,12 +545,29 @@ func rebalance(cfg Config, n int) ([]Rebalance, error) {
 		}
 		return err
 	}, 0.25); err != nil {
-		return out, err
+		return out, mem, err
 	}
-	return out, measure("4→3", func() error {
+	return out, mem, measure("4→3", func() error {
 		fourth := ms[3]
 		ms = ms[:3]
 		fourth.stop()
 		return nil
 	}, 0.25)
+}
+
+// cpuTime is this process's CPU time so far, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// liveHeap is the heap still in use after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

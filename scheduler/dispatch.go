@@ -90,9 +90,12 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 		case f.trigger == TriggerManual:
 			// An explicit request runs now, whatever the overlap policy.
 		case f.trigger == TriggerSchedule && (len(sl.pending) > 0 ||
-			sl.job.spec.Misfire == config.MisfireFireAll && sl.lastTrigger == TriggerCatchup):
-			// The slot is working off the backlog of a takeover: this fire
-			// is part of it, not an overlap with a run of its own schedule.
+			sl.job.spec.Misfire == config.MisfireFireAll && (sl.lastTrigger == TriggerCatchup || sl.unrecorded.Load() > 0)):
+			// The slot is working off the backlog of a takeover, or its
+			// previous fire has not even started (etcd has not recorded its
+			// start: unreachable, or electing a leader): this fire is a
+			// misfire, not an overlap with a running execution, and under
+			// fire-all it joins the backlog. Found by the chaos soak.
 			sl.pending = append(sl.pending, f)
 			s.emit(Event{Kind: Queued, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Trigger: f.trigger, Attempt: f.attempt, At: now})
 			return
@@ -222,11 +225,14 @@ func (s *Scheduler) start(sl *slot, f fire, now time.Time) {
 	s.emit(Event{Kind: Started, Slot: sl.id, Token: sl.token, Execution: e, Trigger: f.trigger, Attempt: f.attempt, At: now})
 	ex, clock := sl.job.executor, s.cfg.Clock
 	s.wg.Add(1)
+	unrecorded := &sl.unrecorded
+	unrecorded.Add(1)
 	go func() {
 		defer s.wg.Done()
 		fr := finishedRun{slot: sl.id, run: run, fire: f, exec: e}
 		select {
 		case err := <-recorded:
+			unrecorded.Add(-1)
 			if err != nil {
 				fr.res = jobs.Result{Outcome: jobs.Failed, Err: err}
 				if errors.Is(err, fencing.ErrFenced) {
@@ -238,6 +244,7 @@ func (s *Scheduler) start(sl *slot, f fire, now time.Time) {
 			fr.started = clock.Now()
 			fr.res = ex.Execute(ctx, e)
 		case <-ctx.Done():
+			unrecorded.Add(-1)
 			fr.res, fr.notStarted = jobs.Result{Outcome: jobs.Cancelled, Err: ctx.Err()}, true
 		}
 		fr.finished = clock.Now()
@@ -299,7 +306,10 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 		s.endLeadership(sl, Released, "fenced by a protected resource")
 		return
 	}
-	if holds && (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max {
+	switch {
+	case holds && fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.trigger != TriggerManual && sl.job.spec.Misfire == config.MisfireFireAll:
+		s.startAgainLater(sl, fr.fire, fr.finished)
+	case holds && (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max:
 		s.retryLater(sl, fr.fire, fr.finished)
 	}
 	if sl.state == leading && !sl.wanted && len(sl.runs) == 0 {
@@ -354,8 +364,25 @@ func backoff(r config.Retries, attempt int) time.Duration {
 func (s *Scheduler) retryLater(sl *slot, f fire, ended time.Time) {
 	next := f
 	next.trigger, next.attempt = TriggerRetry, f.attempt+1
+	s.redispatchAt(sl, retryFire{fire: next}, ended.Add(backoff(sl.job.spec.Retries, f.attempt)))
+}
+
+// startAgainLater puts a fire whose start etcd did not record (unreachable,
+// electing a leader) back at the head of the slot's backlog a moment later:
+// it never ran, so under fire-all it is not lost. Its id and attempt stay.
+// Found by the chaos soak (an etcd leader kill).
+func (s *Scheduler) startAgainLater(sl *slot, f fire, ended time.Time) {
+	s.redispatchAt(sl, retryFire{fire: f, backlog: true}, ended.Add(startAgainDelay))
+}
+
+// startAgainDelay spaces the attempts to start a fire while etcd refuses.
+const startAgainDelay = 500 * time.Millisecond
+
+// redispatchAt hands r back to the loop at when, while the slot is held.
+func (s *Scheduler) redispatchAt(sl *slot, r retryFire, when time.Time) {
+	next := r.fire
 	timer := s.cfg.Clock.NewTimer(time.Hour)
-	timer.ResetAt(ended.Add(backoff(sl.job.spec.Retries, f.attempt)))
+	timer.ResetAt(when)
 	lead, id, token := sl.leadCtx, sl.id, sl.token
 	s.wg.Add(1)
 	go func() {
@@ -367,7 +394,7 @@ func (s *Scheduler) retryLater(sl *slot, f fire, ended time.Time) {
 			return
 		}
 		select {
-		case s.retries <- retryFire{slot: id, token: token, fire: next}:
+		case s.retries <- retryFire{slot: id, token: token, fire: next, backlog: r.backlog}:
 		case <-lead.Done():
 		case <-s.stopped:
 		}
@@ -378,6 +405,11 @@ func (s *Scheduler) retryDue(r retryFire) {
 	sl, ok := s.slots[r.slot]
 	if !ok || sl.state != leading || sl.token != r.token {
 		return // retry only while the slot is still held
+	}
+	if r.backlog {
+		sl.pending = append([]fire{r.fire}, sl.pending...)
+		s.startWaiting(sl, s.cfg.Clock.Now())
+		return
 	}
 	s.dispatch(sl, r.fire, s.cfg.Clock.Now())
 }

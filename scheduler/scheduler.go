@@ -151,6 +151,9 @@ type retryFire struct {
 	slot  shard.Slot
 	token fencing.Token
 	fire  fire
+	// backlog puts the fire at the head of the slot's backlog instead of
+	// dispatching it: a fire that never started, kept in order.
+	backlog bool
 }
 
 type deletedKey struct {

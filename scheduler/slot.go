@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -66,6 +67,9 @@ type slot struct {
 	// lastTrigger is why the latest run started: a scheduled fire that comes
 	// while a catch-up run is in flight joins the backlog under fire-all.
 	lastTrigger Trigger
+	// unrecorded counts this slot's runs still waiting for etcd to record
+	// their start (decremented by their goroutines).
+	unrecorded atomic.Int32
 	// ahead is the start of the next scheduled fire, recorded ahead of time
 	// (with the previous run's result, or on acquisition), so that fire
 	// starts without an etcd round trip once the write is acknowledged.

@@ -61,7 +61,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer c.Close()
-		cfg.Endpoints = c.Endpoints()
+		cfg.Endpoints, cfg.EtcdInProcess = c.Endpoints(), true
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -111,9 +111,10 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintf(tw, "\t\t%s\t%s\t\t%d\n\n", ms(h.Median), ms(h.Worst), h.Lost)
 	}
 	if len(r.Lateness) > 0 {
-		fmt.Fprintln(tw, "LATENESS\tSLOTS\tEXECUTOR\tP50\tP99\tMAX\tSTARTED/EXPECTED\tSKIPPED\tETCD WRITES/EXEC\tSETTLE")
+		fmt.Fprintln(tw, "LATENESS\tSLOTS\tEXECUTOR\tP50\tP99\tMAX\tSTARTED/EXPECTED\tSKIPPED\tETCD WRITES/EXEC\tSETTLE\tCPU s/s PER 1000 SLOTS PER MEMBER")
 		for _, l := range r.Lateness {
-			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%.2f\t%s\n", l.Slots, l.Executor, ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.PerExecute, l.Settle.Round(time.Millisecond))
+			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%.2f\t%s\t%.3f%s\n", l.Slots, l.Executor, ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.PerExecute, l.Settle.Round(time.Millisecond),
+				l.CPUPer1000, withEtcd(l.EtcdInProcess))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -122,6 +123,18 @@ func printBench(w io.Writer, r *bench.Report) {
 		for _, b := range r.Rebalance {
 			fmt.Fprintf(tw, "\t%s\t%d\t%.3f\t%.3f\t%s\n", b.Change, b.Slots, b.Moved, b.Ideal, b.Settle.Round(time.Millisecond))
 		}
+		fmt.Fprintln(tw)
+	}
+	if m := r.Memory; m != nil {
+		fmt.Fprintln(tw, "MEMORY\tIDLE SLOTS\tMEMBERS\tHEAP\tPER SLOT PER MEMBER")
+		fmt.Fprintf(tw, "\t%d\t%d\t%.1f MiB\t%.0f B%s\n", m.Slots, m.Members, float64(m.HeapBytes)/(1<<20), m.PerSlotPerMember, withEtcd(m.EtcdInProcess))
 	}
 	tw.Flush()
+}
+
+func withEtcd(inProcess bool) string {
+	if inProcess {
+		return " (incl. etcd)"
+	}
+	return ""
 }

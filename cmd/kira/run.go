@@ -257,12 +257,13 @@ func (r *runner) runMember(ctx context.Context, applied *bool) error {
 	defer func() { stopBackground(); wg.Wait() }()
 
 	runErr := s.Run(ctx)
-	// Revoking hands the slots over at once. After a lost lease it is worth
-	// trying for at most a TTL: by then the lease has expired on its own,
-	// unless etcd has no leader, and then no revoke can succeed either.
+	// Revoking hands the slots over at once. After a lost lease it gets a
+	// quarter of the TTL: an etcd that answers revokes in milliseconds, and
+	// one that does not (no leader) would only delay the rejoin; the next
+	// incarnation revokes this lease first anyway (staleLease).
 	leaveWait := 5 * time.Second
 	if runErr != nil {
-		leaveWait = min(leaveWait, cat.Membership.LeaseTTL)
+		leaveWait = min(leaveWait, cat.Membership.LeaseTTL/4)
 	}
 	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), leaveWait)
 	defer cancelLeave()
