@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +85,7 @@ type Scheduler struct {
 	finished chan finishedRun
 	resigned chan resignedSlot
 	deleted  chan deletedKey
+	created  chan createdKey
 	raised   chan raisedFence
 	retries  chan retryFire
 	control  chan []controlEvent
@@ -161,6 +163,13 @@ type deletedKey struct {
 	rev int64 // the revision of the delete
 }
 
+// createdKey is one of our candidacy keys being created.
+type createdKey struct {
+	slot shard.Slot
+	key  string
+	rev  int64 // its create revision
+}
+
 type resignedSlot struct {
 	slot shard.Slot
 	gen  uint64
@@ -187,6 +196,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		finished:       make(chan finishedRun),
 		resigned:       make(chan resignedSlot),
 		deleted:        make(chan deletedKey, 64),
+		created:        make(chan createdKey, 64),
 		raised:         make(chan raisedFence),
 		retries:        make(chan retryFire),
 		control:        make(chan []controlEvent, 16),
@@ -457,6 +467,8 @@ func (s *Scheduler) loop(ctx context.Context) error {
 			s.controlChanged(evs)
 		case <-s.catalogChanged:
 			s.catalogUpdated()
+		case c := <-s.created:
+			s.ownKeyCreated(c)
 		case d := <-s.deleted:
 			// The same lease always campaigns with the same key, so only a
 			// delete after our key's creation ends our current leadership.
@@ -719,7 +731,8 @@ func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election) {
 	sl.state = resigning
 	id, gen := sl.id, sl.gen
 	done := make(chan error, 1)
-	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: []clientv3.Op{clientv3.OpDelete(sl.leaderKey)}, done: done})
+	claim := fencing.Claim{LeaderKey: e.Key(), Token: fencing.Token(e.Rev())} // the election's own: the slot's may be an older one
+	s.writer.enqueue(fencedWrite{claim: claim, ops: []clientv3.Op{clientv3.OpDelete(claim.LeaderKey)}, done: done})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -838,11 +851,26 @@ func (s *Scheduler) watchElections(ctx context.Context) {
 	prefix := ElectionPrefix(s.member.Cluster())
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for wr := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterPut()) {
+		suffix := fmt.Sprintf("/%x", s.member.Lease())
+		for wr := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix()) {
 			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE && strings.HasSuffix(string(ev.Kv.Key), fmt.Sprintf("/%x", s.member.Lease())) {
+				key := string(ev.Kv.Key)
+				if !strings.HasSuffix(key, suffix) {
+					continue
+				}
+				switch {
+				case ev.Type == mvccpb.DELETE:
 					select {
-					case s.deleted <- deletedKey{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision}:
+					case s.deleted <- deletedKey{key: key, rev: ev.Kv.ModRevision}:
+					case <-ctx.Done():
+					}
+				case ev.Kv.CreateRevision == ev.Kv.ModRevision:
+					id, ok := parseSlot(strings.TrimSuffix(strings.TrimPrefix(key, prefix), suffix))
+					if !ok {
+						continue
+					}
+					select {
+					case s.created <- createdKey{slot: id, key: key, rev: ev.Kv.CreateRevision}:
 					case <-ctx.Done():
 					}
 				}
@@ -871,4 +899,36 @@ func (s *Scheduler) emit(e Event) {
 	if s.cfg.OnEvent != nil {
 		s.cfg.OnEvent(e)
 	}
+}
+
+// parseSlot reads "job/partition".
+func parseSlot(s string) (shard.Slot, bool) {
+	i := strings.LastIndex(s, "/")
+	if i < 0 {
+		return shard.Slot{}, false
+	}
+	p, err := strconv.Atoi(s[i+1:])
+	return shard.Slot{Job: s[:i], Partition: p}, err == nil
+}
+
+// ownKeyCreated deletes a candidacy key of ours that no campaign of ours
+// owns. A cancelled campaign's create can reach etcd after the delete that
+// withdrew it (the two requests race once the first is cancelled); the
+// orphan would be the oldest key of the slot's election, so the preferred
+// member would wait behind it for as long as this member lives. Found by the
+// chaos suite (a slot never acquired). The delete is conditional on the
+// key's create revision, so it cannot remove a key a newer campaign made.
+func (s *Scheduler) ownKeyCreated(c createdKey) {
+	sl, ok := s.slots[c.slot]
+	if ok && (sl.state == campaigning || sl.state == leading) {
+		return
+	}
+	s.cfg.Logger.Warn("deleting a candidacy key no campaign of ours owns", "slot", c.slot.String(), "revision", c.rev)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.cleanupCtx, resignTimeout)
+		defer cancel()
+		_, _ = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)).Then(clientv3.OpDelete(c.key)).Commit()
+	}()
 }

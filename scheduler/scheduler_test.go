@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -510,4 +511,34 @@ func TestExecutionsAreTraced(t *testing.T) {
 		return
 	}
 	t.Fatalf("no span for execution %s among %d spans", fin.Execution.ID, len(spans.Ended()))
+}
+
+// A candidacy key of ours that no campaign of ours owns (a cancelled
+// campaign's create that reached etcd after its withdrawing delete) is
+// deleted, or the slot's preferred member would wait behind it forever.
+func TestOrphanedCandidacyKeyIsDeleted(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	cat := catalog("orphan", config.Job{Name: "idle", Schedule: "@hourly", Handler: "noop", Partitions: 20})
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	a := startNode(t, cli, cat, rec, h, nodeOpts{})
+	b := startNode(t, cli, cat, rec, h, nodeOpts{})
+	var slot shard.Slot
+	waitUntil(t, "a and b share the slots", 15*time.Second, func() bool {
+		la, lb := a.sched.Leading(), b.sched.Leading()
+		for id := range lb {
+			slot = id
+		}
+		return len(la)+len(lb) == 20 && len(la) > 0 && len(lb) > 0
+	})
+	// Plant the orphan: a's key in the election of a slot b leads.
+	key := fmt.Sprintf("%s/%x", ElectionKeyPrefix("orphan", slot), a.member.Lease())
+	if _, err := cli.Put(context.Background(), key, a.id, clientv3.WithLease(a.member.Lease())); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a deletes its orphaned key", 15*time.Second, func() bool {
+		resp, err := cli.Get(context.Background(), key)
+		return err == nil && len(resp.Kvs) == 0
+	})
 }
