@@ -94,6 +94,8 @@ type Scheduler struct {
 	writer *stateWriter
 	// seenSelf is set once a view contained this member.
 	seenSelf bool
+	// running counts executions in flight over all slots (the runs maps).
+	running int
 	// stopping is set when Run's loop has returned: nothing is campaigned for
 	// any more, whatever the view says.
 	stopping bool
@@ -805,13 +807,7 @@ func (s *Scheduler) drain(grace time.Duration) {
 	}
 }
 
-func (s *Scheduler) inFlight() int {
-	n := 0
-	for _, sl := range s.slots {
-		n += len(sl.runs)
-	}
-	return n
-}
+func (s *Scheduler) inFlight() int { return s.running }
 
 // waitOwned waits for campaign, resign and execution goroutines, answering
 // them until they are gone or bound passes. Goroutines still inside an etcd
@@ -838,7 +834,10 @@ func (s *Scheduler) waitOwned(bound time.Duration) {
 		case <-s.retries:
 		case f := <-s.finished:
 			if sl, ok := s.slots[f.slot]; ok {
-				delete(sl.runs, f.run)
+				if _, ok := sl.runs[f.run]; ok {
+					delete(sl.runs, f.run)
+					s.running--
+				}
 			}
 		}
 	}

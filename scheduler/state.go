@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
@@ -147,6 +148,9 @@ const maxBatch = 64
 type stateWriter struct {
 	kv    clientv3.KV
 	queue chan fencedWrite
+	// failing is set while etcd answers the writer's transactions with
+	// errors (unreachable, no leader), as opposed to merely being slow.
+	failing atomic.Bool
 }
 
 func newStateWriter(kv clientv3.KV) *stateWriter {
@@ -319,6 +323,7 @@ func (w *stateWriter) commitAll(ctx context.Context, b []fencedWrite) bool {
 		ops = append(ops, fw.ops...)
 	}
 	resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	w.failing.Store(err != nil)
 	switch {
 	case err == nil && resp.Succeeded:
 		for _, fw := range b {
