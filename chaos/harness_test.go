@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -515,15 +514,7 @@ func (c *cluster) logHistory(rep Report) {
 // windowStart is the first whole second after now: the window of a check.
 func windowStart() time.Time { return time.Now().Truncate(time.Second).Add(time.Second) }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freePort(t *testing.T) string { return etcdtest.FreeAddr(t) }
 
 // The summary table, one row per fault test that ran.
 type row struct {

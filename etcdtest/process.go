@@ -83,3 +83,14 @@ func (p *Process) Stop(t testing.TB, sig syscall.Signal, timeout time.Duration) 
 	}
 	return p.Cmd.ProcessState.ExitCode()
 }
+
+// FreeAddr returns a loopback host:port that was free a moment ago, for a
+// process under test to listen on.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
