@@ -90,10 +90,10 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 		case f.trigger == TriggerManual:
 			// An explicit request runs now, whatever the overlap policy.
 		case f.trigger == TriggerSchedule && (len(sl.pending) > 0 ||
-			sl.job.spec.Misfire == config.MisfireFireAll && (sl.lastTrigger == TriggerCatchup || sl.unrecorded.Load() > 0 && s.writer.failing.Load())):
+			sl.job.spec.Misfire == config.MisfireFireAll && (sl.lastTrigger == TriggerCatchup || sl.unrecorded.Load() > 0 && s.writer.stalled())):
 			// The slot is working off the backlog of a takeover, or its
-			// previous fire has not even started because etcd fails to
-			// record it (unreachable, or electing a leader): this fire is a
+			// previous fire has not even started because etcd fails or
+			// hangs recording it (unreachable, electing a leader): this fire is a
 			// misfire, not an overlap with a running execution, and under
 			// fire-all it joins the backlog. Found by the chaos soak. (Not
 			// when etcd is merely slow: each backlog fire records its own

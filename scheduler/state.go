@@ -149,8 +149,24 @@ type stateWriter struct {
 	kv    clientv3.KV
 	queue chan fencedWrite
 	// failing is set while etcd answers the writer's transactions with
-	// errors (unreachable, no leader), as opposed to merely being slow.
-	failing atomic.Bool
+	// errors; committingSince (Unix ns, 0 when idle) shows one that hangs.
+	failing         atomic.Bool
+	committingSince atomic.Int64
+}
+
+// stalledAfter is how long a transaction may hang before the writer counts
+// as stalled (etcd electing a leader or unreachable) rather than slow: far
+// above a loaded etcd's commit latency, well below a missed fire.
+const stalledAfter = 500 * time.Millisecond
+
+// stalled reports whether etcd is failing the writer's transactions, or one
+// has hung for stalledAfter.
+func (w *stateWriter) stalled() bool {
+	if w.failing.Load() {
+		return true
+	}
+	since := w.committingSince.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) > stalledAfter
 }
 
 func newStateWriter(kv clientv3.KV) *stateWriter {
@@ -322,7 +338,9 @@ func (w *stateWriter) commitAll(ctx context.Context, b []fencedWrite) bool {
 		}
 		ops = append(ops, fw.ops...)
 	}
+	w.committingSince.Store(time.Now().UnixNano())
 	resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	w.committingSince.Store(0)
 	w.failing.Store(err != nil)
 	switch {
 	case err == nil && resp.Succeeded:
