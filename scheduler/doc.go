@@ -6,9 +6,9 @@
 // A Scheduler's state (every slot's life, the heap of next fire times) is
 // owned by the single goroutine in Run. Campaigns, resigns and executions run
 // in goroutines that the loop starts, and report back on channels; the loop
-// never blocks on etcd or on a job. One timer, armed for the earliest of the
-// next fire and the lease deadline, serves every slot: 10,000 slots cost
-// 10,000 heap entries, not 10,000 goroutines. The fire path reads nothing from
+// never blocks on etcd or on a job. One timer (on the scheduling clock) for the
+// next fire, and one (on the member's own clock) for the lease deadline, serve
+// every slot: 10,000 slots cost 10,000 heap entries, not 10,000 goroutines. The fire path reads nothing from
 // etcd: the token was learned when the election was won.
 //
 // # The life of a slot
@@ -57,7 +57,11 @@
 // Config.Grace, then cancels the rest. The caller then calls Member.Leave: the
 // lease revoke deletes all of the member's election keys in one etcd revision
 // (the resign of every slot at once), so the next owners take over in
-// milliseconds instead of a TTL.
+// milliseconds instead of a TTL. With runs in flight, the member first
+// withdraws its record (it leaves every view, so the others want its slots)
+// and resigns its idle slots at once, and each busy slot as its run ends.
+// Resigns are fenced deletes queued in the state writer behind the slot's
+// own writes, so a run's result is never fenced out by its slot's resign.
 //
 // # What a slot remembers
 //
