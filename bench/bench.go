@@ -460,6 +460,27 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	return res, nil
 }
 
+// ringOf is the ring over the members' ids: who should hold each slot.
+func ringOf(members []*member) *shard.Ring {
+	var ids []string
+	for _, m := range members {
+		ids = append(ids, m.id)
+	}
+	ring, _ := shard.New(ids)
+	return ring
+}
+
+// misplaced counts the slots of l held by a member the ring does not prefer.
+func misplaced(ring *shard.Ring, l map[shard.Slot]string) int {
+	n := 0
+	for s, owner := range l {
+		if ring.Owner(s) != owner {
+			n++
+		}
+	}
+	return n
+}
+
 // rebalance adds a fourth member to n slots over three, then removes it.
 func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 	ev := &events{}
@@ -476,22 +497,10 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 		}
 	}()
 	settled := func(members []*member) func() bool {
-		var ids []string
-		for _, m := range members {
-			ids = append(ids, m.id)
-		}
-		ring, _ := shard.New(ids)
+		ring := ringOf(members)
 		return func() bool {
 			l := leaders(members)
-			if len(l) != n {
-				return false
-			}
-			for s, owner := range l {
-				if ring.Owner(s) != owner {
-					return false
-				}
-			}
-			return true
+			return len(l) == n && misplaced(ring, l) == 0
 		}
 	}
 	if err := waitFor(5*time.Minute, settled(ms)); err != nil {
@@ -514,18 +523,7 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 		}
 		if err := waitFor(5*time.Minute, settled(ms)); err != nil {
 			l := leaders(ms)
-			misplaced := 0
-			var ids []string
-			for _, m := range ms {
-				ids = append(ids, m.id)
-			}
-			ring, _ := shard.New(ids)
-			for s, owner := range l {
-				if ring.Owner(s) != owner {
-					misplaced++
-				}
-			}
-			return fmt.Errorf("%w (%s: %d of %d slots held, %d of them not by their preferred owner)", err, change, len(l), n, misplaced)
+			return fmt.Errorf("%w (%s: %d of %d slots held, %d of them not by their preferred owner)", err, change, len(l), n, misplaced(ringOf(ms), l))
 		}
 		took := time.Since(start)
 		after := leaders(ms)

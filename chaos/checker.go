@@ -153,19 +153,18 @@ func Check(history []Attempt, spec Spec) Report {
 		}
 		for p := 0; p < j.Partitions; p++ {
 			slot := fmt.Sprintf("%s/%d", j.Name, p)
-			var fires []bad // this slot's bad fires, until filled in below
-			var acceptedAt []time.Time
+			var fires, acceptedAt []time.Time // scheduled; accepted (zero: never)
 			for t := sched.Next(spec.From.Add(-time.Nanosecond)); t.Before(spec.To); t = sched.Next(t) {
 				rep.Expected++
 				as := accepted[key{slot, t.UnixNano()}]
 				if len(as) > 0 {
 					rep.Accepted++
-					fires, acceptedAt = append(fires, bad{at: t}), append(acceptedAt, as[0].At)
+					fires, acceptedAt = append(fires, t), append(acceptedAt, as[0].At)
 					continue
 				}
 				rep.Missed++
-				fires, acceptedAt = append(fires, bad{at: t}), append(acceptedAt, time.Time{})
-				if _, ok := droppable(spec.Faults, t); ok && j.Misfire != config.MisfireFireAll {
+				fires, acceptedAt = append(fires, t), append(acceptedAt, time.Time{})
+				if inDropWindow(spec.Faults, t) && j.Misfire != config.MisfireFireAll {
 					rep.Dropped[j.Misfire]++
 					continue
 				}
@@ -187,9 +186,9 @@ func Check(history []Attempt, spec Spec) Report {
 			for i := len(fires) - 1; i >= 0; i-- {
 				switch at := acceptedAt[i]; {
 				case at.IsZero():
-					bads = append(bads, bad{slot, fires[i].at, next})
-				case at.Sub(fires[i].at) > spec.Work[j.Name]+spec.OnTime:
-					bads = append(bads, bad{slot, fires[i].at, at})
+					bads = append(bads, bad{slot, fires[i], next})
+				case at.Sub(fires[i]) > spec.Work[j.Name]+spec.OnTime:
+					bads = append(bads, bad{slot, fires[i], at})
 					next = at
 				default:
 					next = at
@@ -250,14 +249,14 @@ func nextAccepted(accepted map[key][]Attempt, slot string, sched config.Schedule
 	return nil
 }
 
-// droppable returns the fault whose window holds t.
-func droppable(faults []Fault, t time.Time) (Fault, bool) {
+// inDropWindow reports whether t falls in a fault's window of allowed drops.
+func inDropWindow(faults []Fault, t time.Time) bool {
 	for _, f := range faults {
 		if f.MayDrop > 0 && !t.Before(f.Start) && !t.After(f.Start.Add(f.MayDrop)) {
-			return f, true
+			return true
 		}
 	}
-	return Fault{}, false
+	return false
 }
 
 func describe(as []Attempt) string {

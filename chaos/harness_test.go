@@ -212,16 +212,6 @@ func (c *cluster) restart(m *member, offset time.Duration) {
 		"--grace", "10s", "--clock-offset", offset.String())
 }
 
-func (c *cluster) live() []*member {
-	var out []*member
-	for _, m := range c.members {
-		if !m.proc.Exited() {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // status is kira status -o json, as an operator would read it.
 type status struct {
 	Members []membership.Record `json:"members"`
@@ -316,7 +306,7 @@ func (c *cluster) waitWrittenThrough(until time.Time, timeout time.Duration) {
 	// Not fatal: the checker says which fires are missing.
 }
 
-// byName finds the member whose current incarnation has id.
+// byID finds the member whose current incarnation has id.
 func (c *cluster) byID(st status, id string) *member {
 	for _, r := range st.Members {
 		if r.ID == id {

@@ -216,10 +216,11 @@ func (m *Member) Withdraw(ctx context.Context) error {
 // Callers that schedule by another clock (a scheduler's, possibly skewed)
 // use this rather than comparing their times with Deadline.
 func (m *Member) TrustLeft() time.Duration {
-	if !m.Trusted(m.cfg.Now()) {
+	now := m.cfg.Now()
+	if !m.Trusted(now) {
 		return 0
 	}
-	return m.Deadline().Sub(m.cfg.Now())
+	return m.Deadline().Sub(now)
 }
 
 // Leave revokes the lease, which deletes the member record and every election
