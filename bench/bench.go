@@ -60,12 +60,15 @@ type Handover struct {
 
 // Lateness is actual start − scheduled time at a number of slots.
 type Lateness struct {
-	Slots      int            `json:"slots"`
-	Executor   string         `json:"executor"`
-	Settle     time.Duration  `json:"settle_ns"` // start of 3 members → every slot owned
-	Expected   int            `json:"expected"`
-	Started    int            `json:"started"`
-	Skipped    int            `json:"skipped"`
+	Slots    int           `json:"slots"`
+	Executor string        `json:"executor"`
+	Settle   time.Duration `json:"settle_ns"` // start of 3 members → every slot owned
+	Expected int           `json:"expected"`
+	Started  int           `json:"started"`
+	Skipped  int           `json:"skipped"`
+	// NotStarted counts fires handed to an execution that ended without
+	// starting (its start could not be recorded, or the slot was lost).
+	NotStarted int            `json:"not_started"`
 	P50        time.Duration  `json:"p50_ns"`
 	P99        time.Duration  `json:"p99_ns"`
 	Max        time.Duration  `json:"max_ns"`
@@ -433,6 +436,8 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		switch {
 		case e.Kind == scheduler.Finished && !e.StartedAt.IsZero():
 			late = append(late, e.StartedAt.Sub(t))
+		case e.Kind == scheduler.Finished:
+			res.NotStarted++
 		case e.Kind == scheduler.Skipped:
 			res.Skipped++
 		}

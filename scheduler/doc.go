@@ -11,6 +11,23 @@
 // every slot: 10,000 slots cost 10,000 heap entries, not 10,000 goroutines. The fire path reads nothing from
 // etcd: the token was learned when the election was won.
 //
+// # Arming: the fire's instant costs nothing but the start
+//
+// A slot's start is recorded ahead (with the previous run's result), so a
+// fire needs no etcd round trip. The loop goes further: Config.ArmAhead
+// (100 ms) before a fire, if the slot is free, the job not paused and the
+// lease trusted past the fire's time, it arms the fire: the execution's
+// goroutine is made then and waits at a gate. One releaser goroutine per
+// member opens each instant's gate, waking a millisecond early and yielding
+// until the instant, because Go's timers wake a parked process up to a
+// millisecond late. At the instant the fires' goroutines check the slot is
+// still held and the lease trusted, and start; the loop puts off recording
+// results while fires released together are starting (at most 50 ms). A
+// graceful stop, a slot given up, or a changed schedule takes an armed fire
+// back if it has not started (a compare-and-swap decides); its start stays
+// recorded ahead for the next holder. Started events come from the
+// execution's goroutine, at the start.
+//
 // # The life of a slot
 //
 //	         view prefers me                 won (token T)
@@ -67,7 +84,9 @@
 //
 // Each slot's state (last scheduled time started and finished, outcome,
 // token) and a bounded history live in etcd, written only under the fence
-// by one writer goroutine per member that batches slots firing together. A
+// by one writer per member that batches slots firing together, with up to
+// four transactions in flight and each slot's writes (its resign too) kept
+// in the order they were queued. A
 // fire starts only once its start is recorded. A new holder reads the state
 // when it wins the slot and owes: the unfinished fire (same execution id,
 // as a retry), the missed fires its misfire policy keeps, and waiting manual

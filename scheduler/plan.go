@@ -16,6 +16,11 @@ type fire struct {
 	triggerKey string
 }
 
+// misfireThreshold is how late a fire may start and still not count as
+// missed (Quartz's misfireThreshold, much shorter): under misfire skip, a new
+// holder runs a fire that fell due less than this before it took over.
+const misfireThreshold = 500 * time.Millisecond
+
 // maxMissedCount bounds how far back a catch-up counts missed fires.
 const maxMissedCount = 100000
 
@@ -25,7 +30,8 @@ const maxMissedCount = 100000
 //     execution id, as a retry (an idempotent receiver dedupes it);
 //   - fires after that up to now are missed; the misfire policy picks which
 //     run (none, the latest, or all oldest first), and fires older than the
-//     catchup window are dropped.
+//     catchup window are dropped. A fire less than misfireThreshold old is
+//     late, not missed: it runs under every policy.
 //
 // A slot with no recorded state (never run) has nothing to catch up. It
 // returns the fires to run in order, the missed fires not run (within the
@@ -68,6 +74,13 @@ func catchUp(st SlotState, job config.Job, sched config.Schedule, now time.Time,
 	switch job.Misfire {
 	case config.MisfireSkip:
 		missed = inWindow
+		if n := len(inWindow); n > 0 && now.Sub(inWindow[n-1]) < misfireThreshold {
+			// Late, not missed: the slot changed hands around its time
+			// (a graceful handover takes milliseconds). Found by the chaos
+			// suite: a scale-in a moment before a fire dropped it.
+			missed = inWindow[:n-1]
+			runs = append(runs, fire{scheduled: inWindow[n-1], trigger: TriggerCatchup, attempt: 1, id: executionID(inWindow[n-1])})
+		}
 	case config.MisfireFireOnce:
 		if n := len(inWindow); n > 0 {
 			missed = inWindow[:n-1]

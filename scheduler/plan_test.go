@@ -32,6 +32,10 @@ func TestCatchUp(t *testing.T) {
 		{"fire-once runs the latest", finishedAt(0), job(config.MisfireFireOnce, time.Hour), at(35), []time.Time{at(30)}, []Trigger{TriggerCatchup}, 2, 0},
 		{"fire-all runs all oldest first", finishedAt(0), job(config.MisfireFireAll, time.Hour), at(35), []time.Time{at(10), at(20), at(30)}, []Trigger{TriggerCatchup, TriggerCatchup, TriggerCatchup}, 0, 0},
 		{"skip runs none", finishedAt(0), job(config.MisfireSkip, time.Hour), at(35), nil, nil, 3, 0},
+		{"skip runs a fire less than the misfire threshold late", finishedAt(0), job(config.MisfireSkip, time.Hour),
+			at(30).Add(misfireThreshold - time.Millisecond), []time.Time{at(30)}, []Trigger{TriggerCatchup}, 2, 0},
+		{"skip misses a fire the misfire threshold late", finishedAt(0), job(config.MisfireSkip, time.Hour),
+			at(30).Add(misfireThreshold), nil, nil, 3, 0},
 		{"window drops old fires", finishedAt(0), job(config.MisfireFireAll, 15*time.Second), at(35), []time.Time{at(20), at(30)}, []Trigger{TriggerCatchup, TriggerCatchup}, 0, 1},
 		{"a fire on now is due", finishedAt(0), job(config.MisfireFireOnce, time.Hour), at(10), []time.Time{at(10)}, []Trigger{TriggerCatchup}, 0, 0},
 		{"nothing missed", finishedAt(30), job(config.MisfireFireAll, time.Hour), at(35), nil, nil, 0, 0},
@@ -67,7 +71,8 @@ func TestCatchUp(t *testing.T) {
 }
 
 func TestWriterRefusesRatherThanBlocks(t *testing.T) {
-	w := &stateWriter{queue: make(chan fencedWrite, 1)}
+	w := newStateWriter(nil)
+	w.limit = 1
 	w.enqueue(fencedWrite{})
 	done := make(chan error, 1)
 	w.enqueue(fencedWrite{done: done}) // the queue is full: refused at once

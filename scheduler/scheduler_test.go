@@ -93,6 +93,7 @@ type nodeOpts struct {
 	clock     Clock
 	memberNow func() time.Time
 	cfg       Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
+	armed     func(shard.Slot)
 }
 
 // startNodeWith starts a node with scheduler settings cfg and defaults otherwise.
@@ -123,6 +124,7 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.armedHook = o.armed
 	runCtx, stopRun := context.WithCancel(context.Background())
 	viewsCtx, stopViews := context.WithCancel(context.Background())
 	viewsDone := make(chan struct{})

@@ -51,7 +51,10 @@ type slot struct {
 	leadCtx    context.Context
 	cancelLead context.CancelFunc
 	next       time.Time // when the next fire starts (scheduled time + jitter), while in the heap
-	heapIndex  int       // -1 when not in the heap
+	// wakeAt orders the heap: Config.ArmAhead before next, so a free slot's
+	// fire is armed ahead of its time; next itself once arming was declined.
+	wakeAt    time.Time
+	heapIndex int // -1 when not in the heap
 	// nextScheduled is the scheduled time of the next fire.
 	nextScheduled time.Time
 	// st is the slot's recorded state, loaded when the slot is won.
@@ -74,6 +77,9 @@ type slot struct {
 	// (with the previous run's result, or on acquisition), so that fire
 	// starts without an etcd round trip once the write is acknowledged.
 	ahead *aheadRecord
+	// armed is the fire armed ahead of its time, from arming until its run
+	// ends or is withdrawn.
+	armed *armedRun
 	// raising is set while the fences are raised for a new token; the slot
 	// fires only after that succeeded.
 	raising bool
@@ -84,13 +90,14 @@ type slot struct {
 	removed bool
 }
 
-// slotHeap orders leading slots by their next scheduled time: one timer for
-// all slots of the member, not a goroutine or timer per slot.
+// slotHeap orders leading slots by when the loop next has to look at them
+// (wakeAt): one timer for all slots of the member, not a goroutine or timer
+// per slot.
 type slotHeap []*slot
 
 func (h slotHeap) Len() int { return len(h) }
 func (h slotHeap) Less(i, j int) bool {
-	return h[i].next.Before(h[j].next)
+	return h[i].wakeAt.Before(h[j].wakeAt)
 }
 func (h slotHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
@@ -119,3 +126,24 @@ type aheadRecord struct {
 	prevStartedID string
 	prevAttempt   int
 }
+
+// armedRun is a fire started ahead of its time (see Config.ArmAhead). Its
+// goroutine waits for the fire's instant (the releaser opens its gate) and
+// then claims the run (waiting →
+// released); until then the loop can take it back (waiting → withdrawn) when
+// it gives the slot up, and the fire stays recorded ahead for the next
+// holder. The compare-and-swap decides which happened, so a run is never
+// both withdrawn and started.
+type armedRun struct {
+	run   uint64
+	ahead *aheadRecord // consumed by the run; given back on withdrawal
+	at    time.Time    // the fire's instant
+	gate  <-chan struct{}
+	state atomic.Int32
+}
+
+const (
+	armedWaiting int32 = iota
+	armedReleased
+	armedWithdrawn
+)

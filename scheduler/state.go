@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -143,15 +144,36 @@ type fencedWrite struct {
 // has at most two operations and one comparison.
 const maxBatch = 64
 
-// stateWriter commits fenced writes in order, batching those that are queued
-// together into one transaction: slots that fire together cost one round trip.
+// maxInFlight bounds the transactions the writer has in flight at once. One
+// at a time capped a member at maxBatch writes per etcd round trip, and at
+// 10,000 slots firing every second the queue overflowed (kira bench).
+const maxInFlight = 4
+
+// maxQueued bounds the writes waiting for the writer: past it, etcd is far
+// behind and a write is refused rather than queued (errWriterBehind).
+const maxQueued = 1 << 16
+
+// stateWriter commits fenced writes, batching those that are queued together
+// into one transaction (slots that fire together cost one round trip), with
+// up to maxInFlight transactions in flight. The writes of one slot commit in
+// the order they were queued: a batch waits while a batch in flight shares a
+// leader key or a written key with it. That includes a resign (the delete of
+// the leader key), which must not overtake the slot's last results.
 type stateWriter struct {
 	kv    clientv3.KV
-	queue chan fencedWrite
-	// failing is set while etcd answers the writer's transactions with
-	// errors; committingSince (Unix ns, 0 when idle) shows one that hangs.
-	failing         atomic.Bool
-	committingSince atomic.Int64
+	limit int
+	bell  chan struct{} // rung (capacity one) when a write is queued
+
+	mu       sync.Mutex
+	changed  *sync.Cond // a batch in flight ended
+	queue    []fencedWrite
+	flying   map[string]int    // order keys of the batches in flight
+	inFlight int               // batches in flight
+	since    map[int]time.Time // when each commit in flight began
+	seq      int
+
+	// failing is set while etcd answers the writer's transactions with errors.
+	failing atomic.Bool
 }
 
 // stalledAfter is how long a transaction may hang before the writer counts
@@ -165,12 +187,20 @@ func (w *stateWriter) stalled() bool {
 	if w.failing.Load() {
 		return true
 	}
-	since := w.committingSince.Load()
-	return since != 0 && time.Since(time.Unix(0, since)) > stalledAfter
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.since {
+		if time.Since(t) > stalledAfter {
+			return true
+		}
+	}
+	return false
 }
 
 func newStateWriter(kv clientv3.KV) *stateWriter {
-	return &stateWriter{kv: kv, queue: make(chan fencedWrite, 4096)}
+	w := &stateWriter{kv: kv, limit: maxQueued, bell: make(chan struct{}, 1), flying: map[string]int{}, since: map[int]time.Time{}}
+	w.changed = sync.NewCond(&w.mu)
+	return w
 }
 
 // errWriterBehind is returned for a write refused because the writer's queue
@@ -182,10 +212,17 @@ var errWriterBehind = errors.New("scheduler: state writer is behind (etcd slow o
 // a record is lost and counted by its caller's logs). A loop blocked here
 // could not notice that its lease is gone.
 func (w *stateWriter) enqueue(fw fencedWrite) {
-	select {
-	case w.queue <- fw:
-	default:
+	w.mu.Lock()
+	if len(w.queue) >= w.limit {
+		w.mu.Unlock()
 		reply(fw, errWriterBehind)
+		return
+	}
+	w.queue = append(w.queue, fw)
+	w.mu.Unlock()
+	select {
+	case w.bell <- struct{}{}:
+	default: // rung already
 	}
 }
 
@@ -195,65 +232,151 @@ const commitTimeout = 5 * time.Second
 
 // run commits writes until stop is closed, then commits what is already
 // queued, so the last results of a graceful stop are kept. Cancelling ctx
-// abandons the rest: the commit in flight is cut short and every write still
+// abandons the rest: the commits in flight are cut short and every write still
 // queued is answered errWritesAbandoned. A member that lost its lease does
 // that: its fenced writes could only fail, or wait out commitTimeout each on
 // an etcd that cannot answer, while its successor waits for it to leave.
 func (w *stateWriter) run(ctx context.Context, stop <-chan struct{}) {
+	var commits sync.WaitGroup
+	defer commits.Wait()
+	stopping := false
 	for {
-		select {
-		case fw := <-w.queue:
-			w.commitBatch(ctx, w.batch(fw))
-		case <-stop:
-			for {
-				select {
-				case fw := <-w.queue:
-					if ctx.Err() != nil {
-						reply(fw, errWritesAbandoned)
-						continue
-					}
-					w.commitBatch(ctx, w.batch(fw))
-				default:
-					return
-				}
+		b, keys := w.next()
+		if b == nil {
+			if stopping {
+				return
 			}
+			select {
+			case <-w.bell:
+			case <-stop:
+				stopping = true
+			}
+			continue
 		}
+		if stopping && ctx.Err() != nil {
+			for _, fw := range b {
+				reply(fw, errWritesAbandoned)
+			}
+			w.land(keys)
+			continue
+		}
+		commits.Add(1)
+		go func() {
+			defer commits.Done()
+			w.commitBatch(ctx, b)
+			w.land(keys)
+		}()
 	}
 }
 
 // errWritesAbandoned answers the writes a member gave up when it lost its lease.
 var errWritesAbandoned = errors.New("scheduler: state write abandoned: the lease was lost")
 
+// orderKeys are the keys that order fw against other writes: its slot's
+// leader key and every key it writes.
+func orderKeys(fw fencedWrite) []string {
+	keys := []string{fw.claim.LeaderKey}
+	for _, op := range fw.ops {
+		keys = append(keys, string(op.KeyBytes()))
+	}
+	return keys
+}
+
+// maxScan bounds how far into the queue one batch looks past writes that
+// must wait.
+const maxScan = 4 * maxBatch
+
+// next waits for a free transaction slot and takes the next batch off the
+// queue, marking its order keys as in flight (land unmarks them); it returns
+// nil when the queue is empty. A batch holds writes in queue order, up to
+// maxBatch, leaving in the queue (in order) each write that shares an order
+// key with a batch in flight or with a write left behind, or that writes a
+// key the batch writes already (etcd refuses a transaction that writes a key
+// twice). So each slot's writes commit in the order they were queued, and
+// the others need not wait for them: consecutive batches often share a few
+// slots, and waiting on those made the writer serial with tiny batches
+// (kira bench, 10,000 slots).
+func (w *stateWriter) next() ([]fencedWrite, []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		for w.inFlight >= maxInFlight {
+			w.changed.Wait()
+		}
+		if len(w.queue) == 0 {
+			return nil, nil
+		}
+		if b, keys := w.takeLocked(); len(b) > 0 {
+			w.inFlight++
+			for _, k := range keys {
+				w.flying[k]++
+			}
+			return b, keys
+		}
+		w.changed.Wait() // everything queued waits for a batch in flight
+	}
+}
+
+func (w *stateWriter) takeLocked() (b []fencedWrite, keys []string) {
+	held := map[string]bool{}    // order keys of writes left in the queue
+	written := map[string]bool{} // keys the batch writes
+	var left []fencedWrite
+	i := 0
+	for ; i < len(w.queue) && i < maxScan && len(b) < maxBatch; i++ {
+		fw := w.queue[i]
+		ok := true
+		order := orderKeys(fw)
+		for _, k := range order {
+			if w.flying[k] > 0 || held[k] {
+				ok = false
+			}
+		}
+		for _, op := range fw.ops {
+			if written[string(op.KeyBytes())] {
+				ok = false
+			}
+		}
+		if !ok {
+			left = append(left, fw)
+			for _, k := range order {
+				held[k] = true
+			}
+			continue
+		}
+		b = append(b, fw)
+		keys = append(keys, order...)
+		for _, op := range fw.ops {
+			written[string(op.KeyBytes())] = true
+		}
+	}
+	// The writes left behind go back in front of the rest, in order.
+	start := i - len(left)
+	copy(w.queue[start:i], left)
+	clear(w.queue[:start])
+	w.queue = w.queue[start:]
+	if len(w.queue) == 0 {
+		w.queue = nil
+	}
+	return b, keys
+}
+
+// land marks a batch's order keys as no longer in flight.
+func (w *stateWriter) land(keys []string) {
+	w.mu.Lock()
+	w.inFlight--
+	for _, k := range keys {
+		if w.flying[k]--; w.flying[k] == 0 {
+			delete(w.flying, k)
+		}
+	}
+	w.mu.Unlock()
+	w.changed.Broadcast()
+}
+
 func (w *stateWriter) commitBatch(ctx context.Context, b []fencedWrite) {
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	w.commit(ctx, b)
-}
-
-func (w *stateWriter) batch(first fencedWrite) []fencedWrite {
-	b := []fencedWrite{first}
-	keys := map[string]bool{}
-	for _, op := range first.ops {
-		keys[string(op.KeyBytes())] = true
-	}
-	for len(b) < maxBatch {
-		select {
-		case fw := <-w.queue:
-			b = append(b, fw)
-			for _, op := range fw.ops {
-				k := string(op.KeyBytes())
-				if keys[k] {
-					// etcd refuses a transaction that writes a key twice: this
-					// write ends the batch (it is committed alone, after).
-					return b
-				}
-				keys[k] = true
-			}
-		default:
-			return b
-		}
-	}
-	return b
 }
 
 func fenceCompare(c fencing.Claim) clientv3.Cmp {
@@ -264,13 +387,6 @@ func fenceCompare(c fencing.Claim) clientv3.Cmp {
 // claims no longer hold, it reads which hold (one request), refuses the
 // writes of the others with ErrFenced and commits the rest together.
 func (w *stateWriter) commit(ctx context.Context, b []fencedWrite) {
-	last := b[len(b)-1]
-	if len(b) > 1 && w.repeatsKey(b) {
-		// The batch ended on a key written twice: commit it after the rest.
-		w.commit(ctx, b[:len(b)-1])
-		w.commit(ctx, []fencedWrite{last})
-		return
-	}
 	if w.commitAll(ctx, b) || len(b) == 1 {
 		return
 	}
@@ -310,21 +426,6 @@ func (w *stateWriter) commit(ctx context.Context, b []fencedWrite) {
 	}
 }
 
-func (w *stateWriter) repeatsKey(b []fencedWrite) bool {
-	keys := map[string]bool{}
-	for _, fw := range b[:len(b)-1] {
-		for _, op := range fw.ops {
-			keys[string(op.KeyBytes())] = true
-		}
-	}
-	for _, op := range b[len(b)-1].ops {
-		if keys[string(op.KeyBytes())] {
-			return true
-		}
-	}
-	return false
-}
-
 // commitAll commits b in one transaction if every claim holds, answering
 // every write; it reports whether it did. A single write is always answered.
 func (w *stateWriter) commitAll(ctx context.Context, b []fencedWrite) bool {
@@ -338,9 +439,15 @@ func (w *stateWriter) commitAll(ctx context.Context, b []fencedWrite) bool {
 		}
 		ops = append(ops, fw.ops...)
 	}
-	w.committingSince.Store(time.Now().UnixNano())
+	w.mu.Lock()
+	w.seq++
+	id := w.seq
+	w.since[id] = time.Now()
+	w.mu.Unlock()
 	resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
-	w.committingSince.Store(0)
+	w.mu.Lock()
+	delete(w.since, id)
+	w.mu.Unlock()
 	w.failing.Store(err != nil)
 	switch {
 	case err == nil && resp.Succeeded:

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/kira-scheduler/kira/etcdtest"
@@ -34,10 +35,20 @@ func TestWriterBatchesRepeatedKeysAndLostClaims(t *testing.T) {
 		put(good, "/s/a", "2"), // the same key again: ends the batch
 	}
 	for _, fw := range writes {
-		w.queue <- fw
+		w.enqueue(fw)
 	}
-	first := <-w.queue
-	w.commit(ctx, w.batch(first))
+	first, keys := w.next()
+	if len(first) != 3 {
+		t.Fatalf("first batch has %d writes; want 3 (the repeated key waits for the next)", len(first))
+	}
+	w.commit(ctx, first)
+	w.land(keys)
+	if second, keys := w.next(); len(second) != 1 {
+		t.Fatalf("second batch has %d writes; want 1", len(second))
+	} else {
+		w.commit(ctx, second)
+		w.land(keys)
+	}
 	for i, want := range []error{nil, fencing.ErrFenced, nil, nil} {
 		if err := <-writes[i].done; !errors.Is(err, want) && !(want == nil && err == nil) {
 			t.Fatalf("write %d: %v; want %v", i, err, want)
@@ -52,4 +63,87 @@ func TestWriterBatchesRepeatedKeysAndLostClaims(t *testing.T) {
 	if resp, _ := cli.Get(ctx, "/s/b"); len(resp.Kvs) != 0 {
 		t.Fatal("a write under a lost claim was committed")
 	}
+}
+
+// With transactions in flight together, a slot's writes still commit in the
+// order they were queued, including the resign (the delete of its leader
+// key) after its last results; other slots' writes do not wait for them.
+func TestWriterKeepsEachSlotsOrderWithTransactionsInFlight(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	w := newStateWriter(cli)
+	const slots, writes = 8, 40
+	var claims []fencing.Claim
+	for i := 0; i < slots; i++ {
+		key := fmt.Sprintf("/leader/%d", i)
+		resp, err := cli.Put(ctx, key, "me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims = append(claims, fencing.Claim{LeaderKey: key, Token: fencing.Token(resp.Header.Revision)})
+	}
+	var last []chan error
+	for n := 0; n < writes; n++ {
+		for i, c := range claims {
+			// Each write is the slot's state and one history key, as the scheduler's are.
+			fw := fencedWrite{claim: c, ops: []clientv3.Op{
+				clientv3.OpPut(fmt.Sprintf("/state/%d", i), fmt.Sprint(n)),
+				clientv3.OpPut(fmt.Sprintf("/history/%d/%d", i, n), "x"),
+			}}
+			w.enqueue(fw)
+		}
+	}
+	for _, c := range claims {
+		done := make(chan error, 1)
+		w.enqueue(fencedWrite{claim: c, ops: []clientv3.Op{clientv3.OpDelete(c.LeaderKey)}, done: done})
+		last = append(last, done)
+	}
+	stop := make(chan struct{})
+	close(stop)
+	w.run(ctx, stop) // commits what is queued, then returns
+	for i, done := range last {
+		if err := <-done; err != nil {
+			t.Fatalf("slot %d resign: %v", i, err)
+		}
+		resp, err := cli.Get(ctx, fmt.Sprintf("/state/%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != fmt.Sprint(writes-1) {
+			t.Fatalf("slot %d state %v; want its last write, %d (a later write committed first, or was fenced by the resign)", i, resp.Kvs, writes-1)
+		}
+		h, _ := cli.Get(ctx, fmt.Sprintf("/history/%d/", i), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if h.Count != writes {
+			t.Fatalf("slot %d has %d history records; want %d", i, h.Count, writes)
+		}
+	}
+}
+
+// A write that must wait for its slot's batch in flight does not hold back
+// the writes of other slots queued behind it.
+func TestWriterLetsOtherSlotsPastAWaitingWrite(t *testing.T) {
+	w := newStateWriter(nil)
+	a := fencing.Claim{LeaderKey: "/leader/a", Token: 1}
+	b := fencing.Claim{LeaderKey: "/leader/b", Token: 1}
+	put := func(c fencing.Claim, k string) fencedWrite {
+		return fencedWrite{claim: c, ops: []clientv3.Op{clientv3.OpPut(k, "v")}}
+	}
+	w.enqueue(put(a, "/state/a"))
+	first, firstKeys := w.next()
+	if len(first) != 1 {
+		t.Fatalf("first batch %d writes; want 1", len(first))
+	}
+	w.enqueue(put(a, "/history/a/1")) // a's: waits for the first batch
+	w.enqueue(put(b, "/state/b"))
+	second, secondKeys := w.next()
+	if len(second) != 1 || second[0].claim != b {
+		t.Fatalf("second batch %v; want b's write alone", second)
+	}
+	w.land(firstKeys)
+	third, _ := w.next()
+	if len(third) != 1 || third[0].claim != a {
+		t.Fatalf("third batch %v; want a's second write", third)
+	}
+	w.land(secondKeys)
 }

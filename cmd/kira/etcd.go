@@ -22,6 +22,7 @@ type etcdFlags struct {
 	listenPeer, initialAdvertisePeer    string
 	initialCluster, initialClusterState string
 	initialClusterToken, logLevel       string
+	autoCompactionRetention             string
 }
 
 func (f *etcdFlags) register(fs *flag.FlagSet, defaultDir string) {
@@ -35,13 +36,27 @@ func (f *etcdFlags) register(fs *flag.FlagSet, defaultDir string) {
 	fs.StringVar(&f.initialClusterState, "initial-cluster-state", "new", "new or existing")
 	fs.StringVar(&f.initialClusterToken, "initial-cluster-token", "kira-etcd-cluster", "initial cluster token")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
+	fs.StringVar(&f.autoCompactionRetention, "auto-compaction-retention", defaultCompactionRetention,
+		"keep this much history of revisions (periodic auto-compaction); 0 keeps every revision, and the database then grows until etcd's quota stops all writes")
 }
+
+// defaultCompactionRetention is the history of revisions an etcd started by
+// Kira keeps: far longer than any watch of Kira's is behind.
+const defaultCompactionRetention = "5m"
 
 func (f *etcdFlags) config() (*embed.Config, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = f.name
 	cfg.Dir = f.dataDir
 	cfg.LogLevel = f.logLevel
+	// Every execution writes its slot's state and a history record, so an
+	// etcd that never compacts fills its quota (2 GiB by default) in about an
+	// hour at 1,000 slots firing every second, and then refuses every write.
+	cfg.AutoCompactionMode = "periodic"
+	cfg.AutoCompactionRetention = f.autoCompactionRetention
+	if f.autoCompactionRetention == "" {
+		cfg.AutoCompactionRetention = defaultCompactionRetention
+	}
 	var err error
 	if cfg.ListenClientUrls, err = parseURLs("listen-client-urls", f.listenClient); err != nil {
 		return nil, err

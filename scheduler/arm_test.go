@@ -1,0 +1,121 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/shard"
+)
+
+// A fire armed ahead of its time starts at its instant, not when it was
+// armed; a graceful stop while it waits takes it back at once (the stop does
+// not wait for the instant), and the next holder runs that fire, once, with
+// the same execution id.
+func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("arm", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "count"}))
+	rec := newRecorder()
+	armed := make(chan shard.Slot, 10)
+	entered := make(chan struct{}, 10)
+	h := jobs.Handlers{"count": func(context.Context) error { entered <- struct{}{}; return nil }}
+	a := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
+		grace: 10 * time.Minute, // a stop that waited for the armed fire would hang the test
+		armed: func(s shard.Slot) { armed <- s }})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+
+	// 12:00:10 fires the ordinary way (the clock jumps past the arming
+	// time); its result records 12:00:20 as started ahead.
+	advance(t, rec, clock, sec(10).Sub(t0))
+	waitKind(t, rec, "the first run recorded", 1, func(e Event) bool { return e.Kind == Finished })
+	<-entered
+
+	clock.Advance(sec(20).Sub(clock.Now()) - DefaultArmAhead/2)
+	if s := <-armed; s != (shard.Slot{Job: "tick"}) {
+		t.Fatalf("armed %v", s)
+	}
+	select {
+	case <-entered:
+		t.Fatal("the armed fire ran before its time")
+	case <-time.After(200 * time.Millisecond): // real time for a wrongly released run to show; the clock stays put
+	}
+	clock.Advance(DefaultArmAhead / 2)
+	evs := waitKind(t, rec, "the armed fire started", 2, func(e Event) bool { return e.Kind == Started })
+	if e := started(evs, "")[1]; !e.Execution.ScheduledTime.Equal(sec(20)) || !e.At.Equal(sec(20)) {
+		t.Fatalf("started at %v for %v; want at its time, 12:00:20", e.At, e.Execution.ScheduledTime)
+	}
+	waitKind(t, rec, "the armed fire recorded", 2, func(e Event) bool { return e.Kind == Finished })
+	<-entered
+
+	// Armed for 12:00:30, then stopped.
+	clock.Advance(sec(30).Sub(clock.Now()) - DefaultArmAhead/2)
+	<-armed
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now})
+	waitKind(t, rec, "b holds the slot", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
+	clock.Advance(DefaultArmAhead / 2)
+	evs = waitKind(t, rec, "12:00:30 ran", 1, func(e Event) bool {
+		return e.Kind == Finished && e.Execution.ScheduledTime.Equal(sec(30))
+	})
+	var at30 []Event
+	for _, e := range started(evs, "") {
+		if e.Execution.ScheduledTime.Equal(sec(30)) {
+			at30 = append(at30, e)
+		}
+	}
+	want := jobs.ExecutionID("tick", 0, sec(30))
+	if len(at30) != 1 || at30[0].Member != b.id || at30[0].Execution.ID != want {
+		t.Fatalf("12:00:30 started %d times (%v); want once, by the next holder, as %s", len(at30), at30, want)
+	}
+}
+
+// The releaser opens each gate at its instant, the earliest first, whatever
+// the order the gates were asked for in; gates of one instant are one.
+func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
+	clock := NewManualClock(t0)
+	r := newReleaser(clock)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	late := r.wait(t0.Add(2 * time.Second))
+	early := r.wait(t0.Add(time.Second))
+	if r.wait(t0.Add(time.Second)) != early {
+		t.Fatal("two gates for one instant")
+	}
+	clock.Advance(time.Second - time.Nanosecond)
+	select {
+	case <-early:
+		t.Fatal("opened before its instant")
+	case <-time.After(3 * spinWindow): // longer than a spin: the releaser waits on its timer by then
+	}
+	clock.Advance(time.Nanosecond)
+	<-early
+	if n := startingFires.Load(); n != 2 {
+		t.Fatalf("%d fires starting after the gate opened; want the 2 that waited", n)
+	}
+	r.leave(t0.Add(time.Second), early)
+	r.leave(t0.Add(time.Second), early)
+	r.leave(t0.Add(2*time.Second), late) // left before its gate opened
+	if n := startingFires.Load(); n != 0 {
+		t.Fatalf("%d fires starting after all left; want 0", n)
+	}
+	select {
+	case <-late:
+		t.Fatal("the later gate opened with the earlier one")
+	default:
+	}
+	clock.Advance(time.Second)
+	<-late
+	if n := startingFires.Load(); n != 0 {
+		t.Fatalf("%d fires starting after a gate nobody waits at opened; want 0", n)
+	}
+}

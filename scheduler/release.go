@@ -1,0 +1,214 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// releaser opens the gates that armed fires wait at, each at its instant
+// (see Config.ArmAhead): one goroutine and one timer per member, however
+// many fires share an instant.
+//
+// Go's timers wake a parked process up to a millisecond late (the runtime
+// sleeps in epoll_wait, whose timeout is in milliseconds), and a timer kept
+// by a busy processor later still. So the releaser wakes spinWindow early
+// and yields in a loop until the instant, then opens the gate: the fires'
+// goroutines become runnable together, at the instant. Spinning is rationed
+// (at most once per spinEvery), so slots whose jitter spreads their fires
+// over every millisecond cost one timer wake each, not a busy core.
+type releaser struct {
+	clock Clock
+	added chan struct{} // rung (capacity one) when a gate is added
+
+	mu    sync.Mutex
+	gates map[int64]*releaseGate // by instant, Unix ns; removed when opened
+	order instants
+}
+
+type releaseGate struct {
+	open    chan struct{}
+	waiters int // armed runs waiting here
+}
+
+// startingFires counts the fires of this process released at their instant
+// that have not started yet. Scheduler loops put off recording results while
+// there are any: a second's worth of fires is released at once, and each
+// loop's result processing otherwise ran between their starts (kira bench:
+// lateness grew with the slots firing together). Process-wide, since members
+// sharing a process share its cores.
+var startingFires = &startCount{zero: closed()}
+
+func closed() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// startCount is a count with a channel closed whenever it is zero.
+type startCount struct {
+	mu   sync.Mutex
+	n    int64
+	zero chan struct{}
+}
+
+func (c *startCount) Add(d int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	was := c.n
+	c.n += d
+	switch {
+	case was == 0 && c.n > 0:
+		c.zero = make(chan struct{})
+	case was > 0 && c.n <= 0:
+		c.n = 0 // never below: a miscount must not hold results back for good
+		close(c.zero)
+	}
+}
+
+func (c *startCount) Load() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// drained returns a channel that is closed once no fire is starting.
+func (c *startCount) drained() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.zero
+}
+
+const (
+	spinWindow = time.Millisecond
+	spinEvery  = 50 * time.Millisecond
+)
+
+func newReleaser(clock Clock) *releaser {
+	return &releaser{clock: clock, added: make(chan struct{}, 1), gates: map[int64]*releaseGate{}}
+}
+
+// wait registers an armed run for the instant at and returns the channel
+// closed at (or soon after) at. The run calls leave once it started, or gave
+// up, whether or not the gate opened.
+func (r *releaser) wait(at time.Time) <-chan struct{} {
+	k := at.UnixNano()
+	r.mu.Lock()
+	g, ok := r.gates[k]
+	if !ok {
+		g = &releaseGate{open: make(chan struct{})}
+		r.gates[k] = g
+		heap.Push(&r.order, k)
+	}
+	g.waiters++
+	r.mu.Unlock()
+	if !ok {
+		select {
+		case r.added <- struct{}{}:
+		default:
+		}
+	}
+	return g.open
+}
+
+// leave ends an armed run's wait at gate, registered for at. Once the gate
+// is open, the run was counted in startingFires (open counts before it
+// closes): no lock, since a second's worth of runs leave together.
+func (r *releaser) leave(at time.Time, gate <-chan struct{}) {
+	select {
+	case <-gate:
+		startingFires.Add(-1)
+		return
+	default:
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g, ok := r.gates[at.UnixNano()]; ok {
+		g.waiters-- // left before its gate opened
+		return
+	}
+	startingFires.Add(-1)
+}
+
+func (r *releaser) earliest() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.order) == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, r.order[0]), true
+}
+
+// open closes every gate whose instant is not after now.
+func (r *releaser) open(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.order) > 0 && r.order[0] <= now.UnixNano() {
+		k := heap.Pop(&r.order).(int64)
+		g := r.gates[k]
+		delete(r.gates, k)
+		startingFires.Add(int64(g.waiters))
+		close(g.open)
+	}
+}
+
+// run opens gates until ctx ends. Fires still waiting then are the
+// scheduler's to cancel (their contexts end with their slots').
+func (r *releaser) run(ctx context.Context) {
+	timer := r.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	var lastSpin time.Time
+	for {
+		next, ok := r.earliest()
+		if !ok {
+			select {
+			case <-r.added:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		spin := time.Since(lastSpin) >= spinEvery
+		wake := next
+		if spin {
+			wake = next.Add(-spinWindow)
+		}
+		if r.clock.Now().Before(wake) {
+			timer.ResetAt(wake)
+			select {
+			case <-timer.C():
+			case <-r.added: // perhaps an earlier instant
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if spin && r.clock.Now().Before(next) {
+			// Bounded by the real clock too, so a test's manual clock that
+			// stops just short of the instant is waited for by the timer.
+			lastSpin = time.Now()
+			for limit := lastSpin.Add(2 * spinWindow); r.clock.Now().Before(next) && time.Now().Before(limit); {
+				runtime.Gosched()
+			}
+		}
+		if now := r.clock.Now(); !now.Before(next) {
+			r.open(now)
+		}
+	}
+}
+
+// instants is a min-heap of Unix ns.
+type instants []int64
+
+func (h instants) Len() int           { return len(h) }
+func (h instants) Less(i, j int) bool { return h[i] < h[j] }
+func (h instants) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *instants) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *instants) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
