@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -270,6 +271,20 @@ func (s *Scheduler) startAt(sl *slot, f fire, now, at time.Time) {
 	s.running++
 	id, timeout := sl.id, sl.job.spec.Timeout
 	ex, clock, tracer, member := sl.job.executor, s.cfg.Clock, s.cfg.Tracer, s.member
+	// Built here, off the fire's instant when the fire is armed.
+	spanOpts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			attribute.String("kira.job", e.Job),
+			attribute.Int("kira.partition", e.Partition),
+			attribute.Int64("kira.fencing_token", int64(e.Token)),
+			attribute.String("kira.execution_id", e.ID),
+			attribute.String("kira.scheduled_time", e.ScheduledTimeText()),
+			attribute.String("kira.member", e.Member),
+			attribute.String("kira.trigger", string(f.trigger)),
+			attribute.Int("kira.attempt", f.attempt),
+		)}
+	spanName := "kira.execution " + e.Job
+	ctx = jobs.WithExecution(ctx, e)
 	s.wg.Add(1)
 	unrecorded := &sl.unrecorded
 	unrecorded.Add(1)
@@ -301,18 +316,7 @@ func (s *Scheduler) startAt(sl *slot, f fire, now, at time.Time) {
 			defer stop()
 		}
 		fr := finishedRun{slot: id, run: run, fire: f, exec: e}
-		ctx, span := tracer.Start(ctx, "kira.execution "+e.Job,
-			trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(
-				attribute.String("kira.job", e.Job),
-				attribute.Int("kira.partition", e.Partition),
-				attribute.Int64("kira.fencing_token", int64(e.Token)),
-				attribute.String("kira.execution_id", e.ID),
-				attribute.String("kira.scheduled_time", e.ScheduledTimeText()),
-				attribute.String("kira.member", e.Member),
-				attribute.String("kira.trigger", string(f.trigger)),
-				attribute.Int("kira.attempt", f.attempt),
-			))
+		ctx, span := tracer.Start(ctx, spanName, spanOpts...)
 		select {
 		case err := <-recorded:
 			unrecorded.Add(-1)
@@ -334,7 +338,10 @@ func (s *Scheduler) startAt(sl *slot, f fire, now, at time.Time) {
 				leave()
 				span.SetAttributes(attribute.Int64("kira.lateness_ns", int64(fr.started.Sub(f.scheduled))))
 				s.emit(Event{Kind: Started, Slot: id, Token: e.Token, Execution: e, Trigger: f.trigger, Attempt: f.attempt, At: fr.started})
-				fr.res = ex.Execute(jobs.WithExecution(ctx, e), e)
+				fr.res = ex.Execute(ctx, e)
+				// The rest is bookkeeping: let the fires released with
+				// this one start first.
+				runtime.Gosched()
 			}
 		case <-ctx.Done():
 			unrecorded.Add(-1)

@@ -21,8 +21,10 @@
 // member opens each instant's gate, waking a millisecond early and yielding
 // until the instant, because Go's timers wake a parked process up to a
 // millisecond late. At the instant the fires' goroutines check the slot is
-// still held and the lease trusted, and start; the loop puts off recording
-// results while fires released together are starting (at most 50 ms). A
+// still held and the lease trusted, and start (the span's attributes and the
+// execution's context were built when it was armed); a run that ends yields
+// once before its bookkeeping, and the loop puts off recording results while
+// fires released together are starting (at most 50 ms), so starts go first. A
 // graceful stop, a slot given up, or a changed schedule takes an armed fire
 // back if it has not started (a compare-and-swap decides); its start stays
 // recorded ahead for the next holder. Started events come from the
