@@ -283,7 +283,6 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		retries:        make(chan retryFire),
 		control:        make(chan []controlEvent, 16),
 		writer:         newStateWriter(member.Session().Client()),
-		release:        newReleaser(cfg.Clock),
 		paused:         map[string]bool{},
 		triggering:     map[string]bool{},
 		stopped:        make(chan struct{}),
@@ -430,10 +429,11 @@ var ErrUntrusted = errors.New("scheduler: lease deadline passed")
 func (s *Scheduler) Run(ctx context.Context) error {
 	defer s.cancelCleanup()
 	watchCtx, stopWatch := context.WithCancel(context.Background())
-	s.wg.Add(3)
+	s.wg.Add(2)
 	go s.watchElections(watchCtx)
 	go s.watchControl(watchCtx)
-	go func() { defer s.wg.Done(); s.release.run(watchCtx) }()
+	release, giveBack := useReleaser(s.cfg.Clock)
+	s.release = release
 	stopWriter := make(chan struct{})
 	writerDone := make(chan struct{})
 	writerCtx, abandonWrites := context.WithCancel(context.Background())
@@ -494,6 +494,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	s.drain(0)
 	stopWatch()
+	giveBack()
 	s.waitOwned(ownedWait)
 	close(s.stopped)
 	// The last results are committed (under the fence) before the member leaves.
