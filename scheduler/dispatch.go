@@ -64,8 +64,8 @@ func (s *Scheduler) fireDue() {
 			}
 			continue
 		}
-		scheduled := sl.nextScheduled
-		f := fire{scheduled: scheduled, trigger: TriggerSchedule, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, scheduled)}
+		f := sl.scheduledFire()
+		scheduled := f.scheduled
 		next := sl.job.schedule.Next(scheduled)
 		if !next.IsZero() && !next.Add(jitterOffset(sl.job.spec, sl.id)).After(now) {
 			// The loop fell behind (a stalled process, a jumped clock): the
@@ -94,13 +94,12 @@ func (s *Scheduler) arm(sl *slot, now time.Time) bool {
 		s.paused[sl.id.Job] || s.member.TrustLeft() <= sl.next.Sub(now) {
 		return false
 	}
-	at, scheduled := sl.next, sl.nextScheduled
-	f := fire{scheduled: scheduled, trigger: TriggerSchedule, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, scheduled)}
-	s.scheduleNext(sl, scheduled)
+	at, f := sl.next, sl.scheduledFire()
+	s.scheduleNext(sl, f.scheduled)
 	if sl.nextScheduled.IsZero() && sl.heapIndex >= 0 {
 		heap.Remove(&s.heap, sl.heapIndex)
 	}
-	s.startAt(sl, f, now, at)
+	s.startAt(sl, f, at)
 	if s.armedHook != nil {
 		s.armedHook(sl.id)
 	}
@@ -123,6 +122,12 @@ func (s *Scheduler) withdrawArmed(sl *slot) {
 		s.running--
 	}
 	sl.ahead = a.ahead
+}
+
+// scheduledFire is the slot's next fire by its schedule.
+func (sl *slot) scheduledFire() fire {
+	t := sl.nextScheduled
+	return fire{scheduled: t, trigger: TriggerSchedule, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)}
 }
 
 // busy reports whether the slot has a run in flight or catch-ups waiting.
@@ -172,7 +177,7 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 			sl.pending = nil
 		}
 	}
-	s.start(sl, f, now)
+	s.start(sl, f)
 }
 
 // skip records a fire that was not started.
@@ -235,12 +240,12 @@ func (s *Scheduler) recordAhead(sl *slot) *aheadRecord {
 // start records that the fire starts (in the same fenced write as anything it
 // consumes, such as a manual trigger's key) and runs it once that is committed:
 // a fire whose start could not be recorded under the fence does not run.
-func (s *Scheduler) start(sl *slot, f fire, now time.Time) { s.startAt(sl, f, now, time.Time{}) }
+func (s *Scheduler) start(sl *slot, f fire) { s.startAt(sl, f, time.Time{}) }
 
 // startAt is start for a fire armed ahead of its time: its goroutine waits
 // until at (unless at is zero), then checks that the slot is still held and
 // the lease still trusted, and starts.
-func (s *Scheduler) startAt(sl *slot, f fire, now, at time.Time) {
+func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 	e := s.execution(sl, f)
 	var recorded chan error
 	var armed *armedRun

@@ -18,7 +18,8 @@
 // (100 ms) before a fire, if the slot is free, the job not paused and the
 // lease trusted past the fire's time, it arms the fire: the execution's
 // goroutine is made then and waits at a gate. One releaser goroutine per
-// member opens each instant's gate, waking a millisecond early and yielding
+// process (shared by its real-clock schedulers) opens each instant's gate,
+// waking a millisecond early and yielding
 // until the instant, because Go's timers wake a parked process up to a
 // millisecond late. At the instant the fires' goroutines check the slot is
 // still held and the lease trusted, and start (the span's attributes and the

@@ -9,8 +9,9 @@ import (
 )
 
 // releaser opens the gates that armed fires wait at, each at its instant
-// (see Config.ArmAhead): one goroutine and one timer per member, however
-// many fires share an instant.
+// (see Config.ArmAhead): one goroutine and one timer, however many fires
+// share an instant; one per process for schedulers on the real clock
+// (useReleaser), one per scheduler otherwise.
 //
 // Go's timers wake a parked process up to a millisecond late (the runtime
 // sleeps in epoll_wait, whose timeout is in milliseconds), and a timer kept

@@ -82,9 +82,9 @@ type Config struct {
 	OnEvent func(Event)
 	// ArmAhead is how long before a fire's time the loop prepares it, when the
 	// slot is free and the fire's start is already recorded: the execution's
-	// goroutine is made then and waits for the instant on a timer of its own,
-	// so at the instant nothing is left to do but start, however many slots
-	// fire together. Default DefaultArmAhead; negative turns arming off. A
+	// goroutine is made then and waits at a gate the releaser opens at the
+	// instant, so at the instant nothing is left to do but start, however
+	// many slots fire together. Default DefaultArmAhead; negative turns arming off. A
 	// pause that arrives while a fire is armed applies from the next fire.
 	ArmAhead time.Duration
 	// OnAcquire, if set, is called (off the loop) each time this member wins a

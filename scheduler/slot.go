@@ -129,10 +129,9 @@ type aheadRecord struct {
 
 // armedRun is a fire started ahead of its time (see Config.ArmAhead). Its
 // goroutine waits for the fire's instant (the releaser opens its gate) and
-// then claims the run (waiting →
-// released); until then the loop can take it back (waiting → withdrawn) when
-// it gives the slot up, and the fire stays recorded ahead for the next
-// holder. The compare-and-swap decides which happened, so a run is never
+// then claims the run (waiting → released); until then the loop can take it
+// back (waiting → withdrawn) when it gives the slot up, and the fire stays
+// recorded ahead for the next holder. The compare-and-swap decides which happened, so a run is never
 // both withdrawn and started.
 type armedRun struct {
 	run   uint64

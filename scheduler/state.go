@@ -156,9 +156,10 @@ const maxQueued = 1 << 16
 // stateWriter commits fenced writes, batching those that are queued together
 // into one transaction (slots that fire together cost one round trip), with
 // up to maxInFlight transactions in flight. The writes of one slot commit in
-// the order they were queued: a batch waits while a batch in flight shares a
-// leader key or a written key with it. That includes a resign (the delete of
-// the leader key), which must not overtake the slot's last results.
+// the order they were queued: a write that shares a leader key or a written
+// key with a batch in flight stays queued until that batch lands (see next).
+// That includes a resign (the delete of the leader key), which must not
+// overtake the slot's last results.
 type stateWriter struct {
 	kv    clientv3.KV
 	limit int
