@@ -22,6 +22,7 @@ type Config struct {
 	Endpoints []string        // etcd to run against
 	Slots     []int           // lateness: slot counts, each over 3 members
 	Duration  time.Duration   // lateness: measuring window
+	Warmup    time.Duration   // lateness: from every slot owned to the window
 	Command   bool            // lateness: run `sh -c :` instead of an in-process handler
 	TTLs      []time.Duration // failover: lease TTLs
 	Trials    int             // failover and handover: trials per setting
@@ -80,6 +81,19 @@ type Lateness struct {
 	CPU           time.Duration `json:"cpu_ns"`
 	CPUPer1000    float64       `json:"cpu_seconds_per_second_per_1000_slots_per_member"`
 	EtcdInProcess bool          `json:"etcd_in_process"`
+	// BySecond splits the window by scheduled second (JSON only): a run
+	// still working off its start shows as late early seconds.
+	BySecond []SecondLateness `json:"by_second,omitempty"`
+}
+
+// SecondLateness is the lateness of the fires scheduled in one second.
+type SecondLateness struct {
+	At      time.Time     `json:"at"`
+	Started int           `json:"started"`
+	Skipped int           `json:"skipped"`
+	P50     time.Duration `json:"p50_ns"`
+	P99     time.Duration `json:"p99_ns"`
+	Max     time.Duration `json:"max_ns"`
 }
 
 // Memory is the heap that idle slots cost, measured in the rebalance phase:
@@ -214,6 +228,10 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 			return r, err
 		}
 		r.Lateness = append(r.Lateness, l)
+		if cfg.Command {
+			progress(fmt.Sprintf("the same %d sh -c : at each second without a scheduler, %s", n, cfg.Duration))
+			r.Lateness = append(r.Lateness, forkFloor(ctx, n, cfg.Duration))
+		}
 	}
 	if cfg.Rebalance > 0 {
 		progress(fmt.Sprintf("rebalance, %d slots, 3→4→3 members", cfg.Rebalance))
@@ -399,7 +417,7 @@ func grpcCalls() map[string]int {
 func lateness(cfg Config, n int) (Lateness, error) {
 	res := Lateness{Slots: n, Executor: "go-handler"}
 	if cfg.Command {
-		res.Executor = "sh -c :"
+		res.Executor = "sh -c :" // started: the process exec'd (Result.ProcessStarted)
 	}
 	ev := &events{}
 	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Command)
@@ -417,8 +435,10 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		return res, fmt.Errorf("%w: %d of %d slots owned", err, len(leaders(ms)), n)
 	}
 	res.Settle = time.Since(began)
-	// Measure whole seconds, starting after things calmed down.
-	from := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	// Measure whole seconds, from the first after the warm-up: the burst of
+	// taking every slot at once (campaigns, fences, first records) takes a
+	// few seconds to work off at 10,000 slots (BySecond shows it).
+	from := time.Now().Add(cfg.Warmup).Truncate(time.Second).Add(time.Second)
 	to := from.Add(cfg.Duration)
 	time.Sleep(time.Until(from))
 	before, cpuBefore := grpcCalls(), cpuTime()
@@ -428,19 +448,38 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
 	time.Sleep(2 * time.Second) // let the window's runs finish
 	var late []time.Duration
+	bySecond := make([]struct {
+		late    []time.Duration
+		skipped int
+	}, (cfg.Duration+time.Second-1)/time.Second)
 	for _, e := range ev.snapshot() {
 		t := e.Execution.ScheduledTime
 		if t.Before(from) || !t.Before(to) {
 			continue
 		}
+		sec := &bySecond[t.Sub(from)/time.Second]
 		switch {
-		case e.Kind == scheduler.Finished && !e.StartedAt.IsZero():
+		case e.Kind == scheduler.Finished && cfg.Command && !e.Result.ProcessStarted.IsZero():
+			late = append(late, e.Result.ProcessStarted.Sub(t))
+			sec.late = append(sec.late, e.Result.ProcessStarted.Sub(t))
+		case e.Kind == scheduler.Finished && !cfg.Command && !e.StartedAt.IsZero():
 			late = append(late, e.StartedAt.Sub(t))
+			sec.late = append(sec.late, e.StartedAt.Sub(t))
 		case e.Kind == scheduler.Finished:
 			res.NotStarted++
 		case e.Kind == scheduler.Skipped:
 			res.Skipped++
+			sec.skipped++
 		}
+	}
+	for i, sec := range bySecond {
+		slices.Sort(sec.late)
+		s := SecondLateness{At: from.Add(time.Duration(i) * time.Second), Started: len(sec.late), Skipped: sec.skipped,
+			P50: percentile(sec.late, 0.5), P99: percentile(sec.late, 0.99)}
+		if len(sec.late) > 0 {
+			s.Max = sec.late[len(sec.late)-1]
+		}
+		res.BySecond = append(res.BySecond, s)
 	}
 	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
 	res.Expected = n * int(cfg.Duration/time.Second)
@@ -463,6 +502,47 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		res.PerExecute = float64(writes) / float64(res.Started)
 	}
 	return res, nil
+}
+
+// forkFloor starts n `sh -c :` at every whole second of d through Kira's
+// command executor, from goroutines parked until the second (no scheduler,
+// no etcd), and measures when each process had started: the least that
+// forking at the fire's time can cost on this machine.
+func forkFloor(ctx context.Context, n int, d time.Duration) Lateness {
+	res := Lateness{Slots: n, Executor: "sh -c :, no scheduler", Expected: n * int(d/time.Second)}
+	ex := &jobs.Command{Argv: []string{"sh", "-c", ":"}}
+	var late []time.Duration
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	for at := from; at.Before(from.Add(d)) && ctx.Err() == nil; at = at.Add(time.Second) {
+		gate := make(chan struct{})
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				r := ex.Execute(ctx, jobs.Execution{Job: "floor", ScheduledTime: at})
+				mu.Lock()
+				defer mu.Unlock()
+				if r.ProcessStarted.IsZero() {
+					res.NotStarted++
+					return
+				}
+				late = append(late, r.ProcessStarted.Sub(at))
+			}()
+		}
+		time.Sleep(time.Until(at))
+		close(gate)
+	}
+	wg.Wait()
+	slices.Sort(late)
+	res.Started = len(late)
+	res.P50, res.P99 = percentile(late, 0.5), percentile(late, 0.99)
+	if len(late) > 0 {
+		res.Max = late[len(late)-1]
+	}
+	return res
 }
 
 // ringOf is the ring over the members' ids: who should hold each slot.

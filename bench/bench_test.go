@@ -21,7 +21,7 @@ func TestSmallRunOfEveryScenario(t *testing.T) {
 		t.Skip("runs real failovers")
 	}
 	c := etcdtest.Start(t)
-	cfg := Config{Endpoints: c.Endpoints(), Slots: []int{20}, Duration: 2 * time.Second, TTLs: []time.Duration{2 * time.Second}, Trials: 1, Rebalance: 200}
+	cfg := Config{Endpoints: c.Endpoints(), Slots: []int{20}, Duration: 2 * time.Second, Warmup: time.Second, TTLs: []time.Duration{2 * time.Second}, Trials: 1, Rebalance: 200}
 	r, err := Run(context.Background(), cfg, func(s string) { t.Log(s) })
 	if err != nil {
 		t.Fatal(err)
@@ -35,10 +35,22 @@ func TestSmallRunOfEveryScenario(t *testing.T) {
 	if l := r.Lateness[0]; l.Expected != 40 || l.Started+l.Skipped == 0 || l.P50 > l.P99 || l.P99 > l.Max {
 		t.Fatalf("lateness %+v", l)
 	}
+	if l := r.Lateness[0]; len(l.BySecond) != 2 || l.BySecond[0].Started+l.BySecond[1].Started != l.Started || l.BySecond[0].Skipped+l.BySecond[1].Skipped != l.Skipped {
+		t.Fatalf("lateness by second %+v does not add up to %+v", l.BySecond, l)
+	}
 	if len(r.Rebalance) != 2 || r.Rebalance[0].Moved <= 0 || r.Rebalance[0].Moved >= 1 {
 		t.Fatalf("rebalance %+v", r.Rebalance)
 	}
 	t.Logf("%+v", r)
+}
+
+// The floor row forks the same commands through Kira's executor without a
+// scheduler: every one starts, and its figures are ordered.
+func TestForkFloorStartsEveryCommand(t *testing.T) {
+	l := forkFloor(context.Background(), 5, 2*time.Second)
+	if l.Expected != 10 || l.Started != 10 || l.NotStarted != 0 || l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max {
+		t.Fatalf("floor %+v", l)
+	}
 }
 
 func TestLostFiresCountsHoles(t *testing.T) {

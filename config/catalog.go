@@ -22,6 +22,15 @@ const (
 	// MaxPartitions bounds one job's slots; a larger job is almost surely a typo.
 	MaxPartitions = 100000
 
+	// DefaultHistoryLimit is how many execution records each slot keeps in
+	// etcd unless the job says otherwise (CronJob keeps 3 successful and 1
+	// failed Job). Each record is a key: at 100 per slot, 10,000 slots made a
+	// million keys, and etcd's index lookups became its largest cost.
+	DefaultHistoryLimit = 10
+	// MaxHistoryLimit bounds history_limit: record n of a slot goes to key
+	// n mod the limit, written with three digits.
+	MaxHistoryLimit = 999
+
 	DefaultMisfire       = MisfireFireOnce
 	DefaultCatchupWindow = 10 * time.Minute
 	DefaultOverlap       = OverlapSkip
@@ -92,8 +101,11 @@ type Job struct {
 
 	Misfire       Misfire       `json:"misfire"`
 	CatchupWindow time.Duration `json:"catchup_window"`
-	Overlap       Overlap       `json:"overlap"`
-	Retries       Retries       `json:"retries"`
+	// HistoryLimit is how many execution records each slot of the job keeps
+	// (the oldest is overwritten).
+	HistoryLimit int     `json:"history_limit"`
+	Overlap      Overlap `json:"overlap"`
+	Retries      Retries `json:"retries"`
 	// Jitter delays each fire by a fixed offset in [0, Jitter), derived from
 	// the slot, so it is the same on every member.
 	Jitter time.Duration `json:"jitter,omitempty"`
@@ -201,7 +213,7 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 
 func (v *validator) job(jp fieldPath, rj rawJob) Job {
 	j := Job{Name: rj.Name, Schedule: rj.Schedule, Partitions: DefaultPartitions, Command: rj.Command, Handler: rj.Handler,
-		Misfire: DefaultMisfire, CatchupWindow: DefaultCatchupWindow, Overlap: DefaultOverlap, Timezone: rj.Timezone,
+		Misfire: DefaultMisfire, CatchupWindow: DefaultCatchupWindow, HistoryLimit: DefaultHistoryLimit, Overlap: DefaultOverlap, Timezone: rj.Timezone,
 		Retries: Retries{Backoff: DefaultRetryBackoff, MaxBackoff: DefaultMaxBackoff}}
 	switch {
 	case rj.Name == "":
@@ -321,6 +333,13 @@ func (v *validator) semantics(jp fieldPath, rj rawJob, j *Job) {
 				v.addf(jp.child("catchup_window"), "catchup_window must be positive, got %s", d)
 			}
 			j.CatchupWindow = d
+		}
+	}
+	if rj.HistoryLimit != nil {
+		if n := *rj.HistoryLimit; n < 1 || n > MaxHistoryLimit {
+			v.addf(jp.child("history_limit"), "history_limit must be between 1 and %d, got %d", MaxHistoryLimit, n)
+		} else {
+			j.HistoryLimit = n
 		}
 	}
 	switch o := Overlap(rj.Overlap); o {

@@ -20,6 +20,7 @@ jobs:
   - name: reconcile
     schedule: "0 */5 * * * *"
     partitions: 12
+    history_limit: 50
     http: {url: "http://127.0.0.1:8080/reconcile", method: POST}
 `
 
@@ -35,11 +36,11 @@ func TestParseValidCatalog(t *testing.T) {
 	if h.Partitions != 1 || h.Timeout != 30*time.Second || len(h.Command) != 3 {
 		t.Fatalf("bridge-health = %+v", h)
 	}
-	if h.Misfire != MisfireFireOnce || h.Overlap != OverlapSkip || h.CatchupWindow != 10*time.Minute || h.Retries.Max != 0 {
+	if h.Misfire != MisfireFireOnce || h.Overlap != OverlapSkip || h.CatchupWindow != 10*time.Minute || h.Retries.Max != 0 || h.HistoryLimit != DefaultHistoryLimit {
 		t.Fatalf("policy defaults not applied: %+v", h)
 	}
 	r, ok := cat.Job("reconcile")
-	if !ok || r.Partitions != 12 || r.HTTP == nil || r.HTTP.Method != "POST" {
+	if !ok || r.Partitions != 12 || r.HTTP == nil || r.HTTP.Method != "POST" || r.HistoryLimit != 50 {
 		t.Fatalf("reconcile = %+v", r)
 	}
 }
@@ -87,6 +88,8 @@ func TestValidationErrors(t *testing.T) {
 		{"bad retries", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    retries: {max: -1}\n", 5, "jobs[0].retries.max", "between 0 and 100"},
 		{"backoff order", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    retries:\n      max: 2\n      backoff: 10s\n      max_backoff: 1s\n", 8, "jobs[0].retries.max_backoff", "below backoff"},
 		{"bad window", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    catchup_window: 0s\n", 5, "jobs[0].catchup_window", "positive"},
+		{"history limit zero", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    history_limit: 0\n", 5, "jobs[0].history_limit", "between 1 and 999"},
+		{"history limit too big", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    history_limit: 1000\n", 5, "jobs[0].history_limit", "between 1 and 999"},
 		{"bad fence url", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    fence_url: /fence\n", 5, "jobs[0].fence_url", "not an absolute http(s) URL"},
 		{"empty fence command", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    fence_command: []\n", 5, "jobs[0].fence_command", "at least a program"},
 		{"two fences", "jobs:\n  - name: a\n    schedule: '@hourly'\n    handler: h\n    fence_url: http://x/f\n    fence_command: [raise]\n", 6, "jobs[0].fence_command", "not both"},

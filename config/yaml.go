@@ -36,6 +36,7 @@ type rawJob struct {
 
 	Misfire       string      `yaml:"misfire"`
 	CatchupWindow string      `yaml:"catchup_window"`
+	HistoryLimit  *int        `yaml:"history_limit"`
 	Overlap       string      `yaml:"overlap"`
 	Retries       *rawRetries `yaml:"retries"`
 	Jitter        string      `yaml:"jitter"`

@@ -2,12 +2,15 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,15 +56,35 @@ func StartCluster(t testing.TB, n int) *Cluster {
 
 // Launch runs an etcd cluster of n members with data under dir, for
 // programs such as kira bench that are not tests. Close stops it.
+//
+// Ports are picked free and then bound by etcd: in between, another process
+// (or an outgoing connection's local port) can take one. That failed a test
+// run once (bind: address already in use), so Launch tries again with new
+// ports and a clean dir.
 func Launch(dir string, n int) (*Cluster, error) {
+	const attempts = 5
+	for i := 1; ; i++ {
+		c, err := launch(dir, n)
+		if err == nil || i == attempts || !errors.Is(err, syscall.EADDRINUSE) && !strings.Contains(err.Error(), "address already in use") {
+			return c, err
+		}
+		for j := range n {
+			if err := os.RemoveAll(filepath.Join(dir, fmt.Sprintf("etcd%d", j))); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+func launch(dir string, n int) (*Cluster, error) {
 	c := &Cluster{}
 	var initial []string
 	for i := 0; i < n; i++ {
-		clientAddr, err := freeAddr()
+		clientAddr, err := pickAddr()
 		if err != nil {
 			return nil, err
 		}
-		peerAddr, err := freeAddr()
+		peerAddr, err := pickAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -222,6 +245,9 @@ func WaitHealthy(ctx context.Context, cli *clientv3.Client) error {
 		}
 	}
 }
+
+// pickAddr picks a port for a member; tests replace it.
+var pickAddr = freeAddr
 
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -53,5 +54,33 @@ func TestClusterQuorum(t *testing.T) {
 	c.Restart(other)
 	if err := WaitHealthy(ctx, cli); err != nil {
 		t.Fatalf("quorum restored: %v", err)
+	}
+}
+
+// A port taken between being picked and being bound (by another process, or
+// as an outgoing connection's local port) does not fail the launch: it is
+// tried again with new ports.
+func TestLaunchRetriesAPortTakenMeanwhile(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	picks := 0
+	pickAddr = func() (string, error) {
+		if picks++; picks == 1 {
+			return taken.Addr().String(), nil
+		}
+		return freeAddr()
+	}
+	defer func() { pickAddr = freeAddr }()
+	c := Start(t)
+	if picks < 4 {
+		t.Fatalf("%d ports picked; want a second attempt", picks)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Client(t).Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
 	}
 }

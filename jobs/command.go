@@ -37,8 +37,13 @@ func (c *Command) Execute(ctx context.Context, e Execution) Result {
 	}
 	tail := &tailBuffer{max: OutputTailBytes}
 	cmd.Stdout, cmd.Stderr = tail, tail
-	err := cmd.Run()
-	res := Result{Code: -1, OutputTail: tail.String(), Err: err}
+	var started time.Time
+	err := cmd.Start()
+	if err == nil {
+		started = time.Now()
+		err = cmd.Wait()
+	}
+	res := Result{Code: -1, OutputTail: tail.String(), Err: err, ProcessStarted: started}
 	if cmd.ProcessState != nil {
 		res.Code = cmd.ProcessState.ExitCode()
 	}

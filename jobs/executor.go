@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kira-scheduler/kira/config"
 )
@@ -27,6 +28,10 @@ type Result struct {
 	// OutputTail is the last bytes of a command's output or of a response body.
 	OutputTail string
 	Err        error
+	// ProcessStarted is when a command's process had started (its program
+	// was executing); zero for the other executors and for a command that
+	// could not start. The scheduler's start is earlier: before the fork.
+	ProcessStarted time.Time
 }
 
 // Executor runs one execution and blocks until it has ended. It must return

@@ -44,9 +44,13 @@ func TestExecutionIDIsDeterministic(t *testing.T) {
 
 func TestCommandGetsEnvironment(t *testing.T) {
 	c := &Command{Argv: []string{"sh", "-c", "env | grep ^KIRA_ | sort"}}
+	before := time.Now()
 	res := c.Execute(context.Background(), exec1)
 	if res.Outcome != Succeeded || res.Code != 0 {
 		t.Fatalf("result %+v", res)
+	}
+	if res.ProcessStarted.Before(before) || res.ProcessStarted.After(time.Now()) {
+		t.Errorf("process started at %v, not during Execute (from %v)", res.ProcessStarted, before)
 	}
 	for _, want := range []string{
 		"KIRA_JOB=reconcile", "KIRA_PARTITION=3", "KIRA_PARTITIONS=12", "KIRA_FENCING_TOKEN=4711",
@@ -67,7 +71,7 @@ func TestCommandFailureKeepsTailAndExitCode(t *testing.T) {
 	if len(res.OutputTail) > OutputTailBytes || !strings.HasSuffix(res.OutputTail, "line1999\n") {
 		t.Fatalf("tail of %d bytes ends %q", len(res.OutputTail), res.OutputTail[len(res.OutputTail)-20:])
 	}
-	if res := (&Command{Argv: []string{"/no/such/program"}}).Execute(context.Background(), exec1); res.Outcome != Failed {
+	if res := (&Command{Argv: []string{"/no/such/program"}}).Execute(context.Background(), exec1); res.Outcome != Failed || !res.ProcessStarted.IsZero() {
 		t.Fatalf("missing program: %+v", res)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -214,7 +215,17 @@ func (s *Scheduler) recordWith(sl *slot, r Record, extra []clientv3.Op, done cha
 	data, _ := json.Marshal(r)
 	seq := sl.st.HistorySeq
 	sl.st.HistorySeq++
-	ops := append([]clientv3.Op{s.stateOp(sl), clientv3.OpPut(historyKey(s.member.Cluster(), sl.id, seq), string(data))}, extra...)
+	limit := sl.job.spec.HistoryLimit
+	if limit <= 0 {
+		limit = config.DefaultHistoryLimit
+	}
+	if sl.st.HistoryLimit != limit {
+		// The limit changed, or the state predates it: drop the records the
+		// new ring will never overwrite.
+		extra = append(slices.Clip(extra), historyTrim(s.member.Cluster(), sl.id, limit))
+		sl.st.HistoryLimit = limit
+	}
+	ops := append([]clientv3.Op{s.stateOp(sl), clientv3.OpPut(historyKey(s.member.Cluster(), sl.id, seq, limit), string(data))}, extra...)
 	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: done})
 }
 

@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -568,4 +570,59 @@ func TestReleasedSlotRetractsItsAheadRecord(t *testing.T) {
 	if err != nil || !st.Started.Equal(sec(10)) || st.Unfinished() {
 		t.Fatalf("after a graceful stop the state says started %v, finished %v; want 12:00:10 both", st.Started, st.Finished)
 	}
+}
+
+// Each slot keeps history_limit records, newest overwriting oldest, and the
+// first holder to write under a lower limit deletes the records past it (a
+// state written before history_limit existed kept 100), so they do not stay
+// in etcd, and in kira history, for ever.
+func TestHistoryKeepsItsLimitAndTrimsWhenLowered(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	slot := shard.Slot{Job: "tick"}
+	prefix := HistoryPrefix("history", "tick") + "0/"
+	// What an earlier version left: 40 records and a state without a limit.
+	for i := range 40 {
+		old := Record{Job: "tick", ExecutionID: fmt.Sprintf("old-%d", i), ScheduledTime: t0.Add(-time.Hour + time.Duration(i)*time.Second), Outcome: "succeeded"}
+		data, _ := json.Marshal(old)
+		if _, err := cli.Put(ctx, fmt.Sprintf("%s%03d", prefix, i), string(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := json.Marshal(SlotState{HistorySeq: 40})
+	if _, err := cli.Put(ctx, StateKey("history", slot), string(data)); err != nil {
+		t.Fatal(err)
+	}
+	clock := NewManualClock(t0)
+	cat := catalog("history", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", HistoryLimit: 3}))
+	rec := newRecorder()
+	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	for i := 1; i <= 5; i++ {
+		clock.Advance(10 * time.Second)
+		waitKind(t, rec, "a's run", i, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+	}
+	// Records are written behind the runs; poll.
+	waitUntil(t, "three records, the latest runs'", 10*time.Second, func() bool {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist, err := ReadHistory(ctx, cli, "history", "tick", 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) != 3 || len(hist) != 3 {
+			t.Logf("%d keys, %d records", len(resp.Kvs), len(hist))
+			return false
+		}
+		for i, r := range hist {
+			if want := sec(50 - 10*i); r.Member != a.id || !r.ScheduledTime.Equal(want) {
+				t.Logf("record %d: %s %v; want %v by this member", i, r.Member, r.ScheduledTime, want)
+				return false
+			}
+		}
+		return true
+	})
 }

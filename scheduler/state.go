@@ -17,10 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// HistoryPerSlot bounds the execution records kept per slot: record n goes to
-// key n mod HistoryPerSlot, so the oldest is overwritten, never accumulated.
-const HistoryPerSlot = 100
-
 // Trigger says why an execution ran. The values are shown to users.
 type Trigger string
 
@@ -45,7 +41,10 @@ type SlotState struct {
 	Finished       time.Time `json:"finished"` // scheduled time of the latest fire finished
 	Outcome        string    `json:"outcome,omitempty"`
 	HistorySeq     int64     `json:"history_seq"`
-	MissedDropped  int64     `json:"missed_dropped,omitempty"` // fires dropped for being older than catchup_window
+	// HistoryLimit is the job's history_limit when the holder last wrote a
+	// record; zero in states written before there was one (those kept 100).
+	HistoryLimit  int   `json:"history_limit,omitempty"`
+	MissedDropped int64 `json:"missed_dropped,omitempty"` // fires dropped for being older than catchup_window
 }
 
 // Unfinished reports whether a fire was started but not recorded as finished.
@@ -84,8 +83,17 @@ func HistoryPrefix(cluster, job string) string {
 	return membership.ClusterPrefix(cluster) + "history/" + job + "/"
 }
 
-func historyKey(cluster string, s shard.Slot, seq int64) string {
-	return fmt.Sprintf("%s%d/%03d", HistoryPrefix(cluster, s.Job), s.Partition, seq%HistoryPerSlot)
+// historyKey is where a slot's record seq goes: the records of a slot are a
+// ring of limit keys, so the oldest is overwritten, never accumulated.
+func historyKey(cluster string, s shard.Slot, seq int64, limit int) string {
+	return fmt.Sprintf("%s%d/%03d", HistoryPrefix(cluster, s.Job), s.Partition, seq%int64(limit))
+}
+
+// historyTrim deletes a slot's records at or past limit in the ring: after
+// the limit was lowered, they would never be overwritten.
+func historyTrim(cluster string, s shard.Slot, limit int) clientv3.Op {
+	slotPrefix := fmt.Sprintf("%s%d/", HistoryPrefix(cluster, s.Job), s.Partition)
+	return clientv3.OpDelete(fmt.Sprintf("%s%03d", slotPrefix, limit), clientv3.WithRange(clientv3.GetPrefixRangeEnd(slotPrefix)))
 }
 
 // ReadHistory returns up to n records of job (all partitions, or one when
@@ -139,10 +147,13 @@ type fencedWrite struct {
 	done  chan error // buffered; nil when nobody waits
 }
 
-// maxBatch bounds the writes committed in one transaction: etcd allows 128
-// operations (and 128 comparisons) per transaction by default, and a write
-// has at most two operations and one comparison.
-const maxBatch = 64
+// maxBatch and maxTxnOps bound the writes committed in one transaction:
+// etcd allows 128 operations (and 128 comparisons) per transaction by
+// default, and a write has one comparison and usually two operations.
+const (
+	maxBatch  = 64
+	maxTxnOps = 128
+)
 
 // maxInFlight bounds the transactions the writer has in flight at once. One
 // at a time capped a member at maxBatch writes per etcd round trip, and at
@@ -171,6 +182,7 @@ type stateWriter struct {
 	flying   map[string]int    // order keys of the batches in flight
 	inFlight int               // batches in flight
 	since    map[int]time.Time // when each commit in flight began
+	landed   time.Time         // when a commit last succeeded
 	seq      int
 
 	// failing is set while etcd answers the writer's transactions with errors.
@@ -183,13 +195,19 @@ type stateWriter struct {
 const stalledAfter = 500 * time.Millisecond
 
 // stalled reports whether etcd is failing the writer's transactions, or one
-// has hung for stalledAfter.
+// has hung for stalledAfter while none succeeded. A loaded etcd keeps
+// committing, even if each transaction waits long in its queue: counting
+// that as stalled turned fire-all fires into a backlog whose starts each
+// cost a write, and 10,000 slots spiralled (kira bench).
 func (w *stateWriter) stalled() bool {
 	if w.failing.Load() {
 		return true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if time.Since(w.landed) < stalledAfter {
+		return false
+	}
 	for _, t := range w.since {
 		if time.Since(t) > stalledAfter {
 			return true
@@ -322,9 +340,12 @@ func (w *stateWriter) takeLocked() (b []fencedWrite, keys []string) {
 	held := map[string]bool{}    // order keys of writes left in the queue
 	written := map[string]bool{} // keys the batch writes
 	var left []fencedWrite
-	i := 0
+	i, ops := 0, 0
 	for ; i < len(w.queue) && i < maxScan && len(b) < maxBatch; i++ {
 		fw := w.queue[i]
+		if ops+len(fw.ops) > maxTxnOps {
+			break // it leads the next batch
+		}
 		ok := true
 		order := orderKeys(fw)
 		for _, k := range order {
@@ -345,6 +366,7 @@ func (w *stateWriter) takeLocked() (b []fencedWrite, keys []string) {
 			continue
 		}
 		b = append(b, fw)
+		ops += len(fw.ops)
 		keys = append(keys, order...)
 		for _, op := range fw.ops {
 			written[string(op.KeyBytes())] = true
@@ -448,6 +470,9 @@ func (w *stateWriter) commitAll(ctx context.Context, b []fencedWrite) bool {
 	resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	w.mu.Lock()
 	delete(w.since, id)
+	if err == nil {
+		w.landed = time.Now()
+	}
 	w.mu.Unlock()
 	w.failing.Store(err != nil)
 	switch {

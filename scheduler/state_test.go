@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
@@ -146,4 +147,55 @@ func TestWriterLetsOtherSlotsPastAWaitingWrite(t *testing.T) {
 		t.Fatalf("third batch %v; want a's second write", third)
 	}
 	w.land(secondKeys)
+}
+
+// A batch stays within etcd's default 128 operations per transaction when
+// some writes carry three (a record that trims the history): the write that
+// would pass it leads the next batch.
+func TestWriterBatchStaysWithinTheOperationLimit(t *testing.T) {
+	w := newStateWriter(nil)
+	for i := range maxBatch {
+		k := fmt.Sprintf("/s/%d", i)
+		w.enqueue(fencedWrite{claim: fencing.Claim{LeaderKey: "/leader" + k, Token: 1},
+			ops: []clientv3.Op{clientv3.OpPut("/state"+k, "v"), clientv3.OpPut("/history"+k, "v"), clientv3.OpDelete("/history"+k+"/9", clientv3.WithPrefix())}})
+	}
+	seen := 0
+	for seen < maxBatch {
+		b, keys := w.next()
+		ops := 0
+		for _, fw := range b {
+			ops += len(fw.ops)
+		}
+		if len(b) == 0 || ops > maxTxnOps {
+			t.Fatalf("batch of %d writes, %d operations; want 1 to %d operations", len(b), ops, maxTxnOps)
+		}
+		if seen == 0 && len(b) != maxTxnOps/3 {
+			t.Fatalf("first batch %d writes; want %d", len(b), maxTxnOps/3)
+		}
+		seen += len(b)
+		w.land(keys)
+	}
+}
+
+// A transaction waiting long while others still commit is a loaded etcd,
+// not a stalled one: only when nothing has committed for stalledAfter does
+// the writer count as stalled (fire-all fires then join the backlog).
+func TestWriterIsStalledOnlyWhenNothingCommits(t *testing.T) {
+	w := newStateWriter(nil)
+	if w.stalled() {
+		t.Fatal("stalled with nothing in flight")
+	}
+	w.since[1] = time.Now().Add(-2 * stalledAfter)
+	w.landed = time.Now()
+	if w.stalled() {
+		t.Fatal("stalled although a commit landed just now")
+	}
+	w.landed = time.Now().Add(-2 * stalledAfter)
+	if !w.stalled() {
+		t.Fatal("not stalled: a transaction hung and nothing committed for twice stalledAfter")
+	}
+	delete(w.since, 1)
+	if w.stalled() {
+		t.Fatal("stalled with nothing in flight")
+	}
 }

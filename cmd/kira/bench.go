@@ -24,6 +24,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	slots := fs.String("slots", "100,1000,10000", "lateness: comma-separated slot counts (empty skips)")
 	duration := fs.Duration("duration", 10*time.Second, "lateness: measuring window")
+	warmup := fs.Duration("warmup", 10*time.Second, "lateness: wait this long after every slot is owned before measuring")
 	command := fs.Bool("sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
 	ttls := fs.String("ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
 	trials := fs.Int("trials", 3, "failover and handover: trials each (0 skips handover)")
@@ -34,7 +35,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	cfg := bench.Config{Duration: *duration, Command: *command, Trials: *trials, Rebalance: *rebalance}
+	cfg := bench.Config{Duration: *duration, Warmup: *warmup, Command: *command, Trials: *trials, Rebalance: *rebalance}
 	for _, s := range splitList(*slots) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
