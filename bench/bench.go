@@ -81,6 +81,10 @@ type Lateness struct {
 	CPU           time.Duration `json:"cpu_ns"`
 	CPUPer1000    float64       `json:"cpu_seconds_per_second_per_1000_slots_per_member"`
 	EtcdInProcess bool          `json:"etcd_in_process"`
+	// MemberLost says which member stopped scheduling during the warm-up or
+	// the window (its lease lost or untrusted), if one did: its slots were
+	// then unowned for the rest of the run.
+	MemberLost string `json:"member_lost,omitempty"`
 	// BySecond splits the window by scheduled second (JSON only): a run
 	// still working off its start shows as late early seconds.
 	BySecond []SecondLateness `json:"by_second,omitempty"`
@@ -431,8 +435,11 @@ func lateness(cfg Config, n int) (Lateness, error) {
 			m.stop()
 		}
 	}()
-	if err := waitFor(5*time.Minute, func() bool { return len(leaders(ms)) == n }); err != nil {
+	if err := waitFor(5*time.Minute, func() bool { return len(leaders(ms)) == n || lostMember(ms) != nil }); err != nil {
 		return res, fmt.Errorf("%w: %d of %d slots owned", err, len(leaders(ms)), n)
+	}
+	if err := lostMember(ms); err != nil {
+		return res, fmt.Errorf("bench: lateness at %d slots, while the slots were being taken: %w", n, err)
 	}
 	res.Settle = time.Since(began)
 	// Measure whole seconds, from the first after the warm-up: the burst of
@@ -447,6 +454,9 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	res.CPU, res.EtcdInProcess = cpuAfter-cpuBefore, cfg.EtcdInProcess
 	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
 	time.Sleep(2 * time.Second) // let the window's runs finish
+	if err := lostMember(ms); err != nil {
+		res.MemberLost = err.Error()
+	}
 	var late []time.Duration
 	bySecond := make([]struct {
 		late    []time.Duration

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -23,6 +24,12 @@ type member struct {
 	sched  *scheduler.Scheduler
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// lost is closed when the scheduler stopped on its own (its lease was
+	// lost or no longer trusted), with runErr saying why. kira run would
+	// rejoin as a new member; the bench does not, and says so.
+	lost   chan struct{}
+	runErr error
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -48,11 +55,30 @@ func startMember(endpoints []string, cat *config.Catalog, handlers jobs.Handlers
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	mb := &member{id: id, cli: cli, m: m, sched: s, cancel: stop}
+	mb := &member{id: id, cli: cli, m: m, sched: s, cancel: stop, lost: make(chan struct{})}
 	mb.wg.Add(2)
 	go func() { defer mb.wg.Done(); views.Run(runCtx) }()
-	go func() { defer mb.wg.Done(); s.Run(runCtx) }()
+	go func() {
+		defer mb.wg.Done()
+		if err := s.Run(runCtx); runCtx.Err() == nil {
+			mb.runErr = err
+			close(mb.lost)
+		}
+	}()
 	return mb, nil
+}
+
+// lostMember returns an error naming the first member whose scheduler
+// stopped on its own, or nil.
+func lostMember(ms []*member) error {
+	for _, m := range ms {
+		select {
+		case <-m.lost:
+			return fmt.Errorf("member %s stopped scheduling: %w (kira run would rejoin as a new member; the bench does not)", m.id, m.runErr)
+		default:
+		}
+	}
+	return nil
 }
 
 // stop is a graceful stop: stop firing, drain, revoke the lease.

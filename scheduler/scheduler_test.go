@@ -544,3 +544,40 @@ func TestOrphanedCandidacyKeyIsDeleted(t *testing.T) {
 		return err == nil && len(resp.Kvs) == 0
 	})
 }
+
+// Campaigns that talk to etcd at once are bounded (maxCampaigning), and a
+// campaign waiting for another member's key gives its place up after
+// campaignHold: slots held by a member that is gone but whose lease has not
+// expired yet do not keep a free slot waiting for that lease.
+func TestCampaignsWaitingForAKeyDoNotHoldUpFreeSlots(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	const blocked, free = 3 * maxCampaigning, 20
+	cat := catalog("bound",
+		config.Job{Name: "held", Schedule: "@hourly", Partitions: blocked, Handler: "noop"},
+		config.Job{Name: "free", Schedule: "@hourly", Partitions: free, Handler: "noop"})
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Revoke(ctx, lease.ID)
+	for p := range blocked {
+		key := fmt.Sprintf("%s/%x", ElectionKeyPrefix(cat.Cluster, shard.Slot{Job: "held", Partition: p}), lease.ID)
+		if _, err := cli.Put(ctx, key, "gone-member", clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := newRecorder()
+	a := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{})
+	waitUntil(t, "every free slot led while the held ones wait", 20*time.Second, func() bool {
+		n := 0
+		for s := range a.sched.Leading() {
+			if s.Job == "held" {
+				t.Fatalf("slot %v led while another member's key is first", s)
+			}
+			n++
+		}
+		return n == free
+	})
+}

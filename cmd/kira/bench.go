@@ -117,6 +117,11 @@ func printBench(w io.Writer, r *bench.Report) {
 			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%.2f\t%s\t%.3f%s\n", l.Slots, l.Executor, ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, l.PerExecute, l.Settle.Round(time.Millisecond),
 				l.CPUPer1000, withEtcd(l.EtcdInProcess))
 		}
+		for _, l := range r.Lateness {
+			if l.MemberLost != "" {
+				fmt.Fprintf(tw, "\t%d slots: %s\n", l.Slots, l.MemberLost)
+			}
+		}
 		fmt.Fprintln(tw)
 	}
 	if len(r.Rebalance) > 0 {
