@@ -141,6 +141,45 @@ func (e *events) snapshot() []scheduler.Event {
 	return slices.Clone(e.all)
 }
 
+// fires keeps what lateness needs of each fire's Finished or Skipped event,
+// in records without pointers: the bench holding hundreds of thousands of
+// whole events made every GC cycle of the process (the members' too) mark
+// them, and one second in ten came out late at 10,000 slots.
+type fires struct {
+	command bool // the start is the process's (Result.ProcessStarted)
+	mu      sync.Mutex
+	all     []fire
+}
+
+type fire struct {
+	skipped   bool
+	scheduled int64 // Unix nanoseconds
+	started   int64 // Unix nanoseconds; zero if it never started
+}
+
+func (f *fires) add(ev scheduler.Event) {
+	if ev.Kind != scheduler.Finished && ev.Kind != scheduler.Skipped {
+		return
+	}
+	r := fire{skipped: ev.Kind == scheduler.Skipped, scheduled: ev.Execution.ScheduledTime.UnixNano()}
+	start := ev.StartedAt
+	if f.command {
+		start = ev.Result.ProcessStarted
+	}
+	if ev.Kind == scheduler.Finished && !start.IsZero() {
+		r.started = start.UnixNano()
+	}
+	f.mu.Lock()
+	f.all = append(f.all, r)
+	f.mu.Unlock()
+}
+
+func (f *fires) snapshot() []fire {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.all)
+}
+
 func noop(context.Context) error { return nil }
 
 var handlers = jobs.Handlers{"noop": noop}
@@ -155,10 +194,10 @@ func benchCatalog(cluster string, ttl time.Duration, partitions int, command boo
 	return &config.Catalog{Cluster: cluster, Membership: config.Membership{LeaseTTL: ttl}, Jobs: []config.Job{j}}
 }
 
-func startMembers(cfg Config, cat *config.Catalog, n int, ev *events) ([]*member, error) {
+func startMembers(cfg Config, cat *config.Catalog, n int, onEvent func(scheduler.Event)) ([]*member, error) {
 	var out []*member
 	for i := 0; i < n; i++ {
-		m, err := startMember(cfg.Endpoints, cat, handlers, ev.add)
+		m, err := startMember(cfg.Endpoints, cat, handlers, onEvent)
 		if err != nil {
 			for _, m := range out {
 				m.stop()
@@ -312,7 +351,7 @@ func ownerChange(cfg Config, name string, ttl time.Duration, n int, offset time.
 	lost := 0
 	for trial := 0; trial < cfg.Trials; trial++ {
 		ev := &events{}
-		ms, err := startMembers(cfg, benchCatalog(cluster(name), ttl, 1, false), n, ev)
+		ms, err := startMembers(cfg, benchCatalog(cluster(name), ttl, 1, false), n, ev.add)
 		if err != nil {
 			return samples, lost, err
 		}
@@ -423,10 +462,10 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	if cfg.Command {
 		res.Executor = "sh -c :" // started: the process exec'd (Result.ProcessStarted)
 	}
-	ev := &events{}
+	ev := &fires{command: cfg.Command}
 	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Command)
 	began := time.Now()
-	ms, err := startMembers(cfg, cat, 3, ev)
+	ms, err := startMembers(cfg, cat, 3, ev.add)
 	if err != nil {
 		return res, err
 	}
@@ -462,24 +501,21 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		late    []time.Duration
 		skipped int
 	}, (cfg.Duration+time.Second-1)/time.Second)
-	for _, e := range ev.snapshot() {
-		t := e.Execution.ScheduledTime
-		if t.Before(from) || !t.Before(to) {
+	for _, f := range ev.snapshot() {
+		if f.scheduled < from.UnixNano() || f.scheduled >= to.UnixNano() {
 			continue
 		}
-		sec := &bySecond[t.Sub(from)/time.Second]
+		sec := &bySecond[time.Duration(f.scheduled-from.UnixNano())/time.Second]
 		switch {
-		case e.Kind == scheduler.Finished && cfg.Command && !e.Result.ProcessStarted.IsZero():
-			late = append(late, e.Result.ProcessStarted.Sub(t))
-			sec.late = append(sec.late, e.Result.ProcessStarted.Sub(t))
-		case e.Kind == scheduler.Finished && !cfg.Command && !e.StartedAt.IsZero():
-			late = append(late, e.StartedAt.Sub(t))
-			sec.late = append(sec.late, e.StartedAt.Sub(t))
-		case e.Kind == scheduler.Finished:
-			res.NotStarted++
-		case e.Kind == scheduler.Skipped:
+		case f.skipped:
 			res.Skipped++
 			sec.skipped++
+		case f.started != 0:
+			d := time.Duration(f.started - f.scheduled)
+			late = append(late, d)
+			sec.late = append(sec.late, d)
+		default:
+			res.NotStarted++
 		}
 	}
 	for i, sec := range bySecond {
@@ -582,7 +618,7 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 	cat := benchCatalog(cluster("rebalance"), 6*time.Second, n, false)
 	cat.Jobs[0].Schedule = "@hourly" // idle slots: ownership is what is measured
 	heapBefore := liveHeap()
-	ms, err := startMembers(cfg, cat, 3, ev)
+	ms, err := startMembers(cfg, cat, 3, ev.add)
 	if err != nil {
 		return nil, nil, err
 	}
