@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/kira-scheduler/kira/scheduler"
 	"github.com/kira-scheduler/kira/shard"
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Config says what to measure.
@@ -81,6 +83,9 @@ type Lateness struct {
 	CPU           time.Duration `json:"cpu_ns"`
 	CPUPer1000    float64       `json:"cpu_seconds_per_second_per_1000_slots_per_member"`
 	EtcdInProcess bool          `json:"etcd_in_process"`
+	// NoScheduler marks the floor row: the same commands forked at each
+	// second without Kira or etcd (etcd, settle and CPU do not apply).
+	NoScheduler bool `json:"no_scheduler,omitempty"`
 	// MemberLost says which member stopped scheduling during the warm-up or
 	// the window (its lease lost or untrusted), if one did: its slots were
 	// then unowned for the rest of the run.
@@ -555,7 +560,7 @@ func lateness(cfg Config, n int) (Lateness, error) {
 // no etcd), and measures when each process had started: the least that
 // forking at the fire's time can cost on this machine.
 func forkFloor(ctx context.Context, n int, d time.Duration) Lateness {
-	res := Lateness{Slots: n, Executor: "sh -c :, no scheduler", Expected: n * int(d/time.Second)}
+	res := Lateness{Slots: n, Executor: "sh -c :, no scheduler", NoScheduler: true, Expected: n * int(d/time.Second)}
 	ex := &jobs.Command{Argv: []string{"sh", "-c", ":"}}
 	var late []time.Duration
 	var mu sync.Mutex
@@ -612,6 +617,31 @@ func misplaced(ring *shard.Ring, l map[shard.Slot]string) int {
 	return n
 }
 
+// describeMisplaced names up to three slots not held by their preferred
+// owner, with the election keys etcd has for each, for a settle that timed
+// out.
+func describeMisplaced(ms []*member, cat *config.Catalog) string {
+	ring := ringOf(ms)
+	var out []string
+	for s, owner := range leaders(ms) {
+		if want := ring.Owner(s); want != owner && len(out) < 3 {
+			line := fmt.Sprintf("%s held by %s, preferred %s; keys:", s, owner, want)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resp, err := ms[0].cli.Get(ctx, scheduler.ElectionKeyPrefix(cat.Cluster, s)+"/", clientv3.WithPrefix())
+			cancel()
+			if err != nil {
+				line += " " + err.Error()
+			} else {
+				for _, kv := range resp.Kvs {
+					line += fmt.Sprintf(" %s=%s@%d", kv.Key, kv.Value, kv.CreateRevision)
+				}
+			}
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
 // rebalance adds a fourth member to n slots over three, then removes it.
 func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 	ev := &events{}
@@ -634,8 +664,11 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 			return len(l) == n && misplaced(ring, l) == 0
 		}
 	}
-	if err := waitFor(5*time.Minute, settled(ms)); err != nil {
-		return nil, nil, fmt.Errorf("%w (initial: %d of %d slots held)", err, len(leaders(ms)), n)
+	if err := waitFor(5*time.Minute, func() bool { return settled(ms)() || lostMember(ms) != nil }); err != nil {
+		return nil, nil, fmt.Errorf("%w (initial: %d of %d slots held; %s)", err, len(leaders(ms)), n, describeMisplaced(ms, cat))
+	}
+	if err := lostMember(ms); err != nil {
+		return nil, nil, fmt.Errorf("bench: rebalance, while the slots were being taken: %w", err)
 	}
 	// The events kept for the other phases are not the members' memory.
 	ev.mu.Lock()
@@ -652,9 +685,12 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 		if err := act(); err != nil {
 			return err
 		}
-		if err := waitFor(5*time.Minute, settled(ms)); err != nil {
+		if err := waitFor(5*time.Minute, func() bool { return settled(ms)() || lostMember(ms) != nil }); err != nil {
 			l := leaders(ms)
-			return fmt.Errorf("%w (%s: %d of %d slots held, %d of them not by their preferred owner)", err, change, len(l), n, misplaced(ringOf(ms), l))
+			return fmt.Errorf("%w (%s: %d of %d slots held, %d of them not by their preferred owner; %s)", err, change, len(l), n, misplaced(ringOf(ms), l), describeMisplaced(ms, cat))
+		}
+		if err := lostMember(ms); err != nil {
+			return fmt.Errorf("bench: rebalance %s: %w", change, err)
 		}
 		took := time.Since(start)
 		after := leaders(ms)

@@ -114,6 +114,10 @@ func printBench(w io.Writer, r *bench.Report) {
 	if len(r.Lateness) > 0 {
 		fmt.Fprintln(tw, "LATENESS\tSLOTS\tEXECUTOR\tP50\tP99\tMAX\tSTARTED/EXPECTED\tSKIPPED\tNOT STARTED\tETCD WRITES/EXEC\tSETTLE\tCPU s/s PER 1000 SLOTS PER MEMBER")
 		for _, l := range r.Lateness {
+			if l.NoScheduler {
+				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t-\t-\t-\n", l.Slots, l.Executor, ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted)
+				continue
+			}
 			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%.2f\t%s\t%.3f%s\n", l.Slots, l.Executor, ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, l.PerExecute, l.Settle.Round(time.Millisecond),
 				l.CPUPer1000, withEtcd(l.EtcdInProcess))
 		}
