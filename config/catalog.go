@@ -25,7 +25,7 @@ const (
 	// DefaultHistoryLimit is how many execution records each slot keeps in
 	// etcd unless the job says otherwise (CronJob keeps 3 successful and 1
 	// failed Job). Each record is a key: at 100 per slot, 10,000 slots made a
-	// million keys, and etcd's index lookups became its largest cost.
+	// million keys, and the index lookup became the largest part of each etcd put.
 	DefaultHistoryLimit = 10
 	// MaxHistoryLimit bounds history_limit: record n of a slot goes to key
 	// n mod the limit, written with three digits.
