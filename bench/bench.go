@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -234,6 +233,15 @@ func waitFor(timeout time.Duration, cond func() bool) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
+}
+
+// spread sorts late and returns its p50, p99 and maximum (zeros when empty).
+func spread(late []time.Duration) (p50, p99, maxLate time.Duration) {
+	slices.Sort(late)
+	if len(late) > 0 {
+		maxLate = late[len(late)-1]
+	}
+	return percentile(late, 0.5), percentile(late, 0.99), maxLate
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
@@ -524,21 +532,13 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		}
 	}
 	for i, sec := range bySecond {
-		slices.Sort(sec.late)
-		s := SecondLateness{At: from.Add(time.Duration(i) * time.Second), Started: len(sec.late), Skipped: sec.skipped,
-			P50: percentile(sec.late, 0.5), P99: percentile(sec.late, 0.99)}
-		if len(sec.late) > 0 {
-			s.Max = sec.late[len(sec.late)-1]
-		}
+		s := SecondLateness{At: from.Add(time.Duration(i) * time.Second), Started: len(sec.late), Skipped: sec.skipped}
+		s.P50, s.P99, s.Max = spread(sec.late)
 		res.BySecond = append(res.BySecond, s)
 	}
-	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
 	res.Expected = n * int(cfg.Duration/time.Second)
 	res.Started = len(late)
-	res.P50, res.P99 = percentile(late, 0.5), percentile(late, 0.99)
-	if len(late) > 0 {
-		res.Max = late[len(late)-1]
-	}
+	res.P50, res.P99, res.Max = spread(late)
 	res.EtcdCalls = map[string]int{}
 	writes := 0
 	for method, c := range after {
@@ -587,12 +587,8 @@ func forkFloor(ctx context.Context, n int, d time.Duration) Lateness {
 		close(gate)
 	}
 	wg.Wait()
-	slices.Sort(late)
 	res.Started = len(late)
-	res.P50, res.P99 = percentile(late, 0.5), percentile(late, 0.99)
-	if len(late) > 0 {
-		res.Max = late[len(late)-1]
-	}
+	res.P50, res.P99, res.Max = spread(late)
 	return res
 }
 

@@ -216,9 +216,6 @@ func (s *Scheduler) recordWith(sl *slot, r Record, extra []clientv3.Op, done cha
 	seq := sl.st.HistorySeq
 	sl.st.HistorySeq++
 	limit := sl.job.spec.HistoryLimit
-	if limit <= 0 {
-		limit = config.DefaultHistoryLimit
-	}
 	if sl.st.HistoryLimit != limit {
 		// The limit changed, or the state predates it: drop the records the
 		// new ring will never overwrite.

@@ -315,6 +315,9 @@ func prepareJobs(cat *config.Catalog, handlers jobs.Handlers) (map[string]*job, 
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: job %s: %w", spec.Name, err)
 		}
+		if spec.HistoryLimit <= 0 { // a catalog built in code, not parsed
+			spec.HistoryLimit = config.DefaultHistoryLimit
+		}
 		ex, err := jobs.ForJob(spec, handlers)
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)

@@ -86,13 +86,17 @@ func HistoryPrefix(cluster, job string) string {
 // historyKey is where a slot's record seq goes: the records of a slot are a
 // ring of limit keys, so the oldest is overwritten, never accumulated.
 func historyKey(cluster string, s shard.Slot, seq int64, limit int) string {
-	return fmt.Sprintf("%s%d/%03d", HistoryPrefix(cluster, s.Job), s.Partition, seq%int64(limit))
+	return fmt.Sprintf("%s%03d", slotHistoryPrefix(cluster, s), seq%int64(limit))
+}
+
+func slotHistoryPrefix(cluster string, s shard.Slot) string {
+	return fmt.Sprintf("%s%d/", HistoryPrefix(cluster, s.Job), s.Partition)
 }
 
 // historyTrim deletes a slot's records at or past limit in the ring: after
 // the limit was lowered, they would never be overwritten.
 func historyTrim(cluster string, s shard.Slot, limit int) clientv3.Op {
-	slotPrefix := fmt.Sprintf("%s%d/", HistoryPrefix(cluster, s.Job), s.Partition)
+	slotPrefix := slotHistoryPrefix(cluster, s)
 	return clientv3.OpDelete(fmt.Sprintf("%s%03d", slotPrefix, limit), clientv3.WithRange(clientv3.GetPrefixRangeEnd(slotPrefix)))
 }
 
