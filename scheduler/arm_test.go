@@ -77,7 +77,8 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 }
 
 // The releaser opens each gate at its instant, the earliest first, whatever
-// the order the gates were asked for in; gates of one instant are one.
+// the order the gates were asked for in, and wakes every run waiting there;
+// it counts the runs that still wait in startingFires until they leave.
 func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 	clock := NewManualClock(t0)
 	r := newReleaser(clock)
@@ -87,35 +88,71 @@ func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	late := r.wait(t0.Add(2 * time.Second))
-	early := r.wait(t0.Add(time.Second))
-	if r.wait(t0.Add(time.Second)) != early {
-		t.Fatal("two gates for one instant")
-	}
+	early, early2 := r.wait(t0.Add(time.Second)), r.wait(t0.Add(time.Second))
+	gone := r.wait(t0.Add(time.Second))
+	r.leave(gone) // left before its gate opened: not counted when it opens
 	clock.Advance(time.Second - time.Nanosecond)
 	select {
-	case <-early:
+	case <-early.woken:
 		t.Fatal("opened before its instant")
 	case <-time.After(3 * spinWindow): // longer than a spin: the releaser waits on its timer by then
 	}
 	clock.Advance(time.Nanosecond)
-	<-early
+	<-early.woken
+	<-early2.woken
 	if n := startingFires.Load(); n != 2 {
 		t.Fatalf("%d fires starting after the gate opened; want the 2 that waited", n)
 	}
-	r.leave(t0.Add(time.Second), early)
-	r.leave(t0.Add(time.Second), early)
-	r.leave(t0.Add(2*time.Second), late) // left before its gate opened
+	r.leave(early)
+	r.leave(early2)
+	r.leave(late) // left before its gate opened
 	if n := startingFires.Load(); n != 0 {
 		t.Fatalf("%d fires starting after all left; want 0", n)
 	}
 	select {
-	case <-late:
+	case <-late.woken:
 		t.Fatal("the later gate opened with the earlier one")
 	default:
 	}
 	clock.Advance(time.Second)
-	<-late
+	<-late.woken
 	if n := startingFires.Load(); n != 0 {
 		t.Fatalf("%d fires starting after a gate nobody waits at opened; want 0", n)
+	}
+}
+
+// startingFires' settled channel closes when the last starting fire left,
+// or once fires have been starting for the hold: a start that waits on etcd
+// must not hold back every result.
+func TestStartCountSettlesWhenEmptyOrAfterItsHold(t *testing.T) {
+	c := newStartCount(time.Hour)
+	if !isClosed(c.settled()) {
+		t.Fatal("settled with nothing started: want closed")
+	}
+	c.Add(2)
+	s := c.settled()
+	c.Add(-1)
+	if isClosed(s) {
+		t.Fatal("settled with a fire still starting")
+	}
+	c.Add(-1)
+	if !isClosed(s) {
+		t.Fatal("not settled after the last fire left")
+	}
+
+	c = newStartCount(10 * time.Millisecond)
+	c.Add(1)
+	<-c.settled() // the hold ends it; the fire never leaves
+	if n := c.Load(); n != 1 {
+		t.Fatalf("count %d after the hold; want 1 (the hold settles, it does not forget)", n)
+	}
+	c.Add(1) // the next release holds again
+	s = c.settled()
+	if isClosed(s) {
+		t.Fatal("a new release after a hold ran out is not held")
+	}
+	c.Add(-2)
+	if !isClosed(s) {
+		t.Fatal("not settled after every fire left")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"time"
 
@@ -260,7 +259,7 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 	if a := sl.ahead; a != nil && f.trigger == TriggerSchedule && a.scheduled.Equal(f.scheduled) {
 		recorded = a.done // recorded ahead: no round trip now
 		if !at.IsZero() {
-			armed = &armedRun{run: sl.runSeq + 1, ahead: a, at: at, gate: s.release.wait(at)}
+			armed = &armedRun{run: sl.runSeq + 1, ahead: a, at: at, place: s.release.wait(at)}
 			sl.armed = armed
 		}
 	} else {
@@ -298,28 +297,36 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 		)}
 	spanName := "kira.execution " + e.Job
 	ctx = jobs.WithExecution(ctx, e)
+	var span trace.Span
+	if armed != nil {
+		// Started now, stamped with the fire's instant: the tracer's work
+		// is then off the instant, where a second's worth of fires wait.
+		ctx, span = tracer.Start(ctx, spanName, append(spanOpts, trace.WithTimestamp(at))...)
+	}
 	s.wg.Add(1)
 	unrecorded := &sl.unrecorded
 	unrecorded.Add(1)
 	go func() {
 		defer s.wg.Done()
 		leave := func() {}
+		stopWaking := func() bool { return false }
 		if armed != nil {
 			left := false
 			leave = func() {
 				if !left {
 					left = true
-					s.release.leave(armed.at, armed.gate)
+					s.release.leave(armed.place)
 				}
 			}
 			defer leave()
-			select {
-			case <-armed.gate:
-			case <-ctx.Done():
-			}
+			stopWaking = context.AfterFunc(ctx, armed.place.wake)
+			<-armed.place.woken
 			if !armed.state.CompareAndSwap(armedWaiting, armedReleased) {
 				unrecorded.Add(-1) // withdrawn: the loop has forgotten this run
+				stopWaking()
 				cancel()
+				span.SetAttributes(attribute.String("kira.outcome", "withdrawn"))
+				span.End()
 				return
 			}
 		}
@@ -329,7 +336,9 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 			defer stop()
 		}
 		fr := finishedRun{slot: id, run: run, fire: f, exec: e}
-		ctx, span := tracer.Start(ctx, spanName, spanOpts...)
+		if span == nil {
+			ctx, span = tracer.Start(ctx, spanName, spanOpts...)
+		}
 		select {
 		case err := <-recorded:
 			unrecorded.Add(-1)
@@ -354,7 +363,8 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 				fr.res = ex.Execute(ctx, e)
 				// The rest is bookkeeping: let the fires released with
 				// this one start first.
-				runtime.Gosched()
+				<-startingFires.settled()
+				stopWaking() // off the instant: it locks the run's context
 			}
 		case <-ctx.Done():
 			unrecorded.Add(-1)
@@ -362,6 +372,7 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 		}
 		leave()
 		fr.finished = clock.Now()
+		stopWaking()
 		cancel()
 		span.SetAttributes(attribute.String("kira.outcome", string(fr.res.Outcome)))
 		if fr.res.Outcome != jobs.Succeeded {

@@ -27,13 +27,13 @@ func BenchmarkReleaseFires(b *testing.B) {
 				late := make([]time.Duration, n)
 				var wg sync.WaitGroup
 				for j := 0; j < n; j++ {
-					gate := r.wait(at)
+					p := r.wait(at)
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						<-gate
+						<-p.woken
 						late[j] = time.Since(at)
-						r.leave(at, gate)
+						r.leave(p)
 					}()
 				}
 				wg.Wait()

@@ -51,10 +51,6 @@ const resignTimeout = 5 * time.Second
 // context, so on an unreachable etcd it returns only when the client closes.
 const ownedWait = resignTimeout + time.Second
 
-// maxResultHold bounds how long the loop puts off recording results while
-// fires released at their instant are starting (startingFires).
-const maxResultHold = 50 * time.Millisecond
-
 func isClosed(c <-chan struct{}) bool {
 	select {
 	case <-c:
@@ -519,9 +515,6 @@ func (s *Scheduler) loop(ctx context.Context) error {
 	// lease, and its trust deadline is timed by a timer of its own.
 	trustTimer := time.NewTimer(time.Hour)
 	defer trustTimer.Stop()
-	holdTimer := time.NewTimer(time.Hour)
-	defer holdTimer.Stop()
-	var holding time.Time // since when results wait for starts
 	s.applyView(s.views.Latest())
 	for {
 		now := clock.Now()
@@ -541,25 +534,14 @@ func (s *Scheduler) loop(ctx context.Context) error {
 		}
 		timer.ResetAt(wake)
 		// Results wait while fires released at their instant are starting
-		// (see startingFires), for at most maxResultHold.
+		// (see startingFires).
 		bell := s.finished.bell
-		var drained <-chan struct{}
-		var holdOver <-chan time.Time
-		if d := startingFires.drained(); !isClosed(d) {
-			if holding.IsZero() {
-				holding = time.Now()
-				holdTimer.Reset(maxResultHold)
-			}
-			if time.Since(holding) < maxResultHold {
-				bell, drained, holdOver = nil, d, holdTimer.C
-			}
-		} else if !holding.IsZero() {
-			holding = time.Time{}
-			holdTimer.Stop()
+		var settled <-chan struct{}
+		if c := startingFires.settled(); !isClosed(c) {
+			bell, settled = nil, c
 		}
 		select {
-		case <-drained: // the starts are done: results next
-		case <-holdOver: // held long enough
+		case <-settled: // the starts are done: results next
 		case <-ctx.Done():
 			return nil
 		case <-trustTimer.C:

@@ -137,7 +137,7 @@ type armedRun struct {
 	run   uint64
 	ahead *aheadRecord // consumed by the run; given back on withdrawal
 	at    time.Time    // the fire's instant
-	gate  <-chan struct{}
+	place *place
 	state atomic.Int32
 }
 
