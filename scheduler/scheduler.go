@@ -841,8 +841,12 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	s.setSnapshot(sl.id, 0, false)
 	s.emit(Event{Kind: kind, Slot: sl.id, Token: sl.token, Reason: reason, At: s.cfg.Clock.Now()})
 	if kind == Lost {
-		sl.state, sl.ahead = idle, nil
+		sl.state, sl.ahead, sl.carried = idle, nil, nil // fenced out anyway
 		return
+	}
+	if c := sl.takeCarried(); len(c) > 0 {
+		// Ahead of the resign, which the writer keeps in this order.
+		s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: append([]clientv3.Op{s.stateOp(sl)}, lastPutPerKey(c)...)})
 	}
 	// A start recorded ahead is left as it is: the fire is in the future, and
 	// the next holder, taking over within milliseconds of the resign, runs it

@@ -94,6 +94,7 @@ type nodeOpts struct {
 	memberNow func() time.Time
 	cfg       Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
 	armed     func(shard.Slot)
+	writerKV  func(clientv3.KV) clientv3.KV // wraps the state writer's KV (a gate in front of etcd)
 }
 
 // startNodeWith starts a node with scheduler settings cfg and defaults otherwise.
@@ -125,6 +126,9 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 		t.Fatal(err)
 	}
 	s.armedHook = o.armed
+	if o.writerKV != nil {
+		s.writer.kv = o.writerKV(s.writer.kv)
+	}
 	runCtx, stopRun := context.WithCancel(context.Background())
 	viewsCtx, stopViews := context.WithCancel(context.Background())
 	viewsDone := make(chan struct{})

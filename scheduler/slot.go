@@ -9,6 +9,7 @@ import (
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -73,6 +74,10 @@ type slot struct {
 	// unrecorded counts this slot's runs still waiting for etcd to record
 	// their start (decremented by their goroutines).
 	unrecorded atomic.Int32
+	// carried are the history records of fires skipped while a run of the
+	// slot waited for its start to be recorded: they go with the slot's next
+	// write (see skip).
+	carried []clientv3.Op
 	// ahead is the start of the next scheduled fire, recorded ahead of time
 	// (with the previous run's result, or on acquisition), so that fire
 	// starts without an etcd round trip once the write is acknowledged.
