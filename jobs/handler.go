@@ -28,7 +28,10 @@ func (h Handler) Execute(ctx context.Context, e Execution) (res Result) {
 			res = Result{Outcome: Failed, Err: fmt.Errorf("jobs: handler for %s panicked: %v", e.Job, p)}
 		}
 	}()
-	err := h(WithExecution(ctx, e))
+	if cur, ok := FromContext(ctx); !ok || cur.ID != e.ID || cur.Token != e.Token {
+		ctx = WithExecution(ctx, e) // the scheduler's context carries it already
+	}
+	err := h(ctx)
 	switch {
 	case err == nil:
 		return Result{Outcome: Succeeded}

@@ -63,17 +63,22 @@ var startingFires = newStartCount(maxStartHold)
 const maxStartHold = 50 * time.Millisecond
 
 // startCount is a count of starting fires with a channel, settled(), closed
-// once the count is zero or the count has been above zero for hold.
+// once the count is zero or the count has been above zero for hold. A
+// decrement that leaves the count above zero, and settled, take no lock: a
+// second's worth of fires does both at once, on every core.
 type startCount struct {
-	hold time.Duration
+	hold  time.Duration
+	n     atomic.Int64
+	quiet atomic.Pointer[chan struct{}]
 
-	mu    sync.Mutex
-	n     int64
-	quiet chan struct{}
+	mu sync.Mutex // serialises the changes of quiet
 }
 
 func newStartCount(hold time.Duration) *startCount {
-	return &startCount{hold: hold, quiet: closed()}
+	c := &startCount{hold: hold}
+	q := closed()
+	c.quiet.Store(&q)
+	return c
 }
 
 func closed() chan struct{} {
@@ -83,41 +88,41 @@ func closed() chan struct{} {
 }
 
 func (c *startCount) Add(d int64) {
+	if d < 0 && c.n.Add(d) > 0 {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n += d
-	switch {
-	case d > 0 && isClosed(c.quiet):
-		ch := make(chan struct{})
-		c.quiet = ch
-		time.AfterFunc(c.hold, func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.quiet == ch && !isClosed(ch) {
-				close(ch)
-			}
-		})
-	case c.n <= 0:
-		c.n = 0 // never below: a miscount must not hold work back
-		if !isClosed(c.quiet) {
-			close(c.quiet)
+	if d > 0 {
+		c.n.Add(d)
+		if q := *c.quiet.Load(); isClosed(q) {
+			ch := make(chan struct{})
+			c.quiet.Store(&ch)
+			time.AfterFunc(c.hold, func() {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				if *c.quiet.Load() == ch && !isClosed(ch) {
+					close(ch)
+				}
+			})
+		}
+		return
+	}
+	if n := c.n.Load(); n <= 0 {
+		if n < 0 {
+			c.n.CompareAndSwap(n, 0) // never below: a miscount must not hold work back
+		}
+		if q := *c.quiet.Load(); !isClosed(q) {
+			close(q)
 		}
 	}
 }
 
-func (c *startCount) Load() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
+func (c *startCount) Load() int64 { return c.n.Load() }
 
 // settled returns a channel closed once no fire is starting, or once the
 // fires starting have held up other work for the count's hold.
-func (c *startCount) settled() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.quiet
-}
+func (c *startCount) settled() <-chan struct{} { return *c.quiet.Load() }
 
 const (
 	spinWindow = time.Millisecond
