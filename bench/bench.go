@@ -20,11 +20,16 @@ import (
 
 // Config says what to measure.
 type Config struct {
-	Endpoints []string        // etcd to run against
-	Slots     []int           // lateness: slot counts, each over 3 members
-	Duration  time.Duration   // lateness: measuring window
-	Warmup    time.Duration   // lateness: from every slot owned to the window
-	Command   bool            // lateness: run `sh -c :` instead of an in-process handler
+	Endpoints []string      // etcd to run against
+	Slots     []int         // lateness: slot counts, each over 3 members
+	Duration  time.Duration // lateness: measuring window
+	Warmup    time.Duration // lateness: from every slot owned to the window
+	Command   bool          // lateness: run `sh -c :` instead of an in-process handler
+	// Probe adds to the lateness runs one more slot, a job running
+	// `sh -c :` every second, whose lateness (to its process start) is
+	// reported on its own (Lateness.Probe): a command job on a loaded
+	// scheduler, rather than every slot forking at once.
+	Probe     bool
 	TTLs      []time.Duration // failover: lease TTLs
 	Trials    int             // failover and handover: trials per setting
 	Rebalance int             // rebalance: slot count (0 skips)
@@ -92,6 +97,20 @@ type Lateness struct {
 	// BySecond splits the window by scheduled second (JSON only): a run
 	// still working off its start shows as late early seconds.
 	BySecond []SecondLateness `json:"by_second,omitempty"`
+	// Probe is the lateness of the one `sh -c :` slot (Config.Probe),
+	// measured to its process start; not counted in the figures above.
+	Probe *ProbeLateness `json:"sh_probe,omitempty"`
+}
+
+// ProbeLateness is the lateness of the Config.Probe slot over the window.
+type ProbeLateness struct {
+	Expected   int           `json:"expected"`
+	Started    int           `json:"started"`
+	Skipped    int           `json:"skipped"`
+	NotStarted int           `json:"not_started"`
+	P50        time.Duration `json:"p50_ns"`
+	P99        time.Duration `json:"p99_ns"`
+	Max        time.Duration `json:"max_ns"`
 }
 
 // SecondLateness is the lateness of the fires scheduled in one second.
@@ -156,6 +175,7 @@ type fires struct {
 }
 
 type fire struct {
+	probe     bool // the Config.Probe slot's
 	skipped   bool
 	scheduled int64 // Unix nanoseconds
 	started   int64 // Unix nanoseconds; zero if it never started
@@ -165,9 +185,9 @@ func (f *fires) add(ev scheduler.Event) {
 	if ev.Kind != scheduler.Finished && ev.Kind != scheduler.Skipped {
 		return
 	}
-	r := fire{skipped: ev.Kind == scheduler.Skipped, scheduled: ev.Execution.ScheduledTime.UnixNano()}
+	r := fire{probe: ev.Slot.Job == probeJob, skipped: ev.Kind == scheduler.Skipped, scheduled: ev.Execution.ScheduledTime.UnixNano()}
 	start := ev.StartedAt
-	if f.command {
+	if f.command || r.probe {
 		start = ev.Result.ProcessStarted
 	}
 	if ev.Kind == scheduler.Finished && !start.IsZero() {
@@ -196,6 +216,17 @@ func benchCatalog(cluster string, ttl time.Duration, partitions int, command boo
 		j.Handler, j.Command = "", []string{"sh", "-c", ":"}
 	}
 	return &config.Catalog{Cluster: cluster, Membership: config.Membership{LeaseTTL: ttl}, Jobs: []config.Job{j}}
+}
+
+// probeJob is the name of the Config.Probe job.
+const probeJob = "sh-probe"
+
+// withProbe adds the Config.Probe job to cat: one slot running `sh -c :`
+// every second, with the load job's policies.
+func withProbe(cat *config.Catalog) {
+	j := cat.Jobs[0]
+	j.Name, j.Partitions, j.Handler, j.Command = probeJob, 1, "", []string{"sh", "-c", ":"}
+	cat.Jobs = append(cat.Jobs, j)
 }
 
 func startMembers(cfg Config, cat *config.Catalog, n int, onEvent func(scheduler.Event)) ([]*member, error) {
@@ -477,6 +508,11 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	}
 	ev := &fires{command: cfg.Command}
 	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Command)
+	total := n
+	if cfg.Probe {
+		withProbe(cat)
+		total++
+	}
 	began := time.Now()
 	ms, err := startMembers(cfg, cat, 3, ev.add)
 	if err != nil {
@@ -487,8 +523,8 @@ func lateness(cfg Config, n int) (Lateness, error) {
 			m.stop()
 		}
 	}()
-	if err := waitFor(5*time.Minute, func() bool { return len(leaders(ms)) == n || lostMember(ms) != nil }); err != nil {
-		return res, fmt.Errorf("%w: %d of %d slots owned", err, len(leaders(ms)), n)
+	if err := waitFor(5*time.Minute, func() bool { return len(leaders(ms)) == total || lostMember(ms) != nil }); err != nil {
+		return res, fmt.Errorf("%w: %d of %d slots owned", err, len(leaders(ms)), total)
 	}
 	if err := lostMember(ms); err != nil {
 		return res, fmt.Errorf("bench: lateness at %d slots, while the slots were being taken: %w", n, err)
@@ -514,8 +550,24 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		late    []time.Duration
 		skipped int
 	}, (cfg.Duration+time.Second-1)/time.Second)
+	var probe *ProbeLateness
+	var probeLate []time.Duration
+	if cfg.Probe {
+		probe = &ProbeLateness{Expected: int(cfg.Duration / time.Second)}
+	}
 	for _, f := range ev.snapshot() {
 		if f.scheduled < from.UnixNano() || f.scheduled >= to.UnixNano() {
+			continue
+		}
+		if f.probe {
+			switch {
+			case f.skipped:
+				probe.Skipped++
+			case f.started != 0:
+				probeLate = append(probeLate, time.Duration(f.started-f.scheduled))
+			default:
+				probe.NotStarted++
+			}
 			continue
 		}
 		sec := &bySecond[time.Duration(f.scheduled-from.UnixNano())/time.Second]
@@ -539,6 +591,11 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	res.Expected = n * int(cfg.Duration/time.Second)
 	res.Started = len(late)
 	res.P50, res.P99, res.Max = spread(late)
+	if probe != nil {
+		probe.Started = len(probeLate)
+		probe.P50, probe.P99, probe.Max = spread(probeLate)
+		res.Probe = probe
+	}
 	res.EtcdCalls = map[string]int{}
 	writes := 0
 	for method, c := range after {

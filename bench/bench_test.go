@@ -53,6 +53,23 @@ func TestForkFloorStartsEveryCommand(t *testing.T) {
 	}
 }
 
+// The sh probe is one more slot, counted on its own: the load's figures
+// keep their own count, and the probe's fires start as processes.
+func TestProbeIsReportedApart(t *testing.T) {
+	c := etcdtest.Start(t)
+	l, err := lateness(Config{Endpoints: c.Endpoints(), Duration: 2 * time.Second, Warmup: time.Second, Probe: true}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Expected != 20 || l.Started+l.Skipped+l.NotStarted != 20 {
+		t.Fatalf("load %+v; want its 20 fires only", l)
+	}
+	p := l.Probe
+	if p == nil || p.Expected != 2 || p.Started+p.Skipped+p.NotStarted != 2 || p.Started == 0 || p.P50 <= 0 || p.P50 > p.Max {
+		t.Fatalf("probe %+v", p)
+	}
+}
+
 func TestLostFiresCountsHoles(t *testing.T) {
 	at := func(s int) time.Time { return time.Date(2026, 11, 29, 12, 0, s, 0, time.UTC) }
 	fin := func(s int) scheduler.Event {

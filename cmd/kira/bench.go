@@ -26,6 +26,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	duration := fs.Duration("duration", 10*time.Second, "lateness: measuring window")
 	warmup := fs.Duration("warmup", 10*time.Second, "lateness: wait this long after every slot is owned before measuring")
 	command := fs.Bool("sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
+	probe := fs.Bool("sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
 	ttls := fs.String("ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
 	trials := fs.Int("trials", 3, "failover and handover: trials each (0 skips handover)")
 	rebalance := fs.Int("rebalance", 10000, "rebalance: slots (0 skips)")
@@ -35,7 +36,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	cfg := bench.Config{Duration: *duration, Warmup: *warmup, Command: *command, Trials: *trials, Rebalance: *rebalance}
+	cfg := bench.Config{Duration: *duration, Warmup: *warmup, Command: *command, Probe: *probe, Trials: *trials, Rebalance: *rebalance}
 	for _, s := range splitList(*slots) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -120,6 +121,11 @@ func printBench(w io.Writer, r *bench.Report) {
 			}
 			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%.2f\t%s\t%.3f%s\n", l.Slots, l.Executor, ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, l.PerExecute, l.Settle.Round(time.Millisecond),
 				l.CPUPer1000, withEtcd(l.EtcdInProcess))
+		}
+		for _, l := range r.Lateness {
+			if p := l.Probe; p != nil {
+				fmt.Fprintf(tw, "\t+1\tsh -c : among %d\t%s\t%s\t%s\t%d/%d\t%d\t%d\n", l.Slots, ms(p.P50), ms(p.P99), ms(p.Max), p.Started, p.Expected, p.Skipped, p.NotStarted)
+			}
 		}
 		for _, l := range r.Lateness {
 			if l.MemberLost != "" {
