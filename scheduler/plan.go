@@ -14,6 +14,8 @@ type fire struct {
 	id        string // execution id; derived from the scheduled time unless manual
 	// triggerKey is the control key of a manual trigger, deleted with its start.
 	triggerKey string
+	// takeover marks the fires a new holder owes on acquisition (catchUp's).
+	takeover bool
 }
 
 // misfireThreshold is how late a fire may start and still not count as

@@ -217,6 +217,42 @@ func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
 	}
 }
 
+// The same for the retry of a fire the previous holder started and never
+// finished: a fire that falls due while it runs joins the backlog under
+// fire-all. Found by the chaos suite (TestKillLeader): the killed holder had
+// recorded the next fire's start ahead, the new holder took over 17 ms
+// before the fire after it, and that fire was skipped as an overlap.
+func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	// What a holder killed after 12:00:10 finished and 12:00:20's start was
+	// recorded ahead leaves behind.
+	st := SlotState{Token: 7, Member: "gone", Finished: sec(10), Started: sec(20), StartedID: jobs.ExecutionID("tick", 0, sec(20)), StartedAttempt: 1}
+	data, _ := json.Marshal(st)
+	if _, err := cli.Put(ctx, StateKey("unfinished", shard.Slot{Job: "tick"}), string(data)); err != nil {
+		t.Fatal(err)
+	}
+	clock := NewManualClock(t0.Add(25 * time.Second)) // 12:00:25.5
+	cat := catalog("unfinished", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
+	rec := newRecorder()
+	g := newGate()
+	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
+	<-g.entered // the retry of 20 is running
+	if e := advance(t, rec, clock, 5*time.Second); e.Kind != Queued { // 12:00:30.5: 30 falls due
+		t.Fatalf("the fire at 30 during the retry of 20 was %s (%s); want queued behind it", e.Kind, e.Reason)
+	}
+	g.open()
+	waitKind(t, rec, "b's runs", 2, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
+	var got []time.Time
+	for _, e := range started(rec.all(), b.id) {
+		got = append(got, e.Execution.ScheduledTime)
+	}
+	if want := []time.Time{sec(20), sec(30)}; !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Fatalf("b ran %v; want %v", got, want)
+	}
+}
+
 // A member whose clock runs 30 s ahead runs the fire at 40 while the others'
 // clocks read 10. When a member with the right clock takes the slot over, it
 // must not run 10, 20, 30 or 40 again: the slot's state says 40 finished.

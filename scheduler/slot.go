@@ -71,6 +71,9 @@ type slot struct {
 	// lastTrigger is why the latest run started: a scheduled fire that comes
 	// while a catch-up run is in flight joins the backlog under fire-all.
 	lastTrigger Trigger
+	// lastTakeover says the latest run was owed on acquisition (a catch-up,
+	// or the retry of a fire the previous holder left unfinished).
+	lastTakeover bool
 	// unrecorded counts this slot's runs still waiting for etcd to record
 	// their start (decremented by their goroutines).
 	unrecorded atomic.Int32
