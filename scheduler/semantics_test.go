@@ -238,7 +238,7 @@ func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
 	rec := newRecorder()
 	g := newGate()
 	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
-	<-g.entered // the retry of 20 is running
+	<-g.entered                                                       // the retry of 20 is running
 	if e := advance(t, rec, clock, 5*time.Second); e.Kind != Queued { // 12:00:30.5: 30 falls due
 		t.Fatalf("the fire at 30 during the retry of 20 was %s (%s); want queued behind it", e.Kind, e.Reason)
 	}
