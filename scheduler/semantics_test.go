@@ -84,6 +84,18 @@ func started(evs []Event, member string) []Event {
 	return out
 }
 
+// wantRan fails t unless member started exactly the fires scheduled at want, in order.
+func wantRan(t *testing.T, rec *recorder, member string, want ...time.Time) {
+	t.Helper()
+	var got []time.Time
+	for _, e := range started(rec.all(), member) {
+		got = append(got, e.Execution.ScheduledTime)
+	}
+	if !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Fatalf("%s ran %v; want %v", member, got, want)
+	}
+}
+
 // gate is a handler that blocks each run until released.
 type gate struct {
 	mu      sync.Mutex
@@ -208,13 +220,7 @@ func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
 	}
 	g.open()
 	waitKind(t, rec, "b's runs", 3, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
-	var got []time.Time
-	for _, e := range started(rec.all(), b.id) {
-		got = append(got, e.Execution.ScheduledTime)
-	}
-	if want := []time.Time{sec(20), sec(30), sec(40)}; !slices.EqualFunc(got, want, time.Time.Equal) {
-		t.Fatalf("b ran %v; want %v", got, want)
-	}
+	wantRan(t, rec, b.id, sec(20), sec(30), sec(40))
 }
 
 // The same for the retry of a fire the previous holder started and never
@@ -244,13 +250,7 @@ func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
 	}
 	g.open()
 	waitKind(t, rec, "b's runs", 2, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
-	var got []time.Time
-	for _, e := range started(rec.all(), b.id) {
-		got = append(got, e.Execution.ScheduledTime)
-	}
-	if want := []time.Time{sec(20), sec(30)}; !slices.EqualFunc(got, want, time.Time.Equal) {
-		t.Fatalf("b ran %v; want %v", got, want)
-	}
+	wantRan(t, rec, b.id, sec(20), sec(30))
 }
 
 // A member whose clock runs 30 s ahead runs the fire at 40 while the others'
