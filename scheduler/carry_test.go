@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -80,7 +81,16 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 	n := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
 		writerKV: func(kv clientv3.KV) clientv3.KV { gk.KV = kv; return gk }})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	// The takeover's last write records the start of 12:00:10 ahead.
 	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
+		resp, err := cli.Get(ctx, StateKey("carry", shard.Slot{Job: "tick"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st SlotState
+		if len(resp.Kvs) != 1 || json.Unmarshal(resp.Kvs[0].Value, &st) != nil || !st.Started.Equal(sec(10)) {
+			return false
+		}
 		n.sched.writer.mu.Lock()
 		defer n.sched.writer.mu.Unlock()
 		return len(n.sched.writer.queue) == 0 && n.sched.writer.inFlight == 0
