@@ -148,7 +148,7 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 		case f.trigger == TriggerManual:
 			// An explicit request runs now, whatever the overlap policy.
 		case f.trigger == TriggerSchedule && (len(sl.pending) > 0 ||
-			sl.job.spec.Misfire == config.MisfireFireAll && (sl.lastTrigger == TriggerCatchup || sl.lastTakeover || sl.unrecorded.Load() > 0 && s.writer.stalled())):
+			sl.job.spec.Misfire == config.MisfireFireAll && (sl.lastTakeover || sl.unrecorded.Load() > 0 && s.writer.stalled())):
 			// The slot is working off the backlog of a takeover (its
 			// catch-ups, or the retry of a fire the previous holder left
 			// unfinished: found by the chaos suite, a kill 1.3 s before a
@@ -322,7 +322,7 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 		s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: recorded})
 	}
 	sl.ahead = nil
-	sl.lastTrigger, sl.lastTakeover = f.trigger, f.takeover
+	sl.lastTakeover = f.takeover
 
 	sl.runSeq++
 	run := sl.runSeq

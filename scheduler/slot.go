@@ -68,11 +68,10 @@ type slot struct {
 	// pending are fires owed on acquisition (catch-up, unfinished, manual),
 	// run one at a time before the schedule's own.
 	pending []fire
-	// lastTrigger is why the latest run started: a scheduled fire that comes
-	// while a catch-up run is in flight joins the backlog under fire-all.
-	lastTrigger Trigger
 	// lastTakeover says the latest run was owed on acquisition (a catch-up,
-	// or the retry of a fire the previous holder left unfinished).
+	// or the retry of a fire the previous holder left unfinished): a
+	// scheduled fire that comes while it is in flight joins the backlog
+	// under fire-all.
 	lastTakeover bool
 	// unrecorded counts this slot's runs still waiting for etcd to record
 	// their start (decremented by their goroutines).
