@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -87,9 +88,9 @@ func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 	go func() { r.run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	late := r.wait(t0.Add(2 * time.Second))
-	early, early2 := r.wait(t0.Add(time.Second)), r.wait(t0.Add(time.Second))
-	gone := r.wait(t0.Add(time.Second))
+	late := r.wait(t0.Add(2*time.Second), false)
+	early, early2 := r.wait(t0.Add(time.Second), false), r.wait(t0.Add(time.Second), false)
+	gone := r.wait(t0.Add(time.Second), false)
 	r.leave(gone) // left before its gate opened: not counted when it opens
 	clock.Advance(time.Second - time.Nanosecond)
 	select {
@@ -118,6 +119,34 @@ func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 	<-late.woken
 	if n := startingFires.Load(); n != 0 {
 		t.Fatalf("%d fires starting after a gate nobody waits at opened; want 0", n)
+	}
+}
+
+// The places of slow starts (commands) are woken before the others of
+// their instant, and before those of an earlier instant opened with them;
+// otherwise in the order the runs armed.
+func TestSlowStartsAreWokenFirst(t *testing.T) {
+	r := newReleaser(NewManualClock(t0))
+	a := r.wait(t0.Add(time.Second), false)
+	b := r.wait(t0.Add(2*time.Second), true)
+	c := r.wait(t0.Add(2*time.Second), false)
+	d := r.wait(t0.Add(time.Second), true)
+	e := r.wait(t0.Add(2*time.Second), true)
+	got := r.due(t0.Add(2 * time.Second))
+	want := []*place{d, b, e, a, c}
+	if !slices.Equal(got, want) {
+		name := map[*place]string{a: "a", b: "b", c: "c", d: "d", e: "e"}
+		var order []string
+		for _, p := range got {
+			order = append(order, name[p])
+		}
+		t.Fatalf("woken in the order %v; want d b e a c", order)
+	}
+	for _, p := range got {
+		r.leave(p)
+	}
+	if n := startingFires.Load(); n != 0 {
+		t.Fatalf("%d fires starting after all left; want 0", n)
 	}
 }
 

@@ -307,7 +307,7 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 	if a := sl.ahead; a != nil && f.trigger == TriggerSchedule && a.scheduled.Equal(f.scheduled) {
 		recorded = a.done // recorded ahead: no round trip now
 		if !at.IsZero() {
-			armed = &armedRun{run: sl.runSeq + 1, ahead: a, at: at, place: s.release.wait(at)}
+			armed = &armedRun{run: sl.runSeq + 1, ahead: a, at: at, place: s.release.wait(at, slowStart(sl.job.executor))}
 			sl.armed = armed
 		}
 	} else {
@@ -640,4 +640,11 @@ func (s *Scheduler) retractAhead(sl *slot) chan error {
 	done := make(chan error, 1)
 	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: []clientv3.Op{s.stateOp(sl)}, done: done})
 	return done
+}
+
+// slowStart reports whether an execution by ex is slow to start, so that its
+// fire goes first at its instant (releaser.wait): a command forks and execs.
+func slowStart(ex jobs.Executor) bool {
+	_, command := ex.(*jobs.Command)
+	return command
 }

@@ -27,7 +27,7 @@ func BenchmarkReleaseFires(b *testing.B) {
 				late := make([]time.Duration, n)
 				var wg sync.WaitGroup
 				for j := 0; j < n; j++ {
-					p := r.wait(at)
+					p := r.wait(at, false)
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
