@@ -25,6 +25,11 @@ type Config struct {
 	Duration  time.Duration // lateness: measuring window
 	Warmup    time.Duration // lateness: from every slot owned to the window
 	Command   bool          // lateness: run `sh -c :` instead of an in-process handler
+	// Jitter spreads the load's fires over time: each slot fires at its own
+	// fixed offset in [0, Jitter) after its scheduled second (the job's
+	// jitter), and its lateness is counted from then. Zero: every slot
+	// fires at the second.
+	Jitter time.Duration
 	// Probe adds to the lateness runs one more slot, a job running
 	// `sh -c :` every second, whose lateness (to its process start) is
 	// reported on its own (Lateness.Probe): a command job on a loaded
@@ -69,7 +74,8 @@ type Handover struct {
 type Lateness struct {
 	Slots    int           `json:"slots"`
 	Executor string        `json:"executor"`
-	Settle   time.Duration `json:"settle_ns"` // start of 3 members → every slot owned
+	Jitter   time.Duration `json:"jitter_ns,omitempty"` // Config.Jitter
+	Settle   time.Duration `json:"settle_ns"`           // start of 3 members → every slot owned
 	Expected int           `json:"expected"`
 	Started  int           `json:"started"`
 	Skipped  int           `json:"skipped"`
@@ -169,7 +175,8 @@ func (e *events) snapshot() []scheduler.Event {
 // whole events made every GC cycle of the process (the members' too) mark
 // them, and one second in ten came out late at 10,000 slots.
 type fires struct {
-	command bool // the start is the process's (Result.ProcessStarted)
+	command bool       // the start is the process's (Result.ProcessStarted)
+	load    config.Job // the load's job: its jitter says when each fire is due
 	mu      sync.Mutex
 	all     []fire
 }
@@ -178,6 +185,7 @@ type fire struct {
 	probe     bool // the Config.Probe slot's
 	skipped   bool
 	scheduled int64 // Unix nanoseconds
+	due       int64 // Unix nanoseconds: scheduled plus the slot's jitter offset
 	started   int64 // Unix nanoseconds; zero if it never started
 }
 
@@ -186,6 +194,10 @@ func (f *fires) add(ev scheduler.Event) {
 		return
 	}
 	r := fire{probe: ev.Slot.Job == probeJob, skipped: ev.Kind == scheduler.Skipped, scheduled: ev.Execution.ScheduledTime.UnixNano()}
+	r.due = r.scheduled
+	if !r.probe {
+		r.due += int64(scheduler.JitterOffset(f.load, ev.Slot))
+	}
 	start := ev.StartedAt
 	if f.command || r.probe {
 		start = ev.Result.ProcessStarted
@@ -208,8 +220,8 @@ func noop(context.Context) error { return nil }
 
 var handlers = jobs.Handlers{"noop": noop}
 
-func benchCatalog(cluster string, ttl time.Duration, partitions int, command bool) *config.Catalog {
-	j := config.Job{Name: "load", Schedule: "@every 1s", Partitions: partitions, Handler: "noop",
+func benchCatalog(cluster string, ttl time.Duration, partitions int, command bool, jitter time.Duration) *config.Catalog {
+	j := config.Job{Name: "load", Schedule: "@every 1s", Partitions: partitions, Handler: "noop", Jitter: jitter,
 		Misfire: config.MisfireFireAll, CatchupWindow: time.Minute, Overlap: config.OverlapSkip,
 		Retries: config.Retries{Backoff: time.Second, MaxBackoff: time.Second}}
 	if command {
@@ -317,7 +329,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		r.Lateness = append(r.Lateness, l)
 		if cfg.Command {
 			progress(fmt.Sprintf("the same %d sh -c : at each second without a scheduler, %s", n, cfg.Duration))
-			r.Lateness = append(r.Lateness, forkFloor(ctx, n, cfg.Duration))
+			r.Lateness = append(r.Lateness, forkFloor(ctx, n, cfg.Duration, cfg.Jitter))
 		}
 	}
 	if cfg.Rebalance > 0 {
@@ -395,7 +407,7 @@ func ownerChange(cfg Config, name string, ttl time.Duration, n int, offset time.
 	lost := 0
 	for trial := 0; trial < cfg.Trials; trial++ {
 		ev := &events{}
-		ms, err := startMembers(cfg, benchCatalog(cluster(name), ttl, 1, false), n, ev.add)
+		ms, err := startMembers(cfg, benchCatalog(cluster(name), ttl, 1, false, 0), n, ev.add)
 		if err != nil {
 			return samples, lost, err
 		}
@@ -502,12 +514,12 @@ func grpcCalls() map[string]int {
 // lateness runs n slots firing every second over 3 members and measures
 // actual start − scheduled time over the window.
 func lateness(cfg Config, n int) (Lateness, error) {
-	res := Lateness{Slots: n, Executor: "go-handler"}
+	res := Lateness{Slots: n, Executor: "go-handler", Jitter: cfg.Jitter}
 	if cfg.Command {
 		res.Executor = "sh -c :" // started: the process exec'd (Result.ProcessStarted)
 	}
-	ev := &fires{command: cfg.Command}
-	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Command)
+	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Command, cfg.Jitter)
+	ev := &fires{command: cfg.Command, load: cat.Jobs[0]}
 	total := n
 	if cfg.Probe {
 		withProbe(cat)
@@ -564,7 +576,7 @@ func lateness(cfg Config, n int) (Lateness, error) {
 			case f.skipped:
 				probe.Skipped++
 			case f.started != 0:
-				probeLate = append(probeLate, time.Duration(f.started-f.scheduled))
+				probeLate = append(probeLate, time.Duration(f.started-f.due))
 			default:
 				probe.NotStarted++
 			}
@@ -576,7 +588,7 @@ func lateness(cfg Config, n int) (Lateness, error) {
 			res.Skipped++
 			sec.skipped++
 		case f.started != 0:
-			d := time.Duration(f.started - f.scheduled)
+			d := time.Duration(f.started - f.due)
 			late = append(late, d)
 			sec.late = append(sec.late, d)
 		default:
@@ -615,21 +627,28 @@ func lateness(cfg Config, n int) (Lateness, error) {
 // forkFloor starts n `sh -c :` at every whole second of d through Kira's
 // command executor, from goroutines parked until the second (no scheduler,
 // no etcd), and measures when each process had started: the least that
-// forking at the fire's time can cost on this machine.
-func forkFloor(ctx context.Context, n int, d time.Duration) Lateness {
-	res := Lateness{Slots: n, Executor: "sh -c :, no scheduler", NoScheduler: true, Expected: n * int(d/time.Second)}
+// forking at the fire's time can cost on this machine. With jitter, each
+// goroutine then sleeps until its slot's offset in the second, the one the
+// scheduler would give it, and lateness counts from there.
+func forkFloor(ctx context.Context, n int, d, jitter time.Duration) Lateness {
+	res := Lateness{Slots: n, Executor: "sh -c :, no scheduler", Jitter: jitter, NoScheduler: true, Expected: n * int(d/time.Second)}
 	ex := &jobs.Command{Argv: []string{"sh", "-c", ":"}}
+	load := config.Job{Name: "load", Jitter: jitter}
 	var late []time.Duration
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	from := time.Now().Truncate(time.Second).Add(time.Second)
 	for at := from; at.Before(from.Add(d)) && ctx.Err() == nil; at = at.Add(time.Second) {
 		gate := make(chan struct{})
-		for range n {
+		for i := range n {
+			due := at.Add(scheduler.JitterOffset(load, shard.Slot{Job: load.Name, Partition: i}))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				<-gate
+				if jitter > 0 {
+					time.Sleep(time.Until(due))
+				}
 				r := ex.Execute(ctx, jobs.Execution{Job: "floor", ScheduledTime: at})
 				mu.Lock()
 				defer mu.Unlock()
@@ -637,7 +656,7 @@ func forkFloor(ctx context.Context, n int, d time.Duration) Lateness {
 					res.NotStarted++
 					return
 				}
-				late = append(late, r.ProcessStarted.Sub(at))
+				late = append(late, r.ProcessStarted.Sub(due))
 			}()
 		}
 		time.Sleep(time.Until(at))
@@ -698,7 +717,7 @@ func describeMisplaced(ms []*member, cat *config.Catalog) string {
 // rebalance adds a fourth member to n slots over three, then removes it.
 func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 	ev := &events{}
-	cat := benchCatalog(cluster("rebalance"), 6*time.Second, n, false)
+	cat := benchCatalog(cluster("rebalance"), 6*time.Second, n, false, 0)
 	cat.Jobs[0].Schedule = "@hourly" // idle slots: ownership is what is measured
 	heapBefore := liveHeap()
 	ms, err := startMembers(cfg, cat, 3, ev.add)

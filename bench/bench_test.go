@@ -47,9 +47,42 @@ func TestSmallRunOfEveryScenario(t *testing.T) {
 // The floor row forks the same commands through Kira's executor without a
 // scheduler: every one starts, and its figures are ordered.
 func TestForkFloorStartsEveryCommand(t *testing.T) {
-	l := forkFloor(context.Background(), 5, 2*time.Second)
+	l := forkFloor(context.Background(), 5, 2*time.Second, 0)
 	if !l.NoScheduler || l.Expected != 10 || l.Started != 10 || l.NotStarted != 0 || l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max {
 		t.Fatalf("floor %+v", l)
+	}
+	l = forkFloor(context.Background(), 5, time.Second, 300*time.Millisecond)
+	if l.Jitter != 300*time.Millisecond || l.Started != 5 || l.NotStarted != 0 || l.P50 <= 0 || l.P50 > l.Max {
+		t.Fatalf("floor with jitter %+v", l)
+	}
+}
+
+// With jitter, a load fire is due at its slot's offset after its scheduled
+// time, and that is what its lateness counts from; the probe has no jitter.
+func TestJitteredFiresAreDueAtTheirOffset(t *testing.T) {
+	load := benchCatalog("c", 6*time.Second, 8, false, time.Second).Jobs[0]
+	f := &fires{load: load}
+	scheduled := time.Date(2026, 11, 30, 12, 0, 1, 0, time.UTC)
+	offsets := map[time.Duration]bool{}
+	for p := range 8 {
+		slot := shard.Slot{Job: "load", Partition: p}
+		off := scheduler.JitterOffset(load, slot)
+		offsets[off] = true
+		f.add(scheduler.Event{Kind: scheduler.Finished, Slot: slot, StartedAt: scheduled.Add(off + time.Millisecond), Execution: execAt(scheduled)})
+	}
+	f.add(scheduler.Event{Kind: scheduler.Finished, Slot: shard.Slot{Job: probeJob}, Execution: execAt(scheduled),
+		Result: jobs.Result{ProcessStarted: scheduled.Add(2 * time.Millisecond)}})
+	if len(offsets) < 2 {
+		t.Fatalf("offsets %v: the slots should spread over the jitter", offsets)
+	}
+	for _, r := range f.snapshot() {
+		want := time.Millisecond
+		if r.probe {
+			want = 2 * time.Millisecond
+		}
+		if late := time.Duration(r.started - r.due); late != want {
+			t.Fatalf("fire %+v: lateness %v; want %v", r, late, want)
+		}
 	}
 }
 

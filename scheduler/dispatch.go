@@ -20,9 +20,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// jitterOffset is the slot's fixed delay within the job's jitter: derived
+// JitterOffset is the slot's fixed delay within the job's jitter: derived
 // from the slot alone, so every member fires the slot at the same instant.
-func jitterOffset(j config.Job, id shard.Slot) time.Duration {
+// A fire is due at its scheduled time plus this offset; its lateness is
+// counted from then.
+func JitterOffset(j config.Job, id shard.Slot) time.Duration {
 	if j.Jitter <= 0 {
 		return 0
 	}
@@ -42,7 +44,7 @@ func (s *Scheduler) scheduleNext(sl *slot, t time.Time) {
 	if sl.nextScheduled.IsZero() {
 		return // a schedule that never fires again
 	}
-	sl.next = sl.nextScheduled.Add(jitterOffset(sl.job.spec, sl.id))
+	sl.next = sl.nextScheduled.Add(JitterOffset(sl.job.spec, sl.id))
 	sl.wakeAt = sl.next.Add(-s.cfg.ArmAhead)
 	if sl.heapIndex >= 0 {
 		heap.Fix(&s.heap, sl.heapIndex)
@@ -67,7 +69,7 @@ func (s *Scheduler) fireDue() {
 		f := sl.scheduledFire()
 		scheduled := f.scheduled
 		next := sl.job.schedule.Next(scheduled)
-		if !next.IsZero() && !next.Add(jitterOffset(sl.job.spec, sl.id)).After(now) {
+		if !next.IsZero() && !next.Add(JitterOffset(sl.job.spec, sl.id)).After(now) {
 			// The loop fell behind (a stalled process, a jumped clock): the
 			// fires in between are missed, not burst through.
 			s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "fell behind schedule", At: now})
@@ -406,7 +408,7 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 			default:
 				fr.started = clock.Now()
 				leave()
-				span.SetAttributes(attribute.Int64("kira.lateness_ns", int64(fr.started.Sub(f.scheduled))))
+				span.SetAttributes(attribute.Int64("kira.lateness_ns", int64(fr.started.Sub(f.scheduled.Add(JitterOffset(sl.job.spec, id))))))
 				s.emit(Event{Kind: Started, Slot: id, Token: e.Token, Execution: e, Trigger: f.trigger, Attempt: f.attempt, At: fr.started})
 				fr.res = ex.Execute(ctx, e)
 				// The rest is bookkeeping: let the fires released with

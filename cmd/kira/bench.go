@@ -26,6 +26,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	duration := fs.Duration("duration", 10*time.Second, "lateness: measuring window")
 	warmup := fs.Duration("warmup", 10*time.Second, "lateness: wait this long after every slot is owned before measuring")
 	command := fs.Bool("sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
+	jitter := fs.Duration("jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
 	probe := fs.Bool("sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
 	ttls := fs.String("ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
 	trials := fs.Int("trials", 3, "failover and handover: trials each (0 skips handover)")
@@ -36,7 +37,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	cfg := bench.Config{Duration: *duration, Warmup: *warmup, Command: *command, Probe: *probe, Trials: *trials, Rebalance: *rebalance}
+	cfg := bench.Config{Duration: *duration, Warmup: *warmup, Command: *command, Jitter: *jitter, Probe: *probe, Trials: *trials, Rebalance: *rebalance}
 	for _, s := range splitList(*slots) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -95,6 +96,14 @@ func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
 }
 
+// executorText is a lateness row's executor, with its jitter if any.
+func executorText(l bench.Lateness) string {
+	if l.Jitter > 0 {
+		return l.Executor + ", jitter " + l.Jitter.String()
+	}
+	return l.Executor
+}
+
 func printBench(w io.Writer, r *bench.Report) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(r.Failover) > 0 {
@@ -116,10 +125,10 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintln(tw, "LATENESS\tSLOTS\tEXECUTOR\tP50\tP99\tMAX\tSTARTED/EXPECTED\tSKIPPED\tNOT STARTED\tETCD WRITES/EXEC\tSETTLE\tCPU s/s PER 1000 SLOTS PER MEMBER")
 		for _, l := range r.Lateness {
 			if l.NoScheduler {
-				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t-\t-\t-\n", l.Slots, l.Executor, ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted)
+				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t-\t-\t-\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted)
 				continue
 			}
-			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%.2f\t%s\t%.3f%s\n", l.Slots, l.Executor, ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, l.PerExecute, l.Settle.Round(time.Millisecond),
+			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%.2f\t%s\t%.3f%s\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, l.PerExecute, l.Settle.Round(time.Millisecond),
 				l.CPUPer1000, withEtcd(l.EtcdInProcess))
 		}
 		for _, l := range r.Lateness {
