@@ -245,7 +245,11 @@ func (s *Scheduler) recordWith(sl *slot, r Record, extra []clientv3.Op, done cha
 		sl.st.HistoryLimit = limit
 	}
 	ops := append(append([]clientv3.Op{s.stateOp(sl)}, lastPutPerKey(history)...), extra...)
-	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: done})
+	lazy := done == nil // a record: nothing waits for it
+	if a := sl.ahead; a != nil && done == a.done {
+		lazy = sl.next.Sub(s.cfg.Clock.Now()) > lingerAhead // with a start recorded ahead
+	}
+	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: done, lazy: lazy})
 }
 
 // historyOp is the put of r into the slot's history ring, at the slot's next

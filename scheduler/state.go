@@ -149,7 +149,25 @@ type fencedWrite struct {
 	claim fencing.Claim
 	ops   []clientv3.Op
 	done  chan error // buffered; nil when nobody waits
+	// lazy says nothing waits for this write soon (a record, or a start
+	// recorded ahead of a fire still far off): the writer may hold it for up
+	// to linger to commit it with others.
+	lazy   bool
+	queued time.Time // set by enqueue
 }
+
+// linger is how long the writer holds lazy writes, while nothing else is
+// queued, to commit them together. Slots that fire together queue their
+// writes together; slots whose fires are spread over the second (jitter)
+// each had a transaction of their own: 0.93 per execution at 1,000 slots
+// with a 1 s jitter, and 0.28 CPU seconds per second per 1,000 slots per
+// member instead of 0.055 (kira bench --jitter 1s).
+const linger = 20 * time.Millisecond
+
+// lingerAhead is how far off a fire must be for its start recorded ahead to
+// be lazy: its record then lands (linger and a loaded etcd's round trip)
+// well before the fire is armed.
+const lingerAhead = 500 * time.Millisecond
 
 // maxBatch and maxTxnOps bound the writes committed in one transaction:
 // etcd allows 128 operations (and 128 comparisons) per transaction by
@@ -176,13 +194,15 @@ const maxQueued = 1 << 16
 // That includes a resign (the delete of the leader key), which must not
 // overtake the slot's last results.
 type stateWriter struct {
-	kv    clientv3.KV
-	limit int
-	bell  chan struct{} // rung (capacity one) when a write is queued
+	kv     clientv3.KV
+	limit  int
+	linger time.Duration // see linger
+	bell   chan struct{} // rung (capacity one) when a write is queued
 
 	mu       sync.Mutex
 	changed  *sync.Cond // a batch in flight ended
 	queue    []fencedWrite
+	urgent   int               // writes in queue that are not lazy
 	flying   map[string]int    // order keys of the batches in flight
 	inFlight int               // batches in flight
 	since    map[int]time.Time // when each commit in flight began
@@ -221,7 +241,7 @@ func (w *stateWriter) stalled() bool {
 }
 
 func newStateWriter(kv clientv3.KV) *stateWriter {
-	w := &stateWriter{kv: kv, limit: maxQueued, bell: make(chan struct{}, 1), flying: map[string]int{}, since: map[int]time.Time{}}
+	w := &stateWriter{kv: kv, limit: maxQueued, linger: linger, bell: make(chan struct{}, 1), flying: map[string]int{}, since: map[int]time.Time{}}
 	w.changed = sync.NewCond(&w.mu)
 	return w
 }
@@ -241,7 +261,11 @@ func (w *stateWriter) enqueue(fw fencedWrite) {
 		reply(fw, errWriterBehind)
 		return
 	}
+	fw.queued = time.Now()
 	w.queue = append(w.queue, fw)
+	if !fw.lazy {
+		w.urgent++
+	}
 	w.mu.Unlock()
 	select {
 	case w.bell <- struct{}{}:
@@ -263,7 +287,19 @@ func (w *stateWriter) run(ctx context.Context, stop <-chan struct{}) {
 	var commits sync.WaitGroup
 	defer commits.Wait()
 	stopping := false
+	lingering := time.NewTimer(time.Hour)
+	defer lingering.Stop()
 	for {
+		if d := w.lingerLeft(); d > 0 && !stopping {
+			lingering.Reset(d)
+			select {
+			case <-w.bell: // perhaps an urgent write
+			case <-lingering.C:
+			case <-stop:
+				stopping = true
+			}
+			continue
+		}
 		b, keys := w.next()
 		if b == nil {
 			if stopping {
@@ -370,6 +406,9 @@ func (w *stateWriter) takeLocked() (b []fencedWrite, keys []string) {
 			continue
 		}
 		b = append(b, fw)
+		if !fw.lazy {
+			w.urgent--
+		}
 		ops += len(fw.ops)
 		keys = append(keys, order...)
 		for _, op := range fw.ops {
@@ -385,6 +424,17 @@ func (w *stateWriter) takeLocked() (b []fencedWrite, keys []string) {
 		w.queue = nil
 	}
 	return b, keys
+}
+
+// lingerLeft is how much longer the writer may hold what is queued: only
+// lazy writes, fewer than a batch, the oldest queued less than linger ago.
+func (w *stateWriter) lingerLeft() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queue) == 0 || len(w.queue) >= maxBatch || w.urgent > 0 {
+		return 0
+	}
+	return w.linger - time.Since(w.queue[0].queued)
 }
 
 // land marks a batch's order keys as no longer in flight.

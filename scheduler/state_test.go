@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,4 +199,96 @@ func TestWriterIsStalledOnlyWhenNothingCommits(t *testing.T) {
 	if w.stalled() {
 		t.Fatal("stalled with nothing in flight")
 	}
+}
+
+// countingKV counts the transactions committed through it.
+type countingKV struct {
+	clientv3.KV
+	txns atomic.Int32
+}
+
+func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
+	c.txns.Add(1)
+	return c.KV.Txn(ctx)
+}
+
+// The writer holds lazy writes (records, starts recorded well ahead) to
+// commit them together: until linger has passed since the oldest, a batch is
+// full, or a write that is waited for now is queued. Then all go in one
+// transaction.
+func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
+	put := func(k string, lazy bool) fencedWrite {
+		return fencedWrite{claim: fencing.Claim{LeaderKey: "/leader" + k, Token: 1}, ops: []clientv3.Op{clientv3.OpPut("/state"+k, "v")},
+			done: make(chan error, 1), lazy: lazy}
+	}
+	w := newStateWriter(nil)
+	w.linger = time.Hour
+	for i := range 3 {
+		w.enqueue(put(fmt.Sprint("/lazy/", i), true))
+	}
+	if d := w.lingerLeft(); d < 59*time.Minute {
+		t.Fatalf("holds 3 lazy writes for %v; want about the hour of linger", d)
+	}
+	w.enqueue(put("/urgent", false))
+	if d := w.lingerLeft(); d != 0 {
+		t.Fatalf("holds an urgent write for %v", d)
+	}
+	b, keys := w.next()
+	if len(b) != 4 || w.urgent != 0 {
+		t.Fatalf("batch of %d writes, %d urgent left; want all 4, none", len(b), w.urgent)
+	}
+	w.land(keys)
+	for i := range maxBatch {
+		w.enqueue(put(fmt.Sprint("/full/", i), true))
+	}
+	if d := w.lingerLeft(); d != 0 {
+		t.Fatalf("holds a full batch for %v", d)
+	}
+
+	// Against etcd: three lazy writes and the urgent one that releases them
+	// commit in one transaction; a lazy write alone commits once its linger
+	// is over.
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	held, err := cli.Put(ctx, "/leader/held", "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := fencing.Claim{LeaderKey: "/leader/held", Token: fencing.Token(held.Header.Revision)}
+	kv := &countingKV{KV: cli}
+	w = newStateWriter(kv)
+	w.linger = time.Hour
+	stop := make(chan struct{})
+	ran := make(chan struct{})
+	go func() { w.run(ctx, stop); close(ran) }()
+	var writes []fencedWrite
+	for i, lazy := range []bool{true, true, true, false} {
+		fw := fencedWrite{claim: claim, ops: []clientv3.Op{clientv3.OpPut(fmt.Sprint("/s/", i), "v")}, done: make(chan error, 1), lazy: lazy}
+		writes = append(writes, fw)
+		w.enqueue(fw)
+	}
+	for i, fw := range writes {
+		if err := <-fw.done; err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if n := kv.txns.Load(); n != 1 {
+		t.Fatalf("%d transactions; want the 4 writes in 1", n)
+	}
+	close(stop)
+	<-ran
+
+	w = newStateWriter(kv)
+	w.linger = 50 * time.Millisecond
+	stop = make(chan struct{})
+	ran = make(chan struct{})
+	go func() { w.run(ctx, stop); close(ran) }()
+	alone := fencedWrite{claim: claim, ops: []clientv3.Op{clientv3.OpPut("/s/alone", "v")}, done: make(chan error, 1), lazy: true}
+	w.enqueue(alone)
+	if err := <-alone.done; err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	<-ran
 }
