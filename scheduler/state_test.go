@@ -13,6 +13,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// heldClaim creates key and returns the claim of its holder.
+func heldClaim(t *testing.T, cli *clientv3.Client, key string) fencing.Claim {
+	t.Helper()
+	resp, err := cli.Put(context.Background(), key, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fencing.Claim{LeaderKey: key, Token: fencing.Token(resp.Header.Revision)}
+}
+
 // One batch may hold two writes of one key (etcd refuses that in one
 // transaction) and writes whose claim no longer holds: every write still
 // gets the right answer, and the others are committed.
@@ -20,11 +30,7 @@ func TestWriterBatchesRepeatedKeysAndLostClaims(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	ctx := context.Background()
-	held, err := cli.Put(ctx, "/leader/held", "me")
-	if err != nil {
-		t.Fatal(err)
-	}
-	good := fencing.Claim{LeaderKey: "/leader/held", Token: fencing.Token(held.Header.Revision)}
+	good := heldClaim(t, cli, "/leader/held")
 	lost := fencing.Claim{LeaderKey: "/leader/gone", Token: good.Token} // no such key: fenced
 	w := newStateWriter(cli)
 	put := func(c fencing.Claim, k, v string) fencedWrite {
@@ -251,11 +257,7 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	ctx := context.Background()
-	held, err := cli.Put(ctx, "/leader/held", "me")
-	if err != nil {
-		t.Fatal(err)
-	}
-	claim := fencing.Claim{LeaderKey: "/leader/held", Token: fencing.Token(held.Header.Revision)}
+	claim := heldClaim(t, cli, "/leader/held")
 	kv := &countingKV{KV: cli}
 	w = newStateWriter(kv)
 	w.linger = time.Hour
