@@ -29,7 +29,18 @@
 // graceful stop, a slot given up, or a changed schedule takes an armed fire
 // back if it has not started (a compare-and-swap decides); its start stays
 // recorded ahead for the next holder. Started events come from the
-// execution's goroutine, at the start.
+// execution's goroutine, at the start. The fires of command jobs are woken
+// first at their instant: their start (a fork and an exec) is the slowest.
+//
+// # One writer per member
+//
+// Every fenced write (a start, a result with the next start recorded ahead,
+// a resign) goes through the member's state writer, which batches the writes
+// queued together into one transaction (up to 64 writes, 128 operations),
+// with up to 4 transactions in flight, each slot's writes in queue order.
+// Writes nothing waits for soon (records, starts recorded ahead of a fire
+// more than 500 ms off) may wait up to 20 ms for others, so that slots whose
+// fires are spread over time (jitter) still share transactions.
 //
 // # The life of a slot
 //
