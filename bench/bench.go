@@ -3,8 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,7 +140,18 @@ type Memory struct {
 	Members          int     `json:"members"`
 	HeapBytes        int64   `json:"heap_bytes"`
 	PerSlotPerMember float64 `json:"heap_bytes_per_slot_per_member"`
-	EtcdInProcess    bool    `json:"etcd_in_process"`
+	// RSSBytes is the growth of the process's resident memory (VmRSS) from
+	// before the members started (free memory returned to the OS first) to
+	// every slot owned: the heap with the Go runtime's headroom, stacks, what
+	// the burst of taking every slot left in use by the runtime and, when
+	// EtcdInProcess, etcd's memory too. RSSKeptBytes is the same once the
+	// runtime has returned its free memory to the OS (debug.FreeOSMemory),
+	// as its scavenger does over time. Zero where /proc is missing.
+	RSSBytes                int64   `json:"rss_bytes,omitempty"`
+	RSSPer1000PerMember     float64 `json:"rss_bytes_per_1000_slots_per_member,omitempty"`
+	RSSKeptBytes            int64   `json:"rss_kept_bytes,omitempty"`
+	RSSKeptPer1000PerMember float64 `json:"rss_kept_bytes_per_1000_slots_per_member,omitempty"`
+	EtcdInProcess           bool    `json:"etcd_in_process"`
 }
 
 // Rebalance is a membership change at many slots.
@@ -720,6 +734,8 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 	cat := benchCatalog(cluster("rebalance"), 6*time.Second, n, false, 0)
 	cat.Jobs[0].Schedule = "@hourly" // idle slots: ownership is what is measured
 	heapBefore := liveHeap()
+	debug.FreeOSMemory()
+	rssBefore := residentBytes()
 	ms, err := startMembers(cfg, cat, 3, ev.add)
 	if err != nil {
 		return nil, nil, err
@@ -748,6 +764,13 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 	ev.mu.Unlock()
 	heap := liveHeap() - heapBefore
 	mem := &Memory{Slots: n, Members: 3, HeapBytes: heap, PerSlotPerMember: float64(heap) / float64(n) / 3, EtcdInProcess: cfg.EtcdInProcess}
+	if rss := residentBytes(); rss > 0 && rssBefore > 0 {
+		mem.RSSBytes = rss - rssBefore
+		mem.RSSPer1000PerMember = float64(mem.RSSBytes) / (float64(n) / 1000) / 3
+		debug.FreeOSMemory()
+		mem.RSSKeptBytes = residentBytes() - rssBefore
+		mem.RSSKeptPer1000PerMember = float64(mem.RSSKeptBytes) / (float64(n) / 1000) / 3
+	}
 	var out []Rebalance
 	// measure applies a membership change (act updates ms) and waits until
 	// every slot is held by its preferred owner in the new view.
@@ -799,6 +822,25 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// residentBytes is the process's resident memory (VmRSS), or 0 where
+// /proc/self/status cannot be read.
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // liveHeap is the heap still in use after a collection.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -116,3 +117,20 @@ func TestLostFiresCountsHoles(t *testing.T) {
 }
 
 func execAt(t time.Time) (e jobs.Execution) { e.ScheduledTime = t; return e }
+
+// residentBytes reads the process's VmRSS: touching 64 MiB more shows.
+func TestResidentBytesSeesMemoryTouched(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("VmRSS is read from /proc")
+	}
+	before := residentBytes()
+	b := make([]byte, 64<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	after := residentBytes()
+	runtime.KeepAlive(b)
+	if before <= 0 || after-before < 60<<20 {
+		t.Fatalf("VmRSS %d → %d bytes after touching 64 MiB", before, after)
+	}
+}

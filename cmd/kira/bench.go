@@ -151,8 +151,12 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintln(tw)
 	}
 	if m := r.Memory; m != nil {
-		fmt.Fprintln(tw, "MEMORY\tIDLE SLOTS\tMEMBERS\tHEAP\tPER SLOT PER MEMBER")
-		fmt.Fprintf(tw, "\t%d\t%d\t%.1f MiB\t%.0f B%s\n", m.Slots, m.Members, float64(m.HeapBytes)/(1<<20), m.PerSlotPerMember, withEtcd(m.EtcdInProcess))
+		fmt.Fprintln(tw, "MEMORY\tIDLE SLOTS\tMEMBERS\tHEAP\tPER SLOT PER MEMBER\tRESIDENT PER 1000 SLOTS PER MEMBER (AT SETTLE / FREE MEMORY RETURNED)")
+		rss := "-"
+		if m.RSSBytes != 0 {
+			rss = fmt.Sprintf("%.2f / %.2f MiB", m.RSSPer1000PerMember/(1<<20), m.RSSKeptPer1000PerMember/(1<<20))
+		}
+		fmt.Fprintf(tw, "\t%d\t%d\t%.1f MiB\t%.0f B%s\t%s\n", m.Slots, m.Members, float64(m.HeapBytes)/(1<<20), m.PerSlotPerMember, withEtcd(m.EtcdInProcess), rss)
 	}
 	tw.Flush()
 }
