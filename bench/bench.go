@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,10 @@ type Config struct {
 	TTLs      []time.Duration // failover: lease TTLs
 	Trials    int             // failover and handover: trials per setting
 	Rebalance int             // rebalance: slot count (0 skips)
+	// HeapProfile, if set, is where to write a heap profile (go tool pprof)
+	// taken when the rebalance's members hold their idle slots, as the
+	// memory figures are.
+	HeapProfile string
 	// EtcdInProcess says etcd runs inside this process (kira bench without
 	// --etcd): CPU and memory figures then include etcd's.
 	EtcdInProcess bool
@@ -771,6 +776,11 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 		mem.RSSKeptBytes = residentBytes() - rssBefore
 		mem.RSSKeptPer1000PerMember = float64(mem.RSSKeptBytes) / (float64(n) / 1000) / 3
 	}
+	if cfg.HeapProfile != "" {
+		if err := writeHeapProfile(cfg.HeapProfile); err != nil {
+			return nil, nil, err
+		}
+	}
 	var out []Rebalance
 	// measure applies a membership change (act updates ms) and waits until
 	// every slot is held by its preferred owner in the new view.
@@ -841,6 +851,18 @@ func residentBytes() int64 {
 		}
 	}
 	return 0
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // liveHeap is the heap still in use after a collection.

@@ -333,6 +333,9 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 	sl.runSeq++
 	run := sl.runSeq
 	ctx, cancel := context.WithCancel(sl.leadCtx)
+	if sl.runs == nil {
+		sl.runs = map[uint64]context.CancelFunc{} // made on a slot's first run: most slots a member knows it never leads
+	}
 	sl.runs[run] = cancel
 	s.running++
 	id, timeout := sl.id, sl.job.spec.Timeout

@@ -352,7 +352,7 @@ func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 		for p := 0; p < j.spec.Partitions; p++ {
 			id := shard.Slot{Job: name, Partition: p}
 			if _, ok := s.slots[id]; !ok {
-				s.slots[id] = &slot{id: id, job: j, heapIndex: -1, runs: map[uint64]context.CancelFunc{}}
+				s.slots[id] = &slot{id: id, job: j, heapIndex: -1}
 			}
 		}
 	}
@@ -701,7 +701,9 @@ func (s *Scheduler) startCampaign(sl *slot, delay time.Duration) {
 // campaign goroutine has reported (and resigned, had it won), because a new
 // campaign on the same lease would reuse the very same key.
 func (s *Scheduler) abandonCampaign(sl *slot) {
-	sl.cancelCampaign()
+	if sl.cancelCampaign != nil {
+		sl.cancelCampaign()
+	}
 	sl.state = resigning
 }
 
@@ -745,6 +747,7 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 	if sl.gen != r.gen {
 		return // cannot happen: a slot has one goroutine at a time
 	}
+	sl.cancelCampaign = nil    // the campaign's context is done: do not keep it
 	if sl.state == resigning { // abandoned while the result was on its way
 		if r.err == nil {
 			s.resignAsync(sl, r.election)

@@ -45,7 +45,7 @@ type slot struct {
 	gen            uint64
 	wanted         bool // the current view prefers this member for the slot
 	election       *concurrency.Election
-	cancelCampaign context.CancelFunc
+	cancelCampaign context.CancelFunc // while campaigning
 	token          fencing.Token
 	leaderKey      string
 	// leadCtx is cancelled when leadership ends; every execution derives from it.
@@ -60,7 +60,8 @@ type slot struct {
 	nextScheduled time.Time
 	// st is the slot's recorded state, loaded when the slot is won.
 	st SlotState
-	// runs cancels each execution in flight, by run number.
+	// runs cancels each execution in flight, by run number; nil until the
+	// slot's first run.
 	runs   map[uint64]context.CancelFunc
 	runSeq uint64
 	// queued is the one fire waiting under overlap: queue (or a retry).

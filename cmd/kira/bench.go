@@ -34,10 +34,11 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	output := fs.String("o", "table", "table or json")
 	etcd := fs.String("etcd", "", "etcd endpoints to use; empty starts an embedded single-node etcd")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
+	heapProfile := fs.String("heapprofile", "", "write a heap profile to this file while the rebalance's members hold their idle slots (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	cfg := bench.Config{Duration: *duration, Warmup: *warmup, Command: *command, Jitter: *jitter, Probe: *probe, Trials: *trials, Rebalance: *rebalance}
+	cfg := bench.Config{Duration: *duration, Warmup: *warmup, Command: *command, Jitter: *jitter, Probe: *probe, Trials: *trials, Rebalance: *rebalance, HeapProfile: *heapProfile}
 	for _, s := range splitList(*slots) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
