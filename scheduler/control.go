@@ -94,17 +94,18 @@ func triggerFire(s shard.Slot, key string, createRev int64, value []byte) fire {
 	return fire{scheduled: req.RequestedAt, trigger: TriggerManual, attempt: 1, id: manualExecutionID(s, createRev), triggerKey: key}
 }
 
-// readTriggers lists the manual runs waiting for a slot, oldest first.
-func readTriggers(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) ([]fire, error) {
-	resp, err := kv.Get(ctx, triggerPrefix(cluster, s), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	if err != nil {
-		return nil, err
-	}
+// triggersOp reads the manual triggers waiting for slot s, oldest first.
+func triggersOp(cluster string, s shard.Slot) clientv3.Op {
+	return clientv3.OpGet(triggerPrefix(cluster, s), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+}
+
+// triggersFrom turns what triggersOp read into fires.
+func triggersFrom(s shard.Slot, kvs []*mvccpb.KeyValue) []fire {
 	var out []fire
-	for _, kv := range resp.Kvs {
+	for _, kv := range kvs {
 		out = append(out, triggerFire(s, string(kv.Key), kv.CreateRevision, kv.Value))
 	}
-	return out, nil
+	return out
 }
 
 // controlEvent is one change of a control key.

@@ -797,11 +797,7 @@ func (s *Scheduler) raiseFences(sl *slot) {
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
-		st, err := readState(ctx, kv, cluster, id)
-		var triggers []fire
-		if err == nil {
-			triggers, err = readTriggers(ctx, kv, cluster, id)
-		}
+		st, triggers, err := readAcquired(ctx, kv, cluster, id)
 		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)
 		}
