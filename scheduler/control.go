@@ -195,11 +195,19 @@ func (s *Scheduler) controlChanged(evs []controlEvent) {
 			continue
 		}
 		sl, ok := s.slots[shard.Slot{Job: job, Partition: partition}]
-		if ev.deleted || !ok || sl.state != leading || sl.raising || s.triggering[ev.key] {
+		if ev.deleted || !ok || sl.state != leading || s.triggering[ev.key] {
 			continue // the holder (or the next one, on acquisition) runs it
 		}
 		s.triggering[ev.key] = true
-		s.dispatch(sl, triggerFire(sl.id, ev.key, ev.createRev, ev.value), now)
+		f := triggerFire(sl.id, ev.key, ev.createRev, ev.value)
+		if sl.raising {
+			// Perhaps after the acquisition read the waiting triggers: it
+			// runs once the fences are raised (raiseEnded), or is left to
+			// the next holder. Dropped here, it was lost (a test found it).
+			sl.lateTriggers = append(sl.lateTriggers, f)
+			continue
+		}
+		s.dispatch(sl, f, now)
 	}
 }
 

@@ -817,7 +817,19 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 		return // the slot was given up meanwhile
 	}
 	sl.raising = false
+	triggers := r.triggers
+	for _, f := range sl.lateTriggers {
+		if !slices.ContainsFunc(triggers, func(g fire) bool { return g.triggerKey == f.triggerKey }) {
+			triggers = append(triggers, f)
+		}
+	}
+	sl.lateTriggers = nil
+	for _, f := range triggers {
+		// Their watch events, if they come now, are not dispatched again.
+		s.triggering[f.triggerKey] = true
+	}
 	if r.err != nil {
+		s.forgetTriggers(triggers)
 		s.cfg.Logger.Warn("could not raise the fence; giving the slot up", "slot", sl.id.String(), "token", sl.token.String(), "err", r.err)
 		sl.backoff = true
 		s.endLeadership(sl, Released, "fence not raised: "+r.err.Error())
@@ -826,10 +838,21 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 	now := s.cfg.Clock.Now()
 	s.emit(Event{Kind: Raised, Slot: sl.id, Token: sl.token, At: now})
 	if !sl.wanted {
+		s.forgetTriggers(triggers)
 		s.endLeadership(sl, Released, "not preferred in the current view")
 		return
 	}
-	s.acquired(sl, r.st, r.triggers, now)
+	s.acquired(sl, r.st, triggers, now)
+}
+
+// forgetTriggers unmarks triggers this member will not run (the slot is
+// given up): the next holder reads them at acquisition.
+func (s *Scheduler) forgetTriggers(fs []fire) {
+	for _, f := range fs {
+		if f.triggerKey != "" {
+			delete(s.triggering, f.triggerKey)
+		}
+	}
 }
 
 // endLeadership cancels the slot's executions and releases its key.
@@ -838,7 +861,12 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 		heap.Remove(&s.heap, sl.heapIndex)
 	}
 	sl.raising = false
-	sl.queued, sl.pending = nil, nil
+	s.forgetTriggers(sl.lateTriggers)
+	s.forgetTriggers(sl.pending)
+	if sl.queued != nil {
+		s.forgetTriggers([]fire{*sl.queued})
+	}
+	sl.lateTriggers, sl.queued, sl.pending = nil, nil, nil
 	sl.cancelLead()
 	delete(s.byKey, sl.leaderKey)
 	s.setSnapshot(sl.id, 0, false)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -661,4 +662,55 @@ func TestHistoryKeepsItsLimitAndTrimsWhenLowered(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A manual trigger requested while the new holder raises its fences (after
+// it read the waiting triggers, before it fires) runs once it has raised
+// them, once, as does the trigger that was waiting when it took the slot.
+func TestTriggerWhileTheFenceIsRaisedRunsOnce(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	early, err := RequestRun(ctx, cli, "raising", []shard.Slot{{Job: "tick"}}) // waiting before anyone holds the slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := catalog("raising", withDefaults(config.Job{Name: "tick", Schedule: "@every 1h", Handler: "noop"}),
+		withDefaults(config.Job{Name: "other", Schedule: "@every 1h", Handler: "noop"}))
+	hooked, release := make(chan struct{}), make(chan struct{})
+	rec := newRecorder()
+	startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{cfg: Config{OnAcquire: func(ctx context.Context, s shard.Slot, _ fencing.Claim) error {
+		if s.Job == "tick" {
+			close(hooked)
+			<-release
+		}
+		return nil
+	}}})
+	<-hooked // tick's state and triggers have been read
+	late, err := RequestRun(ctx, cli, "raising", []shard.Slot{{Job: "tick"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Watch events come in order: once the member has seen this pause, it
+	// has seen the trigger too.
+	if err := Pause(ctx, cli, "raising", "other"); err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, rec, "the member to learn of the pause", 1, func(e Event) bool { return e.Kind == Paused && e.Slot.Job == "other" })
+	close(release)
+	evs := waitKind(t, rec, "both manual runs", 2, func(e Event) bool { return e.Kind == Finished && e.Trigger == TriggerManual })
+	// A duplicate would come right behind: give it the time of another run.
+	if _, err := RequestRun(ctx, cli, "raising", []shard.Slot{{Job: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	evs = waitKind(t, rec, "the marker run", 1, func(e Event) bool { return e.Kind == Finished && e.Slot.Job == "other" })
+	ran := map[string]int{}
+	for _, e := range started(evs, "") {
+		if e.Slot.Job == "tick" && e.Trigger == TriggerManual {
+			ran[e.Execution.ID]++
+		}
+	}
+	if len(ran) != 2 || ran[early[0]] != 1 || ran[late[0]] != 1 {
+		t.Fatalf("manual runs %v; want %s (waiting at acquisition) and %s (requested while raising), once each", ran, early[0], late[0])
+	}
 }

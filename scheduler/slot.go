@@ -91,6 +91,9 @@ type slot struct {
 	// raising is set while the fences are raised for a new token; the slot
 	// fires only after that succeeded.
 	raising bool
+	// lateTriggers are the manual triggers the control watch reported while
+	// the fences were raised; they join the ones read at acquisition.
+	lateTriggers []fire
 	// backoff delays the next campaign after a failure to raise a fence.
 	backoff bool
 	// removed is set when the catalog no longer has the slot: it is released
