@@ -177,8 +177,9 @@ type fencedWrite struct {
 // queued, to commit them together. Slots that fire together queue their
 // writes together; slots whose fires are spread over the second (jitter)
 // each had a transaction of their own: 0.93 per execution at 1,000 slots
-// with a 1 s jitter, and 0.28 CPU seconds per second per 1,000 slots per
-// member instead of 0.055 (kira bench --jitter 1s).
+// with a 1 s jitter, and 0.28–0.31 CPU seconds per second per 1,000 slots per
+// member (0.055 when they fire together). With the linger: 0.13, and
+// 0.14–0.15 (kira bench --jitter 1s).
 const linger = 20 * time.Millisecond
 
 // lingerAhead is how far off a fire must be for its start recorded ahead to
