@@ -117,3 +117,14 @@ func statusOf(t *testing.T, ep, cluster string) Status {
 	}
 	return st
 }
+
+// kira run and kira bench use extraProcs processors more than the runtime's
+// default, unless GOMAXPROCS says how many.
+func TestSchedulerProcs(t *testing.T) {
+	if got := schedulerProcs("", 2); got != 2+extraProcs {
+		t.Fatalf("default on 2 CPUs: %d processors; want %d", got, 2+extraProcs)
+	}
+	if got := schedulerProcs("3", 3); got != 3 {
+		t.Fatalf("GOMAXPROCS=3: %d processors; want 3", got)
+	}
+}
