@@ -84,15 +84,7 @@ type Lateness struct {
 	Executor string        `json:"executor"`
 	Jitter   time.Duration `json:"jitter_ns,omitempty"` // Config.Jitter
 	Settle   time.Duration `json:"settle_ns"`           // start of 3 members → every slot owned
-	Expected int           `json:"expected"`
-	Started  int           `json:"started"`
-	Skipped  int           `json:"skipped"`
-	// NotStarted counts fires handed to an execution that ended without
-	// starting (its start could not be recorded, or the slot was lost).
-	NotStarted int            `json:"not_started"`
-	P50        time.Duration  `json:"p50_ns"`
-	P99        time.Duration  `json:"p99_ns"`
-	Max        time.Duration  `json:"max_ns"`
+	Figures
 	EtcdCalls  map[string]int `json:"etcd_calls"` // gRPC calls by method during the window
 	PerExecute float64        `json:"etcd_writes_per_execution"`
 	// CPU is this process's CPU time (user + system) during the window;
@@ -113,18 +105,38 @@ type Lateness struct {
 	BySecond []SecondLateness `json:"by_second,omitempty"`
 	// Probe is the lateness of the one `sh -c :` slot (Config.Probe),
 	// measured to its process start; not counted in the figures above.
-	Probe *ProbeLateness `json:"sh_probe,omitempty"`
+	Probe *Figures `json:"sh_probe,omitempty"`
 }
 
-// ProbeLateness is the lateness of the Config.Probe slot over the window.
-type ProbeLateness struct {
-	Expected   int           `json:"expected"`
-	Started    int           `json:"started"`
-	Skipped    int           `json:"skipped"`
+// Figures count a set of fires over the window and spread their lateness.
+type Figures struct {
+	Expected int `json:"expected"`
+	Started  int `json:"started"`
+	Skipped  int `json:"skipped"`
+	// NotStarted counts fires handed to an execution that ended without
+	// starting (its start could not be recorded, or the slot was lost).
 	NotStarted int           `json:"not_started"`
 	P50        time.Duration `json:"p50_ns"`
 	P99        time.Duration `json:"p99_ns"`
 	Max        time.Duration `json:"max_ns"`
+}
+
+// count adds f to the figures; a fire that started adds its lateness to late.
+func (g *Figures) count(f fire, late *[]time.Duration) {
+	switch {
+	case f.skipped:
+		g.Skipped++
+	case f.started != 0:
+		*late = append(*late, time.Duration(f.started-f.due))
+	default:
+		g.NotStarted++
+	}
+}
+
+// spread sets Started and the spread of the lateness of the fires that started.
+func (g *Figures) spread(late []time.Duration) {
+	g.Started = len(late)
+	g.P50, g.P99, g.Max = spread(late)
 }
 
 // SecondLateness is the lateness of the fires scheduled in one second.
@@ -194,8 +206,8 @@ func (e *events) snapshot() []scheduler.Event {
 // whole events made every GC cycle of the process (the members' too) mark
 // them, and one second in ten came out late at 10,000 slots.
 type fires struct {
-	command bool       // the start is the process's (Result.ProcessStarted)
-	load    config.Job // the load's job: its jitter says when each fire is due
+	command bool                  // the start is the process's (Result.ProcessStarted)
+	jobs    map[string]config.Job // by name: a job's jitter says when its fires are due
 	mu      sync.Mutex
 	all     []fire
 }
@@ -213,10 +225,7 @@ func (f *fires) add(ev scheduler.Event) {
 		return
 	}
 	r := fire{probe: ev.Slot.Job == probeJob, skipped: ev.Kind == scheduler.Skipped, scheduled: ev.Execution.ScheduledTime.UnixNano()}
-	r.due = r.scheduled
-	if !r.probe {
-		r.due += int64(scheduler.JitterOffset(f.load, ev.Slot))
-	}
+	r.due = r.scheduled + int64(scheduler.JitterOffset(f.jobs[ev.Slot.Job], ev.Slot))
 	start := ev.StartedAt
 	if f.command || r.probe {
 		start = ev.Result.ProcessStarted
@@ -249,11 +258,20 @@ func benchCatalog(cluster string, ttl time.Duration, partitions int, command boo
 	return &config.Catalog{Cluster: cluster, Membership: config.Membership{LeaseTTL: ttl}, Jobs: []config.Job{j}}
 }
 
+// jobsByName indexes cat's jobs by name.
+func jobsByName(cat *config.Catalog) map[string]config.Job {
+	out := map[string]config.Job{}
+	for _, j := range cat.Jobs {
+		out[j.Name] = j
+	}
+	return out
+}
+
 // probeJob is the name of the Config.Probe job.
 const probeJob = "sh-probe"
 
 // withProbe adds the Config.Probe job to cat: one slot running `sh -c :`
-// every second, with the load job's policies.
+// every second, with the load job's policies (and jitter).
 func withProbe(cat *config.Catalog) {
 	j := cat.Jobs[0]
 	j.Name, j.Partitions, j.Handler, j.Command = probeJob, 1, "", []string{"sh", "-c", ":"}
@@ -538,12 +556,12 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		res.Executor = "sh -c :" // started: the process exec'd (Result.ProcessStarted)
 	}
 	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Command, cfg.Jitter)
-	ev := &fires{command: cfg.Command, load: cat.Jobs[0]}
 	total := n
 	if cfg.Probe {
 		withProbe(cat)
 		total++
 	}
+	ev := &fires{command: cfg.Command, jobs: jobsByName(cat)}
 	began := time.Now()
 	ms, err := startMembers(cfg, cat, 3, ev.add)
 	if err != nil {
@@ -581,37 +599,26 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		late    []time.Duration
 		skipped int
 	}, (cfg.Duration+time.Second-1)/time.Second)
-	var probe *ProbeLateness
+	var probe *Figures
 	var probeLate []time.Duration
 	if cfg.Probe {
-		probe = &ProbeLateness{Expected: int(cfg.Duration / time.Second)}
+		probe = &Figures{Expected: int(cfg.Duration / time.Second)}
 	}
 	for _, f := range ev.snapshot() {
 		if f.scheduled < from.UnixNano() || f.scheduled >= to.UnixNano() {
 			continue
 		}
 		if f.probe {
-			switch {
-			case f.skipped:
-				probe.Skipped++
-			case f.started != 0:
-				probeLate = append(probeLate, time.Duration(f.started-f.due))
-			default:
-				probe.NotStarted++
-			}
+			probe.count(f, &probeLate)
 			continue
 		}
 		sec := &bySecond[time.Duration(f.scheduled-from.UnixNano())/time.Second]
+		res.count(f, &late)
 		switch {
 		case f.skipped:
-			res.Skipped++
 			sec.skipped++
 		case f.started != 0:
-			d := time.Duration(f.started - f.due)
-			late = append(late, d)
-			sec.late = append(sec.late, d)
-		default:
-			res.NotStarted++
+			sec.late = append(sec.late, late[len(late)-1])
 		}
 	}
 	for i, sec := range bySecond {
@@ -620,11 +627,9 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		res.BySecond = append(res.BySecond, s)
 	}
 	res.Expected = n * int(cfg.Duration/time.Second)
-	res.Started = len(late)
-	res.P50, res.P99, res.Max = spread(late)
+	res.spread(late)
 	if probe != nil {
-		probe.Started = len(probeLate)
-		probe.P50, probe.P99, probe.Max = spread(probeLate)
+		probe.spread(probeLate)
 		res.Probe = probe
 	}
 	res.EtcdCalls = map[string]int{}
@@ -650,7 +655,7 @@ func lateness(cfg Config, n int) (Lateness, error) {
 // goroutine then sleeps until its slot's offset in the second, the one the
 // scheduler would give it, and lateness counts from there.
 func forkFloor(ctx context.Context, n int, d, jitter time.Duration) Lateness {
-	res := Lateness{Slots: n, Executor: "sh -c :, no scheduler", Jitter: jitter, NoScheduler: true, Expected: n * int(d/time.Second)}
+	res := Lateness{Slots: n, Executor: "sh -c :, no scheduler", Jitter: jitter, NoScheduler: true, Figures: Figures{Expected: n * int(d/time.Second)}}
 	ex := &jobs.Command{Argv: []string{"sh", "-c", ":"}}
 	load := config.Job{Name: "load", Jitter: jitter}
 	var late []time.Duration
@@ -682,8 +687,7 @@ func forkFloor(ctx context.Context, n int, d, jitter time.Duration) Lateness {
 		close(gate)
 	}
 	wg.Wait()
-	res.Started = len(late)
-	res.P50, res.P99, res.Max = spread(late)
+	res.spread(late)
 	return res
 }
 

@@ -58,11 +58,14 @@ func TestForkFloorStartsEveryCommand(t *testing.T) {
 	}
 }
 
-// With jitter, a load fire is due at its slot's offset after its scheduled
-// time, and that is what its lateness counts from; the probe has no jitter.
+// With jitter, a fire is due at its slot's offset after its scheduled time,
+// and that is what its lateness counts from: the load's and the probe's
+// (which has the load's jitter), each by its own job.
 func TestJitteredFiresAreDueAtTheirOffset(t *testing.T) {
-	load := benchCatalog("c", 6*time.Second, 8, false, time.Second).Jobs[0]
-	f := &fires{load: load}
+	cat := benchCatalog("c", 6*time.Second, 8, false, time.Second)
+	withProbe(cat)
+	load, probe := cat.Jobs[0], cat.Jobs[1]
+	f := &fires{jobs: jobsByName(cat)}
 	scheduled := time.Date(2026, 11, 30, 12, 0, 1, 0, time.UTC)
 	offsets := map[time.Duration]bool{}
 	for p := range 8 {
@@ -71,8 +74,9 @@ func TestJitteredFiresAreDueAtTheirOffset(t *testing.T) {
 		offsets[off] = true
 		f.add(scheduler.Event{Kind: scheduler.Finished, Slot: slot, StartedAt: scheduled.Add(off + time.Millisecond), Execution: execAt(scheduled)})
 	}
-	f.add(scheduler.Event{Kind: scheduler.Finished, Slot: shard.Slot{Job: probeJob}, Execution: execAt(scheduled),
-		Result: jobs.Result{ProcessStarted: scheduled.Add(2 * time.Millisecond)}})
+	probeSlot := shard.Slot{Job: probeJob}
+	f.add(scheduler.Event{Kind: scheduler.Finished, Slot: probeSlot, Execution: execAt(scheduled),
+		Result: jobs.Result{ProcessStarted: scheduled.Add(scheduler.JitterOffset(probe, probeSlot) + 2*time.Millisecond)}})
 	if len(offsets) < 2 {
 		t.Fatalf("offsets %v: the slots should spread over the jitter", offsets)
 	}
