@@ -244,12 +244,18 @@ func (s *Scheduler) recordWith(sl *slot, r Record, extra []clientv3.Op, done cha
 		extra = append(slices.Clip(extra), historyTrim(s.member.Cluster(), sl.id, limit))
 		sl.st.HistoryLimit = limit
 	}
-	ops := append(append([]clientv3.Op{s.stateOp(sl)}, lastPutPerKey(history)...), extra...)
+	ops := append(s.stateAndHistory(sl, history), extra...)
 	lazy := done == nil // a record: nothing waits for it
 	if a := sl.ahead; a != nil && done == a.done {
 		lazy = sl.next.Sub(s.cfg.Clock.Now()) > lingerAhead // with a start recorded ahead
 	}
 	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: done, lazy: lazy})
+}
+
+// stateAndHistory is the put of the slot's state and its history puts (see
+// lastPutPerKey), the body of a record.
+func (s *Scheduler) stateAndHistory(sl *slot, history []clientv3.Op) []clientv3.Op {
+	return append([]clientv3.Op{s.stateOp(sl)}, lastPutPerKey(history)...)
 }
 
 // historyOp is the put of r into the slot's history ring, at the slot's next
