@@ -345,6 +345,7 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 	sl.runs[run] = cancel
 	s.running++
 	id, timeout := sl.id, sl.job.spec.Timeout
+	due := f.scheduled.Add(JitterOffset(sl.job.spec, sl.id)) // lateness counts from here; computed off the instant
 	ex, clock, tracer, member := sl.job.executor, s.cfg.Clock, s.cfg.Tracer, s.member
 	// Built here, off the fire's instant when the fire is armed.
 	spanOpts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal),
@@ -421,7 +422,7 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 			default:
 				fr.started = clock.Now()
 				leave()
-				span.SetAttributes(attribute.Int64("kira.lateness_ns", int64(fr.started.Sub(f.scheduled.Add(JitterOffset(sl.job.spec, id))))))
+				span.SetAttributes(attribute.Int64("kira.lateness_ns", int64(fr.started.Sub(due))))
 				s.emit(Event{Kind: Started, Slot: id, Token: e.Token, Execution: e, Trigger: f.trigger, Attempt: f.attempt, At: fr.started})
 				fr.res = ex.Execute(ctx, e)
 				// The rest is bookkeeping: let the fires released with
