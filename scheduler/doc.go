@@ -54,7 +54,10 @@
 //
 // A member campaigns (concurrency.Election, one per slot, all on the member's
 // one session) only for the slots the ring prefers it for in its latest view,
-// and resigns the others between executions. Views of different members
+// and resigns the others between executions. At most 256 campaigns talk to
+// etcd at once, each in a goroutine; the others wait in line in the loop,
+// with no goroutine (a member taking 10,000 slots would otherwise make 10,000
+// goroutines, whose descriptors Go keeps for good). Views of different members
 // converge on the latest revision; meanwhile the election keeps it safe, since
 // etcd grants a slot's election to one key at a time.
 //

@@ -18,7 +18,7 @@ type state int
 
 const (
 	idle        state = iota
-	campaigning       // a campaign goroutine is waiting to win
+	campaigning       // in line for a campaign, or a campaign goroutine is waiting to win
 	leading           // won; fires are in the timer heap unless draining
 	resigning         // a resign goroutine is deleting the key
 )
@@ -45,7 +45,8 @@ type slot struct {
 	gen            uint64
 	wanted         bool // the current view prefers this member for the slot
 	election       *concurrency.Election
-	cancelCampaign context.CancelFunc // while campaigning
+	cancelCampaign context.CancelFunc // while its campaign goroutine runs
+	campaignTimer  *time.Timer        // while its campaign waits out a delay
 	token          fencing.Token
 	leaderKey      string
 	// leadCtx is cancelled when leadership ends; every execution derives from it.

@@ -1,0 +1,97 @@
+package scheduler
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/membership"
+)
+
+// Campaigns beyond maxCampaigning wait in line without a goroutine each, start
+// in order as places come free, and one abandoned in line (or while waiting
+// out its delay) is idle at once and never starts. The test plays the loop:
+// the scheduler is built but not run.
+func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	const slots = 1000
+	cat := catalog("line", config.Job{Name: "j", Schedule: "@hourly", Partitions: slots, Handler: "noop"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: 2 * time.Second, Record: membership.Record{ID: membership.NewID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Leave(ctx)
+	s, err := New(m, membership.NewViews(cli, cat.Cluster), cat, Config{Handlers: jobs.Handlers{"noop": noop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range maxCampaigning {
+		s.campaigning <- struct{}{} // every place taken
+	}
+	before := runtime.NumGoroutine()
+	var line []*slot
+	for _, sl := range s.slots {
+		s.startCampaign(sl, 0)
+		line = append(line, sl)
+	}
+	// etcd's own goroutines come and go meanwhile: allow for them.
+	if n := runtime.NumGoroutine() - before; n >= slots/10 {
+		t.Fatalf("%d campaigns in line started %d goroutines", slots, n)
+	}
+	if len(s.waiting) != slots {
+		t.Fatalf("%d campaigns in line, want %d", len(s.waiting), slots)
+	}
+
+	// Abandoned in line: idle at once, and its place is skipped.
+	s.abandonCampaign(line[0])
+	if line[0].state != idle {
+		t.Fatalf("abandoned in line: %v, want idle", line[0].state)
+	}
+	// A delayed campaign abandoned before its delay is over never joins the line.
+	delayed := line[slots-1]
+	s.abandonCampaign(delayed)
+	s.startCampaign(delayed, time.Hour)
+	if delayed.campaignTimer == nil {
+		t.Fatal("a delayed campaign has no timer")
+	}
+	s.abandonCampaign(delayed)
+	if delayed.state != idle || delayed.campaignTimer != nil {
+		t.Fatalf("abandoned while delayed: %v, timer %v; want idle, none", delayed.state, delayed.campaignTimer)
+	}
+
+	// A campaign due after a delay joins the back of the line when its timer
+	// rings (nothing else rings the bell yet: no campaign has a goroutine).
+	s.abandonCampaign(line[2])
+	s.startCampaign(line[2], time.Millisecond)
+	<-s.campaignsDue.bell
+	s.campaignsFreed()
+	if last := s.waiting[len(s.waiting)-1]; last.sl != line[2] || last.gen != line[2].gen || line[2].cancelCampaign != nil {
+		t.Fatal("a delayed campaign did not join the line once due")
+	}
+
+	// One place comes free: the next in line takes it, no other.
+	<-s.campaigning
+	s.campaignsFreed()
+	if line[1].cancelCampaign == nil {
+		t.Fatal("the first campaign in line did not start when a place came free")
+	}
+	for _, sl := range line[2:] {
+		if sl.cancelCampaign != nil {
+			t.Fatalf("slot %v started with no place free", sl.id)
+		}
+	}
+	if line[0].cancelCampaign != nil || line[0].state != idle {
+		t.Fatal("a campaign abandoned in line started")
+	}
+
+	close(s.stopped) // nobody reads the results
+	line[1].cancelCampaign()
+	s.wg.Wait()
+}
