@@ -39,6 +39,7 @@ func (c *Command) Execute(ctx context.Context, e Execution) Result {
 	cmd.Stdout, cmd.Stderr = tail, tail
 	var started time.Time
 	err := cmd.Start()
+	notifyStarted(ctx)
 	if err == nil {
 		started = time.Now()
 		err = cmd.Wait()

@@ -92,6 +92,22 @@ func WithExecution(ctx context.Context, e Execution) context.Context {
 	return fencing.WithClaim(context.WithValue(ctx, executionKey{}, e), fencing.Claim{LeaderKey: e.LeaderKey, Token: e.Token})
 }
 
+type startedKey struct{}
+
+// WithStarted returns a context whose Command calls started once its process
+// has started (exec'd), or could not start, from Execute's own goroutine.
+// The scheduler holds its bookkeeping back until then, so that it does not
+// take the CPU the new process needs for its exec.
+func WithStarted(ctx context.Context, started func()) context.Context {
+	return context.WithValue(ctx, startedKey{}, started)
+}
+
+func notifyStarted(ctx context.Context) {
+	if started, ok := ctx.Value(startedKey{}).(func()); ok {
+		started()
+	}
+}
+
 // FromContext returns the execution a handler runs for.
 func FromContext(ctx context.Context) (Execution, bool) {
 	e, ok := ctx.Value(executionKey{}).(Execution)

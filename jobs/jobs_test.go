@@ -76,6 +76,27 @@ func TestCommandFailureKeepsTailAndExitCode(t *testing.T) {
 	}
 }
 
+// WithStarted's function is called once the process has started, while it
+// still runs, and also when it could not start.
+func TestCommandSaysWhenItsProcessStarted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	ctx = WithStarted(ctx, func() {
+		calls++
+		cancel() // the command would run for a minute otherwise
+	})
+	res := (&Command{Argv: []string{"sleep", "60"}}).Execute(ctx, exec1)
+	if calls != 1 || res.Outcome != Cancelled || res.ProcessStarted.IsZero() {
+		t.Fatalf("called %d times, result %+v; want once, a started process cancelled", calls, res)
+	}
+	calls = 0
+	res = (&Command{Argv: []string{"/no/such/program"}}).Execute(WithStarted(context.Background(), func() { calls++ }), exec1)
+	if calls != 1 || res.Outcome != Failed {
+		t.Fatalf("missing program: called %d times, result %+v; want once, failed", calls, res)
+	}
+}
+
 // A timeout or a cancellation kills the whole process group, grandchildren included.
 func TestCommandKilledWithItsGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")

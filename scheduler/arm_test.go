@@ -132,8 +132,12 @@ func TestSlowStartsAreWokenFirst(t *testing.T) {
 	c := r.wait(t0.Add(2*time.Second), false)
 	d := r.wait(t0.Add(time.Second), true)
 	e := r.wait(t0.Add(2*time.Second), true)
-	got := r.due(t0.Add(2 * time.Second))
+	first, rest, group := r.due(t0.Add(2 * time.Second))
+	got := append(first, rest...)
 	want := []*place{d, b, e, a, c}
+	if group == nil || group.n.Load() != 3 {
+		t.Fatalf("the slow starts are not counted together: %+v", group)
+	}
 	if !slices.Equal(got, want) {
 		name := map[*place]string{a: "a", b: "b", c: "c", d: "d", e: "e"}
 		var order []string
@@ -145,6 +149,41 @@ func TestSlowStartsAreWokenFirst(t *testing.T) {
 	for _, p := range got {
 		r.leave(p)
 	}
+	if n := startingFires.Load(); n != 0 {
+		t.Fatalf("%d fires starting after all left; want 0", n)
+	}
+}
+
+// The other runs of an instant are woken once its slow starts have started
+// (left their places), not before; a slow start that left before its gate
+// opened holds nobody up.
+func TestOthersWaitForTheSlowStarts(t *testing.T) {
+	clock := NewManualClock(t0)
+	r := newReleaser(clock)
+	r.firstHold = time.Hour
+	at := t0.Add(time.Second)
+	slow, fast := r.wait(at, true), r.wait(at, false)
+	opened := make(chan struct{})
+	go func() { r.open(at); close(opened) }()
+	<-slow.woken
+	select {
+	case <-fast.woken:
+		t.Fatal("the other run was woken before the slow start started")
+	case <-opened:
+		t.Fatal("open returned before the slow start started")
+	case <-time.After(20 * time.Millisecond):
+	}
+	r.leave(slow)
+	<-fast.woken
+	<-opened
+	r.leave(fast)
+
+	at = at.Add(time.Second)
+	slow, fast = r.wait(at, true), r.wait(at, false)
+	r.leave(slow) // its context ended, say
+	r.open(at)    // would wait an hour for it
+	<-fast.woken
+	r.leave(fast)
 	if n := startingFires.Load(); n != 0 {
 		t.Fatalf("%d fires starting after all left; want 0", n)
 	}

@@ -30,7 +30,9 @@
 // back if it has not started (a compare-and-swap decides); its start stays
 // recorded ahead for the next holder. Started events come from the
 // execution's goroutine, at the start. The fires of command jobs are woken
-// first at their instant: their start (a fork and an exec) is the slowest.
+// first at their instant, and the others once those processes have started
+// (at most 5 ms later): a fork and an exec is the slowest start, and the new
+// process needs a CPU that the instant's other fires would take.
 //
 // # One writer per member
 //
