@@ -39,9 +39,11 @@ func (c *Command) Execute(ctx context.Context, e Execution) Result {
 	cmd.Stdout, cmd.Stderr = tail, tail
 	var started time.Time
 	err := cmd.Start()
-	notifyStarted(ctx)
 	if err == nil {
 		started = time.Now()
+	}
+	notifyStarted(ctx) // after the stamp: what it sets going must not delay it
+	if err == nil {
 		err = cmd.Wait()
 	}
 	res := Result{Code: -1, OutputTail: tail.String(), Err: err, ProcessStarted: started}

@@ -132,12 +132,13 @@ func TestSlowStartsAreWokenFirst(t *testing.T) {
 	c := r.wait(t0.Add(2*time.Second), false)
 	d := r.wait(t0.Add(time.Second), true)
 	e := r.wait(t0.Add(2*time.Second), true)
-	first, rest, group := r.due(t0.Add(2 * time.Second))
-	got := append(first, rest...)
-	want := []*place{d, b, e, a, c}
-	if group == nil || group.n.Load() != 3 {
-		t.Fatalf("the slow starts are not counted together: %+v", group)
+	r.firstHold = time.Hour
+	first, rest := r.due(t0.Add(2 * time.Second))
+	if len(rest) != 0 || first[0].first == nil || first[0].first.n.Load() != 3 {
+		t.Fatal("the others are woken now, not by the slow starts once started")
 	}
+	got := append(first, first[0].first.rest...)
+	want := []*place{d, b, e, a, c}
 	if !slices.Equal(got, want) {
 		name := map[*place]string{a: "a", b: "b", c: "c", d: "d", e: "e"}
 		var order []string
@@ -155,28 +156,36 @@ func TestSlowStartsAreWokenFirst(t *testing.T) {
 }
 
 // The other runs of an instant are woken once its slow starts have started
-// (left their places), not before; a slow start that left before its gate
-// opened holds nobody up.
+// (left their places), not before, or once the hold is over; a slow start
+// that left before its gate opened holds nobody up.
 func TestOthersWaitForTheSlowStarts(t *testing.T) {
 	clock := NewManualClock(t0)
 	r := newReleaser(clock)
 	r.firstHold = time.Hour
 	at := t0.Add(time.Second)
-	slow, fast := r.wait(at, true), r.wait(at, false)
-	opened := make(chan struct{})
-	go func() { r.open(at); close(opened) }()
+	slow, slow2, fast := r.wait(at, true), r.wait(at, true), r.wait(at, false)
+	r.open(at)
 	<-slow.woken
+	<-slow2.woken
+	r.leave(slow)
 	select {
 	case <-fast.woken:
-		t.Fatal("the other run was woken before the slow start started")
-	case <-opened:
-		t.Fatal("open returned before the slow start started")
-	case <-time.After(20 * time.Millisecond):
+		t.Fatal("the other run was woken before the slow starts started")
+	default:
 	}
-	r.leave(slow)
+	r.leave(slow2)
 	<-fast.woken
-	<-opened
 	r.leave(fast)
+
+	// The hold ends the wait for a slow start that never starts.
+	r.firstHold = time.Millisecond
+	at = at.Add(time.Second)
+	slow, fast = r.wait(at, true), r.wait(at, false)
+	r.open(at)
+	<-fast.woken
+	r.leave(fast)
+	r.leave(slow)
+	r.firstHold = time.Hour
 
 	at = at.Add(time.Second)
 	slow, fast = r.wait(at, true), r.wait(at, false)

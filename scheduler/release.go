@@ -56,16 +56,30 @@ type place struct {
 }
 
 // firstStarts counts the slow starts woken first at an instant that have not
-// started yet; done is closed when none is left.
+// started yet; the last to start wakes rest, the instant's other runs, or a
+// timer does after the releaser's firstHold.
 type firstStarts struct {
-	n    atomic.Int64
-	done chan struct{}
+	n     atomic.Int64
+	rest  []*place
+	timer *time.Timer
+	once  sync.Once
 }
 
 func (f *firstStarts) started() {
 	if f.n.Add(-1) == 0 {
-		close(f.done)
+		f.timer.Stop()
+		f.wakeRest()
 	}
+}
+
+// wakeRest wakes the others, once; called by the last slow start to start, or
+// by the timer (which must not read itself: it may fire before due stores it).
+func (f *firstStarts) wakeRest() {
+	f.once.Do(func() {
+		for _, p := range f.rest {
+			p.wake()
+		}
+	})
 }
 
 // firstHold bounds how long the other runs of an instant wait for its slow
@@ -235,21 +249,15 @@ func (r *releaser) earliest() (time.Time, bool) {
 // open opens every gate whose instant is not after now and wakes the runs
 // waiting there, outside the lock so that arming goes on meanwhile. The slow
 // starts (commands) are woken first, and the others once those have started
-// (their processes exec'd), up to firstHold: the others' work took the CPU
-// that a new process needs for its exec. kira bench --sh-probe at 1,000
-// slots: a sh -c : started 4.9–5.4 ms late among them, 1.4 ms alone.
+// (their processes exec'd), up to firstHold later: the others' work took the
+// CPU that a new process needs for its exec. kira bench --sh-probe at 1,000
+// slots: a sh -c : started 4.9–5.4 ms late among them, 1.4 ms alone. The
+// releaser does not wait for them: the last slow start to start wakes the
+// others (see firstStarts).
 func (r *releaser) open(now time.Time) {
-	first, rest, group := r.due(now)
+	first, rest := r.due(now)
 	for _, p := range first {
 		p.wake()
-	}
-	if group != nil && len(rest) > 0 {
-		t := time.NewTimer(r.firstHold)
-		select {
-		case <-group.done:
-		case <-t.C:
-		}
-		t.Stop()
 	}
 	for _, p := range rest {
 		p.wake()
@@ -257,34 +265,47 @@ func (r *releaser) open(now time.Time) {
 }
 
 // due takes the gates whose instant is not after now, counts their runs in
-// startingFires, and returns their places in the order to wake them: the
-// first places of all those gates (with the group that counts their starts,
-// if any is still waiting), then the others.
-func (r *releaser) due(now time.Time) (first, rest []*place, group *firstStarts) {
+// startingFires, and returns the places to wake now, in order: the first
+// places of all those gates, then the others unless a slow start is among
+// the first (they are then its firstStarts').
+func (r *releaser) due(now time.Time) (first, rest []*place) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var opened []*releaseGate
 	for len(r.order) > 0 && r.order[0] <= now.UnixNano() {
 		k := heap.Pop(&r.order).(int64)
 		g := r.gates[k]
 		delete(r.gates, k)
 		startingFires.Add(int64(g.waiters))
-		for _, p := range g.first {
-			if !p.gone {
-				if group == nil {
-					group = &firstStarts{done: make(chan struct{})}
-				}
-				group.n.Add(1)
-				p.first = group
+		opened = append(opened, g)
+		first = append(first, g.first...)
+		rest = append(rest, g.places...)
+	}
+	var group *firstStarts
+	for _, p := range first {
+		if !p.gone && len(rest) > 0 {
+			if group == nil {
+				group = &firstStarts{rest: rest}
 			}
+			group.n.Add(1)
+			p.first = group
+		}
+	}
+	if group != nil {
+		// Before any place is marked opened: a run leaving then may be the
+		// last slow start, and wakes rest at once.
+		group.timer = time.AfterFunc(r.firstHold, group.wakeRest)
+		rest = nil
+	}
+	for _, g := range opened {
+		for _, p := range g.first {
 			p.opened.Store(true)
 		}
 		for _, p := range g.places {
 			p.opened.Store(true)
 		}
-		first = append(first, g.first...)
-		rest = append(rest, g.places...)
 	}
-	return first, rest, group
+	return first, rest
 }
 
 // run opens gates until ctx ends. Fires still waiting then are the
