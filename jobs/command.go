@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -36,9 +37,22 @@ func (c *Command) Execute(ctx context.Context, e Execution) Result {
 		cmd.WaitDelay = time.Second
 	}
 	tail := &tailBuffer{max: OutputTailBytes}
-	cmd.Stdout, cmd.Stderr = tail, tail
+	// Output goes to a pipe this executor reads itself: given a writer,
+	// os/exec copies through a 32 KiB buffer made for each run, 32 MB a
+	// second at 1,000 commands a second, and the collections that caused
+	// made fires late (kira bench --sh --jitter 1s: p99 84 ms, 9.8 ms with
+	// GOGC=off).
+	out, outW, err := os.Pipe()
+	if err != nil {
+		notifyStarted(ctx)
+		return Result{Outcome: Failed, Code: -1, Err: err}
+	}
+	cmd.Stdout, cmd.Stderr = outW, outW
 	var started time.Time
-	err := cmd.Start()
+	err = cmd.Start()
+	outW.Close() // the child's now
+	copied := make(chan struct{})
+	go func() { tail.readFrom(out); close(copied) }()
 	if err == nil {
 		started = time.Now()
 	}
@@ -46,6 +60,19 @@ func (c *Command) Execute(ctx context.Context, e Execution) Result {
 	if err == nil {
 		err = cmd.Wait()
 	}
+	// The pipe ends once every process holding it has exited; a grandchild
+	// still holding it is given WaitDelay, as os/exec gives its own pipes.
+	wait := time.NewTimer(cmd.WaitDelay)
+	select {
+	case <-copied:
+	case <-wait.C:
+		if err == nil {
+			err = exec.ErrWaitDelay
+		}
+	}
+	wait.Stop()
+	out.Close() // ends the read, if it still waits
+	<-copied
 	res := Result{Code: -1, OutputTail: tail.String(), Err: err, ProcessStarted: started}
 	if cmd.ProcessState != nil {
 		res.Code = cmd.ProcessState.ExitCode()
@@ -62,6 +89,22 @@ func (c *Command) Execute(ctx context.Context, e Execution) Result {
 		res.Outcome = Failed // could not start: missing program, permissions
 	}
 	return res
+}
+
+// outputBuffers are the buffers output is read through.
+var outputBuffers = sync.Pool{New: func() any { return new([OutputTailBytes]byte) }}
+
+// readFrom reads r into the tail until r ends or fails.
+func (t *tailBuffer) readFrom(r io.Reader) {
+	buf := outputBuffers.Get().(*[OutputTailBytes]byte)
+	defer outputBuffers.Put(buf)
+	for {
+		n, err := r.Read(buf[:])
+		t.Write(buf[:n])
+		if err != nil {
+			return
+		}
+	}
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -6,8 +6,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,6 +76,26 @@ func TestCommandFailureKeepsTailAndExitCode(t *testing.T) {
 	}
 	if res := (&Command{Argv: []string{"/no/such/program"}}).Execute(context.Background(), exec1); res.Outcome != Failed || !res.ProcessStarted.IsZero() {
 		t.Fatalf("missing program: %+v", res)
+	}
+}
+
+// A command that leaves a process holding its output ends after KillGrace,
+// with the output read so far, not when that process ends.
+func TestCommandDoesNotWaitForItsOutputPastKillGrace(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "left.pid")
+	c := &Command{Argv: []string{"sh", "-c", "echo before; sleep 60 & echo $! > " + pidFile + "; echo after"}, KillGrace: 100 * time.Millisecond}
+	start := time.Now()
+	res := c.Execute(context.Background(), exec1)
+	if pid, err := os.ReadFile(pidFile); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil {
+			syscall.Kill(n, syscall.SIGKILL)
+		}
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("waited %v for the output of a process left behind", took)
+	}
+	if res.OutputTail != "before\nafter\n" || !errors.Is(res.Err, exec.ErrWaitDelay) {
+		t.Fatalf("result %+v; want the output and exec.ErrWaitDelay", res)
 	}
 }
 
