@@ -8,8 +8,11 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // Campaigns beyond maxCampaigning wait in line without a goroutine each, start
@@ -94,4 +97,55 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 	close(s.stopped) // nobody reads the results
 	line[1].cancelCampaign()
 	s.wg.Wait()
+}
+
+// Skip records still carried when leadership ends are written under the
+// fence, not dropped. (Queued after the resign instead of before it, they are
+// still written when the writer puts both in one transaction, as here, so
+// this does not check the order.) The test plays the loop around one slot
+// won by a campaign of its own.
+func TestCarriedRecordsAreWrittenWhenLeadershipEnds(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	cat := catalog("carried", config.Job{Name: "j", Schedule: "@hourly", Handler: "noop"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: 2 * time.Second, Record: membership.Record{ID: membership.NewID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Leave(ctx)
+	s, err := New(m, membership.NewViews(cli, cat.Cluster), cat, Config{Handlers: jobs.Handlers{"noop": noop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := shard.Slot{Job: "j", Partition: 0}
+	e := concurrency.NewElection(m.Session(), ElectionKeyPrefix(cat.Cluster, id))
+	if err := e.Campaign(ctx, m.ID()); err != nil {
+		t.Fatal(err)
+	}
+	sl := s.slots[id]
+	sl.state, sl.election, sl.token, sl.leaderKey = leading, e, fencing.Token(e.Rev()), e.Key()
+	sl.leadCtx, sl.cancelLead = context.WithCancel(context.Background())
+	scheduled := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	sl.carried = append(sl.carried, s.historyOp(sl, Record{ExecutionID: jobs.ExecutionID("j", 0, scheduled), ScheduledTime: scheduled, Outcome: OutcomeSkipped}))
+
+	stop, written := make(chan struct{}), make(chan struct{})
+	go func() { s.writer.run(context.Background(), stop); close(written) }()
+	defer func() { close(stop); <-written }()
+	s.endLeadership(sl, Released, "not preferred in the current view")
+	<-s.resigned
+	close(s.stopped)
+	s.wg.Wait()
+
+	if resp, err := cli.Get(ctx, e.Key()); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("leader key after the resign: %v, %v; want deleted", resp, err)
+	}
+	records, err := ReadHistory(ctx, cli, cat.Cluster, "j", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != 1 || records[0].Outcome != OutcomeSkipped || !records[0].ScheduledTime.Equal(scheduled) {
+		t.Fatalf("history %+v; want the carried skip record", records)
+	}
 }
