@@ -12,29 +12,40 @@ import (
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// Campaigns beyond maxCampaigning wait in line without a goroutine each, start
-// in order as places come free, and one abandoned in line (or while waiting
-// out its delay) is idle at once and never starts. The test plays the loop:
-// the scheduler is built but not run.
-func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
-	etcd := etcdtest.Start(t)
-	cli := etcd.Client(t)
-	const slots = 1000
-	cat := catalog("line", config.Job{Name: "j", Schedule: "@hourly", Partitions: slots, Handler: "noop"})
+// unrunScheduler builds a scheduler for cat on a member of a fresh etcd, for a
+// test that plays its loop: Run is not called. The member leaves at the end.
+func unrunScheduler(t *testing.T, cat *config.Catalog) (*Scheduler, *clientv3.Client) {
+	t.Helper()
+	cli := etcdtest.Start(t).Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: 2 * time.Second, Record: membership.Record{ID: membership.NewID()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Leave(ctx)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m.Leave(ctx)
+	})
 	s, err := New(m, membership.NewViews(cli, cat.Cluster), cat, Config{Handlers: jobs.Handlers{"noop": noop}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, cli
+}
+
+// Campaigns beyond maxCampaigning wait in line without a goroutine each, start
+// in order as places come free, and one abandoned in line (or while waiting
+// out its delay) is idle at once and never starts. The test plays the loop:
+// the scheduler is built but not run.
+func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
+	const slots = 1000
+	s, _ := unrunScheduler(t, catalog("line", config.Job{Name: "j", Schedule: "@hourly", Partitions: slots, Handler: "noop"}))
 	for range maxCampaigning {
 		s.campaigning <- struct{}{} // every place taken
 	}
@@ -105,20 +116,11 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 // this does not check the order.) The test plays the loop around one slot
 // won by a campaign of its own.
 func TestCarriedRecordsAreWrittenWhenLeadershipEnds(t *testing.T) {
-	etcd := etcdtest.Start(t)
-	cli := etcd.Client(t)
 	cat := catalog("carried", config.Job{Name: "j", Schedule: "@hourly", Handler: "noop"})
+	s, cli := unrunScheduler(t, cat)
+	m := s.member
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: 2 * time.Second, Record: membership.Record{ID: membership.NewID()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Leave(ctx)
-	s, err := New(m, membership.NewViews(cli, cat.Cluster), cat, Config{Handlers: jobs.Handlers{"noop": noop}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	id := shard.Slot{Job: "j", Partition: 0}
 	e := concurrency.NewElection(m.Session(), ElectionKeyPrefix(cat.Cluster, id))
 	if err := e.Campaign(ctx, m.ID()); err != nil {
