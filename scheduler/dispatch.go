@@ -314,12 +314,14 @@ func (s *Scheduler) start(sl *slot, f fire) { s.startAt(sl, f, time.Time{}) }
 // the lease still trusted, and starts.
 func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 	e := s.execution(sl, f)
+	ex := sl.job.executor
+	slow := slowStart(ex)
 	var recorded chan error
 	var armed *armedRun
 	if a := sl.ahead; a != nil && f.trigger == TriggerSchedule && a.scheduled.Equal(f.scheduled) {
 		recorded = a.done // recorded ahead: no round trip now
 		if !at.IsZero() {
-			armed = &armedRun{run: sl.runSeq + 1, ahead: a, at: at, place: s.release.wait(at, slowStart(sl.job.executor))}
+			armed = &armedRun{run: sl.runSeq + 1, ahead: a, at: at, place: s.release.wait(at, slow)}
 			sl.armed = armed
 		}
 	} else {
@@ -346,8 +348,7 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 	s.running++
 	id, timeout := sl.id, sl.job.spec.Timeout
 	due := f.scheduled.Add(JitterOffset(sl.job.spec, sl.id)) // lateness counts from here; computed off the instant
-	ex, clock, tracer, member := sl.job.executor, s.cfg.Clock, s.cfg.Tracer, s.member
-	slow := slowStart(ex)
+	clock, tracer, member := s.cfg.Clock, s.cfg.Tracer, s.member
 	// Built here, off the fire's instant when the fire is armed.
 	spanOpts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(

@@ -204,10 +204,7 @@ func (r *releaser) wait(at time.Time, first bool) *place {
 	g.waiters++
 	r.mu.Unlock()
 	if !ok {
-		select {
-		case r.added <- struct{}{}:
-		default:
-		}
+		ring(r.added)
 	}
 	return p
 }

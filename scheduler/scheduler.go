@@ -191,9 +191,15 @@ func (f *finishedRuns) put(r finishedRun) {
 			break
 		}
 	}
+	ring(f.bell)
+}
+
+// ring sends on a bell, a channel of capacity one, without blocking: a bell
+// already rung and not yet answered says the same.
+func ring(bell chan<- struct{}) {
 	select {
-	case f.bell <- struct{}{}:
-	default: // already rung, not yet answered
+	case bell <- struct{}{}:
+	default:
 	}
 }
 
@@ -373,10 +379,7 @@ func (s *Scheduler) SetCatalog(cat *config.Catalog, rev int64) error {
 	s.mu.Lock()
 	s.nextCatalog, s.nextCatalogRev = prepared, rev
 	s.mu.Unlock()
-	select {
-	case s.catalogChanged <- struct{}{}:
-	default:
-	}
+	ring(s.catalogChanged)
 	return nil
 }
 
@@ -687,14 +690,7 @@ func (b *campaignBell) put(q queuedCampaign) {
 	b.mu.Lock()
 	b.due = append(b.due, q)
 	b.mu.Unlock()
-	b.ring()
-}
-
-func (b *campaignBell) ring() {
-	select {
-	case b.bell <- struct{}{}:
-	default: // already rung, not yet answered
-	}
+	ring(b.bell)
 }
 
 func (b *campaignBell) take() []queuedCampaign {
@@ -751,7 +747,7 @@ func (s *Scheduler) runCampaign(sl *slot) {
 		// up nobody for long.
 		leave := sync.OnceFunc(func() {
 			<-s.campaigning
-			s.campaignsDue.ring()
+			ring(s.campaignsDue.bell)
 		})
 		t := time.AfterFunc(campaignHold, leave)
 		err := e.Campaign(ctx, s.member.ID())

@@ -285,10 +285,7 @@ func (w *stateWriter) enqueue(fw fencedWrite) {
 		w.urgent++
 	}
 	w.mu.Unlock()
-	select {
-	case w.bell <- struct{}{}:
-	default: // rung already
-	}
+	ring(w.bell)
 }
 
 // commitTimeout bounds one transaction of the writer; lease expiry and the
