@@ -129,6 +129,13 @@ func (m *Member) start(initialCluster, state string) error {
 	cfg.ElectionMs = 200
 	cfg.UnsafeNoFsync = true
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	if peers, _, err := cfg.PeerURLsMapAndToken("etcd"); err == nil && len(peers) == 1 {
+		// One member has no follower to keep raft entries for (etcd keeps
+		// 5,000 by default); kira bench runs its members in this server's
+		// process, whose heap they would otherwise share with ~200 MB of
+		// entries at 10,000 slots. kira etcd does the same.
+		cfg.SnapshotCatchUpEntries = 100
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.Name, err)
