@@ -85,8 +85,12 @@ type Lateness struct {
 	Jitter   time.Duration `json:"jitter_ns,omitempty"` // Config.Jitter
 	Settle   time.Duration `json:"settle_ns"`           // start of 3 members → every slot owned
 	Figures
-	EtcdCalls  map[string]int `json:"etcd_calls"` // gRPC calls by method during the window
-	PerExecute float64        `json:"etcd_writes_per_execution"`
+	EtcdCalls  map[string]int `json:"etcd_calls"`                // gRPC calls by method during the window
+	PerExecute float64        `json:"etcd_writes_per_execution"` // write calls (Txn, Put, DeleteRange)
+	// KeysPerExecute is the keys etcd wrote (put or deleted) during the
+	// window per execution, from its own counters; zero when etcd is not in
+	// this process.
+	KeysPerExecute float64 `json:"etcd_keys_written_per_execution"`
 	// CPU is this process's CPU time (user + system) during the window;
 	// CPUPer1000 is that per second of window, per 1,000 slots, per member
 	// (3 members): cores busy. Includes etcd's when EtcdInProcess.
@@ -548,6 +552,23 @@ func grpcCalls() map[string]int {
 	return out
 }
 
+// keysWritten reads the embedded etcd's own count of keys put and deleted.
+func keysWritten() int {
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, mf := range mfs {
+		if mf.GetName() == "etcd_mvcc_put_total" || mf.GetName() == "etcd_mvcc_delete_total" {
+			for _, m := range mf.GetMetric() {
+				n += int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return n
+}
+
 // lateness runs n slots firing every second over 3 members and measures
 // actual start − scheduled time over the window.
 func lateness(cfg Config, n int) (Lateness, error) {
@@ -585,9 +606,9 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	from := time.Now().Add(cfg.Warmup).Truncate(time.Second).Add(time.Second)
 	to := from.Add(cfg.Duration)
 	time.Sleep(time.Until(from))
-	before, cpuBefore := grpcCalls(), cpuTime()
+	before, keysBefore, cpuBefore := grpcCalls(), keysWritten(), cpuTime()
 	time.Sleep(time.Until(to))
-	after, cpuAfter := grpcCalls(), cpuTime()
+	after, keysAfter, cpuAfter := grpcCalls(), keysWritten(), cpuTime()
 	res.CPU, res.EtcdInProcess = cpuAfter-cpuBefore, cfg.EtcdInProcess
 	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
 	time.Sleep(2 * time.Second) // let the window's runs finish
@@ -644,6 +665,7 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	}
 	if res.Started > 0 {
 		res.PerExecute = float64(writes) / float64(res.Started)
+		res.KeysPerExecute = float64(keysAfter-keysBefore) / float64(res.Started)
 	}
 	return res, nil
 }

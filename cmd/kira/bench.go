@@ -123,13 +123,13 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintf(tw, "\t\t%s\t%s\t\t%d\n\n", ms(h.Median), ms(h.Worst), h.Lost)
 	}
 	if len(r.Lateness) > 0 {
-		fmt.Fprintln(tw, "LATENESS\tSLOTS\tEXECUTOR\tP50\tP99\tMAX\tSTARTED/EXPECTED\tSKIPPED\tNOT STARTED\tETCD WRITES/EXEC\tSETTLE\tCPU s/s PER 1000 SLOTS PER MEMBER")
+		fmt.Fprintln(tw, "LATENESS\tSLOTS\tEXECUTOR\tP50\tP99\tMAX\tSTARTED/EXPECTED\tSKIPPED\tNOT STARTED\tETCD TXNS/EXEC\tKEYS WRITTEN/EXEC\tSETTLE\tCPU s/s PER 1000 SLOTS PER MEMBER")
 		for _, l := range r.Lateness {
 			if l.NoScheduler {
-				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t-\t-\t-\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted)
+				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t-\t-\t-\t-\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted)
 				continue
 			}
-			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%.2f\t%s\t%.3f%s\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, l.PerExecute, l.Settle.Round(time.Millisecond),
+			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%.2f\t%s\t%s\t%.3f%s\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, l.PerExecute, keysText(l.KeysPerExecute), l.Settle.Round(time.Millisecond),
 				l.CPUPer1000, withEtcd(l.EtcdInProcess))
 		}
 		for _, l := range r.Lateness {
@@ -167,4 +167,13 @@ func withEtcd(inProcess bool) string {
 		return " (incl. etcd)"
 	}
 	return ""
+}
+
+// keysText prints keys written per execution, "-" when etcd's counters were
+// not in this process.
+func keysText(k float64) string {
+	if k == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", k)
 }
