@@ -111,10 +111,10 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 }
 
 // Skip records still carried when leadership ends are written under the
-// fence, not dropped. (Queued after the resign instead of before it, they are
-// still written when the writer puts both in one transaction, as here, so
-// this does not check the order.) The test plays the loop around one slot
-// won by a campaign of its own.
+// fence, not dropped, and before the resign (queued after it, they would be
+// fenced out: the writer never puts two writes of one slot in one
+// transaction). The test plays the loop around one slot won by a campaign of
+// its own.
 func TestCarriedRecordsAreWrittenWhenLeadershipEnds(t *testing.T) {
 	cat := catalog("carried", config.Job{Name: "j", Schedule: "@hourly", Handler: "noop"})
 	s, cli := unrunScheduler(t, cat)
@@ -130,7 +130,7 @@ func TestCarriedRecordsAreWrittenWhenLeadershipEnds(t *testing.T) {
 	sl.state, sl.election, sl.token, sl.leaderKey = leading, e, fencing.Token(e.Rev()), e.Key()
 	sl.leadCtx, sl.cancelLead = context.WithCancel(context.Background())
 	scheduled := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	sl.carried = append(sl.carried, s.historyOp(sl, Record{ExecutionID: jobs.ExecutionID("j", 0, scheduled), ScheduledTime: scheduled, Outcome: OutcomeSkipped}))
+	sl.carried = append(sl.carried, Record{ExecutionID: jobs.ExecutionID("j", 0, scheduled), ScheduledTime: scheduled, Outcome: OutcomeSkipped})
 
 	stop, written := make(chan struct{}), make(chan struct{})
 	go func() { s.writer.run(context.Background(), stop); close(written) }()
@@ -149,5 +149,8 @@ func TestCarriedRecordsAreWrittenWhenLeadershipEnds(t *testing.T) {
 	}
 	if len(records) != 1 || records[0].Outcome != OutcomeSkipped || !records[0].ScheduledTime.Equal(scheduled) {
 		t.Fatalf("history %+v; want the carried skip record", records)
+	}
+	if st, _, err := readAcquired(ctx, cli, cat.Cluster, id); err != nil || st.HistorySeq != 1 {
+		t.Fatalf("state after the flush: %+v, %v; want the record's (history_seq 1)", st, err)
 	}
 }

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -83,12 +82,11 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	// The takeover's last write records the start of 12:00:10 ahead.
 	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
-		resp, err := cli.Get(ctx, StateKey("carry", shard.Slot{Job: "tick"}))
+		st, _, err := readAcquired(ctx, cli, "carry", shard.Slot{Job: "tick"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var st SlotState
-		if len(resp.Kvs) != 1 || json.Unmarshal(resp.Kvs[0].Value, &st) != nil || !st.Started.Equal(sec(10)) {
+		if !st.Started.Equal(sec(10)) {
 			return false
 		}
 		n.sched.writer.mu.Lock()

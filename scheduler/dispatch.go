@@ -198,7 +198,7 @@ func (s *Scheduler) skip(sl *slot, f fire, now time.Time, reason string) {
 	r := Record{ExecutionID: e.ID, ScheduledTime: f.scheduled, StartedAt: now, FinishedAt: now,
 		Outcome: OutcomeSkipped, Attempt: f.attempt, Trigger: f.trigger, Error: reason}
 	if sl.unrecorded.Load() > 0 && len(sl.carried) < maxCarried {
-		sl.carried = append(sl.carried, s.historyOp(sl, r))
+		sl.carried = append(sl.carried, r)
 		return
 	}
 	s.record(sl, r, nil)
@@ -208,7 +208,7 @@ func (s *Scheduler) skip(sl *slot, f fire, now time.Time, reason string) {
 const maxCarried = 8
 
 // takeCarried returns the slot's carried records and forgets them.
-func (sl *slot) takeCarried() []clientv3.Op {
+func (sl *slot) takeCarried() []Record {
 	c := sl.carried
 	sl.carried = nil
 	return c
@@ -223,7 +223,8 @@ func (s *Scheduler) execution(sl *slot, f fire) jobs.Execution {
 
 func (sl *slot) claim() fencing.Claim { return fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token} }
 
-// stateOp is the put of the slot's current state.
+// stateOp is the put of the slot's current state into its state key, for a
+// write without a record (see storedRecord).
 func (s *Scheduler) stateOp(sl *slot) clientv3.Op {
 	sl.st.Token, sl.st.Member = sl.token, s.member.ID()
 	data, _ := json.Marshal(sl.st)
@@ -236,7 +237,6 @@ func (s *Scheduler) record(sl *slot, r Record, extra []clientv3.Op) {
 }
 
 func (s *Scheduler) recordWith(sl *slot, r Record, extra []clientv3.Op, done chan error) {
-	history := append(sl.takeCarried(), s.historyOp(sl, r))
 	limit := sl.job.spec.HistoryLimit
 	if sl.st.HistoryLimit != limit {
 		// The limit changed, or the state predates it: drop the records the
@@ -244,7 +244,7 @@ func (s *Scheduler) recordWith(sl *slot, r Record, extra []clientv3.Op, done cha
 		extra = append(slices.Clip(extra), historyTrim(s.member.Cluster(), sl.id, limit))
 		sl.st.HistoryLimit = limit
 	}
-	ops := append(s.stateAndHistory(sl, history), extra...)
+	ops := append(s.recordOps(sl, append(sl.takeCarried(), r)), extra...)
 	lazy := done == nil // a record: nothing waits for it
 	if a := sl.ahead; a != nil && done == a.done {
 		lazy = sl.next.Sub(s.cfg.Clock.Now()) > lingerAhead // with a start recorded ahead
@@ -252,20 +252,22 @@ func (s *Scheduler) recordWith(sl *slot, r Record, extra []clientv3.Op, done cha
 	s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: ops, done: done, lazy: lazy})
 }
 
-// stateAndHistory is the put of the slot's state and its history puts (see
-// lastPutPerKey), the body of a record.
-func (s *Scheduler) stateAndHistory(sl *slot, history []clientv3.Op) []clientv3.Op {
-	return append([]clientv3.Op{s.stateOp(sl)}, lastPutPerKey(history)...)
-}
-
-// historyOp is the put of r into the slot's history ring, at the slot's next
-// sequence number.
-func (s *Scheduler) historyOp(sl *slot, r Record) clientv3.Op {
-	r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
-	data, _ := json.Marshal(r)
-	seq := sl.st.HistorySeq
-	sl.st.HistorySeq++
-	return clientv3.OpPut(historyKey(s.member.Cluster(), sl.id, seq, sl.job.spec.HistoryLimit), string(data))
+// recordOps are the puts of records into the slot's history ring, at its
+// next sequence numbers (see lastPutPerKey), each with the slot's state as of
+// this write, which they hold from then on (storedRecord): the body of a
+// record, and no put of the state key.
+func (s *Scheduler) recordOps(sl *slot, records []Record) []clientv3.Op {
+	first := sl.st.HistorySeq
+	sl.st.HistorySeq += int64(len(records))
+	sl.st.Token, sl.st.Member = sl.token, s.member.ID()
+	st := sl.st
+	puts := make([]clientv3.Op, 0, len(records))
+	for i, r := range records {
+		r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
+		data, _ := json.Marshal(storedRecord{Record: r, State: &st})
+		puts = append(puts, clientv3.OpPut(historyKey(s.member.Cluster(), sl.id, first+int64(i), sl.job.spec.HistoryLimit), string(data)))
+	}
+	return lastPutPerKey(puts)
 }
 
 // lastPutPerKey keeps, of puts to the same key, the last: records carried

@@ -962,7 +962,7 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	}
 	if c := sl.takeCarried(); len(c) > 0 {
 		// Ahead of the resign, which the writer keeps in this order.
-		s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: s.stateAndHistory(sl, c)})
+		s.writer.enqueue(fencedWrite{claim: sl.claim(), ops: s.recordOps(sl, c)})
 	}
 	// A start recorded ahead is left as it is: the fire is in the future, and
 	// the next holder, taking over within milliseconds of the resign, runs it

@@ -9,7 +9,6 @@ import (
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/shard"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -81,7 +80,7 @@ type slot struct {
 	// carried are the history records of fires skipped while a run of the
 	// slot waited for its start to be recorded: they go with the slot's next
 	// write (see skip).
-	carried []clientv3.Op
+	carried []Record
 	// ahead is the start of the next scheduled fire, recorded ahead of time
 	// (with the previous run's result, or on acquisition), so that fire
 	// starts without an etcd round trip once the write is acknowledged.

@@ -132,33 +132,63 @@ func ReadHistory(ctx context.Context, kv clientv3.KV, cluster, job string, parti
 	return out, nil
 }
 
-// stateFrom decodes what a get of slot s's state key read; no key is the
-// zero state (a slot never run).
-func stateFrom(s shard.Slot, kvs []*mvccpb.KeyValue) (SlotState, error) {
+// storedRecord is a history record as etcd stores it: the record, and the
+// slot's state as of the write that stored it. So a run's result and the
+// start of the slot's next fire recorded ahead are one key written, not a
+// record and a state: at 10,000 slots firing every second, the second put of
+// each execution cost a third of the process's CPU (kira bench, history
+// writes left out: 0.049–0.051 → 0.031–0.037 s/s per 1,000 slots per
+// member). The state key is written only by writes without a record (a
+// start not recorded with a result, a retraction). The slot's state is the
+// newer of the two by etcd revision (stateFrom).
+type storedRecord struct {
+	Record
+	State *SlotState `json:"state,omitempty"`
+}
+
+// stateFrom decodes slot s's state from what readAcquired read: its state
+// key and its newest record. The newer of them by revision holds the state;
+// the writer never commits two writes of one slot in one transaction, so
+// they never share one (a record written before there were states in
+// records has none, and the state key, written in its transaction, holds).
+// Neither is the zero state (a slot never run).
+func stateFrom(s shard.Slot, stateKvs, recordKvs []*mvccpb.KeyValue) (SlotState, error) {
 	var st SlotState
-	if len(kvs) == 0 {
-		return st, nil
+	var rev int64
+	if len(stateKvs) > 0 {
+		if err := json.Unmarshal(stateKvs[0].Value, &st); err != nil {
+			return SlotState{}, fmt.Errorf("scheduler: state of %s is unreadable: %w", s, err)
+		}
+		rev = stateKvs[0].ModRevision
 	}
-	if err := json.Unmarshal(kvs[0].Value, &st); err != nil {
-		return SlotState{}, fmt.Errorf("scheduler: state of %s is unreadable: %w", s, err)
+	if len(recordKvs) > 0 && recordKvs[0].ModRevision > rev {
+		var r storedRecord
+		if err := json.Unmarshal(recordKvs[0].Value, &r); err != nil {
+			return SlotState{}, fmt.Errorf("scheduler: newest record of %s (%s) is unreadable: %w", s, recordKvs[0].Key, err)
+		}
+		if r.State != nil {
+			st = *r.State
+		}
 	}
 	return st, nil
 }
 
 // readAcquired reads what a new holder needs of slot s, its recorded state
-// and the manual triggers waiting for it, in one transaction: one round
-// trip, and both as of one revision. A rebalance does this for thousands of
-// slots at once.
+// (its state key and its newest record) and the manual triggers waiting for
+// it, in one transaction: one round trip, and all as of one revision. A
+// rebalance does this for thousands of slots at once.
 func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (SlotState, []fire, error) {
-	resp, err := kv.Txn(ctx).Then(clientv3.OpGet(StateKey(cluster, s)), triggersOp(cluster, s)).Commit()
+	newest := clientv3.OpGet(slotHistoryPrefix(cluster, s), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	resp, err := kv.Txn(ctx).Then(clientv3.OpGet(StateKey(cluster, s)), newest, triggersOp(cluster, s)).Commit()
 	if err != nil {
 		return SlotState{}, nil, err
 	}
-	st, err := stateFrom(s, resp.Responses[0].GetResponseRange().Kvs)
+	st, err := stateFrom(s, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
 	if err != nil {
 		return SlotState{}, nil, err
 	}
-	return st, triggersFrom(s, resp.Responses[1].GetResponseRange().Kvs), nil
+	return st, triggersFrom(s, resp.Responses[2].GetResponseRange().Kvs), nil
 }
 
 // fencedWrite is a set of operations to commit only while claim holds.
@@ -364,9 +394,11 @@ const maxScan = 4 * maxBatch
 // queue, marking its order keys as in flight (land unmarks them); it returns
 // nil when the queue is empty. A batch holds writes in queue order, up to
 // maxBatch, leaving in the queue (in order) each write that shares an order
-// key with a batch in flight or with a write left behind, or that writes a
-// key the batch writes already (etcd refuses a transaction that writes a key
-// twice). So each slot's writes commit in the order they were queued, and
+// key with a batch in flight, with a write left behind or with a write in
+// the batch: etcd refuses a transaction that writes a key twice, and two
+// writes of one slot in one transaction would share a revision, which
+// stateFrom needs to tell them apart. So each slot's writes commit in the
+// order they were queued, each at a revision of its own, and
 // the others need not wait for them: consecutive batches often share a few
 // slots, and waiting on those made the writer serial with tiny batches
 // (kira bench, 10,000 slots).
@@ -392,8 +424,8 @@ func (w *stateWriter) next() ([]fencedWrite, []string) {
 }
 
 func (w *stateWriter) takeLocked() (b []fencedWrite, keys []string) {
-	held := map[string]bool{}    // order keys of writes left in the queue
-	written := map[string]bool{} // keys the batch writes
+	held := map[string]bool{}  // order keys of writes left in the queue
+	taken := map[string]bool{} // order keys of the writes in the batch
 	var left []fencedWrite
 	i, ops := 0, 0
 	for ; i < len(w.queue) && i < maxScan && len(b) < maxBatch; i++ {
@@ -404,12 +436,7 @@ func (w *stateWriter) takeLocked() (b []fencedWrite, keys []string) {
 		ok := true
 		order := orderKeys(fw)
 		for _, k := range order {
-			if w.flying[k] > 0 || held[k] {
-				ok = false
-			}
-		}
-		for _, op := range fw.ops {
-			if written[string(op.KeyBytes())] {
+			if w.flying[k] > 0 || held[k] || taken[k] {
 				ok = false
 			}
 		}
@@ -426,8 +453,8 @@ func (w *stateWriter) takeLocked() (b []fencedWrite, keys []string) {
 		}
 		ops += len(fw.ops)
 		keys = append(keys, order...)
-		for _, op := range fw.ops {
-			written[string(op.KeyBytes())] = true
+		for _, k := range order {
+			taken[k] = true
 		}
 	}
 	// The writes left behind go back in front of the rest, in order.

@@ -2,14 +2,17 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -31,6 +34,7 @@ func TestWriterBatchesRepeatedKeysAndLostClaims(t *testing.T) {
 	cli := etcd.Client(t)
 	ctx := context.Background()
 	good := heldClaim(t, cli, "/leader/held")
+	other := heldClaim(t, cli, "/leader/other")
 	lost := fencing.Claim{LeaderKey: "/leader/gone", Token: good.Token} // no such key: fenced
 	w := newStateWriter(cli)
 	put := func(c fencing.Claim, k, v string) fencedWrite {
@@ -39,8 +43,8 @@ func TestWriterBatchesRepeatedKeysAndLostClaims(t *testing.T) {
 	writes := []fencedWrite{
 		put(good, "/s/a", "1"),
 		put(lost, "/s/b", "1"),
-		put(good, "/s/c", "1"),
-		put(good, "/s/a", "2"), // the same key again: ends the batch
+		put(other, "/s/c", "1"),
+		put(good, "/s/a", "2"), // the same key again: waits for the next batch
 	}
 	for _, fw := range writes {
 		w.enqueue(fw)
@@ -70,6 +74,89 @@ func TestWriterBatchesRepeatedKeysAndLostClaims(t *testing.T) {
 	}
 	if resp, _ := cli.Get(ctx, "/s/b"); len(resp.Kvs) != 0 {
 		t.Fatal("a write under a lost claim was committed")
+	}
+}
+
+// Two writes of one slot (one claim) never share a transaction, even when
+// they write different keys: each commits at a revision of its own, which
+// tells a record's state from the state key's (stateFrom).
+func TestWriterNeverBatchesTwoWritesOfOneSlot(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	slot := heldClaim(t, cli, "/leader/slot")
+	w := newStateWriter(cli)
+	writes := []fencedWrite{
+		{claim: slot, ops: []clientv3.Op{clientv3.OpPut("/state", "1")}, done: make(chan error, 1)},
+		{claim: slot, ops: []clientv3.Op{clientv3.OpPut("/history/000", "2")}, done: make(chan error, 1)},
+	}
+	for _, fw := range writes {
+		w.enqueue(fw)
+	}
+	for range writes {
+		b, keys := w.next()
+		if len(b) != 1 {
+			t.Fatalf("batch of %d writes; want the slot's two writes one at a time", len(b))
+		}
+		w.commit(ctx, b)
+		w.land(keys)
+	}
+	a, _ := cli.Get(ctx, "/state")
+	b, _ := cli.Get(ctx, "/history/000")
+	if len(a.Kvs) != 1 || len(b.Kvs) != 1 || a.Kvs[0].ModRevision >= b.Kvs[0].ModRevision {
+		t.Fatalf("state %v, record %v; want both, the record at a later revision", a.Kvs, b.Kvs)
+	}
+}
+
+// A slot's state is the newer, by revision, of its state key and its newest
+// record; a record written before records held a state has none.
+func TestStateIsTheNewerOfStateKeyAndRecord(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	slot := shard.Slot{Job: "tick", Partition: 3}
+	put := func(key string, v any) {
+		t.Helper()
+		data, _ := json.Marshal(v)
+		if _, err := cli.Put(ctx, key, string(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() SlotState {
+		t.Helper()
+		st, _, err := readAcquired(ctx, cli, "c", slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := read(); st != (SlotState{}) {
+		t.Fatalf("state of a slot never run: %+v; want zero", st)
+	}
+	put(StateKey("c", slot), SlotState{HistorySeq: 1, StartedID: "state-1"})
+	put(historyKey("c", slot, 1, 10), storedRecord{Record: Record{ExecutionID: "r1"}, State: &SlotState{HistorySeq: 2, StartedID: "record-2"}})
+	put(historyKey("c", slot, 0, 10), storedRecord{Record: Record{ExecutionID: "r0"}, State: &SlotState{HistorySeq: 1, StartedID: "record-1"}})
+	if st := read(); st.StartedID != "record-1" {
+		t.Fatalf("state %+v; want the newest record's (record-1, written last)", st)
+	}
+	put(StateKey("c", slot), SlotState{HistorySeq: 2, StartedID: "state-2"})
+	if st := read(); st.StartedID != "state-2" {
+		t.Fatalf("state %+v; want the state key's, written after the records", st)
+	}
+	put(historyKey("c", slot, 2, 10), Record{ExecutionID: "old"}) // as an earlier version wrote it
+	if st := read(); st.StartedID != "state-2" {
+		t.Fatalf("state %+v; want the state key's: the newest record holds none", st)
+	}
+	other := shard.Slot{Job: "tick", Partition: 30} // shares the prefix "tick/3" but not "tick/3/"
+	put(historyKey("c", other, 0, 10), storedRecord{Record: Record{ExecutionID: "x"}, State: &SlotState{StartedID: "other"}})
+	if st := read(); st.StartedID != "state-2" {
+		t.Fatalf("state %+v; want slot 3's, not slot 30's", st)
+	}
+	if _, err := cli.Put(ctx, historyKey("c", slot, 3, 10), "{not json"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readAcquired(ctx, cli, "c", slot); err == nil || !strings.Contains(err.Error(), "unreadable") {
+		t.Fatalf("newest record unreadable: %v; want an error naming it", err)
 	}
 }
 
@@ -266,7 +353,7 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 	go func() { w.run(ctx, stop); close(ran) }()
 	var writes []fencedWrite
 	for i, lazy := range []bool{true, true, true, false} {
-		fw := fencedWrite{claim: claim, ops: []clientv3.Op{clientv3.OpPut(fmt.Sprint("/s/", i), "v")}, done: make(chan error, 1), lazy: lazy}
+		fw := fencedWrite{claim: heldClaim(t, cli, fmt.Sprint("/leader/", i)), ops: []clientv3.Op{clientv3.OpPut(fmt.Sprint("/s/", i), "v")}, done: make(chan error, 1), lazy: lazy}
 		writes = append(writes, fw)
 		w.enqueue(fw)
 	}
