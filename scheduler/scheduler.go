@@ -414,6 +414,14 @@ func (s *Scheduler) dropIfRemoved(sl *slot) {
 	}
 }
 
+// LeadingCount is how many slots this member leads now: Leading's length,
+// without copying it.
+func (s *Scheduler) LeadingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.snapshot)
+}
+
 // Leading returns the slots this member leads now, with their tokens.
 func (s *Scheduler) Leading() map[shard.Slot]fencing.Token {
 	s.mu.Lock()
