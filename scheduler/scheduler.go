@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -204,13 +205,24 @@ func ring(bell chan<- struct{}) {
 }
 
 // take returns what was put since the last take, in the order it was put.
-func (f *finishedRuns) take() []finishedRun {
-	var out []finishedRun
-	for n := f.head.Swap(nil); n != nil; n = n.next {
-		out = append(out, n.run)
+// It reverses the list in place instead of copying it into a slice: at
+// 10,000 slots firing together, growing that slice made 6 % of the bytes the
+// process allocated, the embedded etcd's included (kira bench, heap profiles
+// around the lateness window).
+func (f *finishedRuns) take() iter.Seq[finishedRun] {
+	var oldest *finishedNode
+	for n := f.head.Swap(nil); n != nil; {
+		next := n.next
+		n.next = oldest
+		oldest, n = n, next
 	}
-	slices.Reverse(out)
-	return out
+	return func(yield func(finishedRun) bool) {
+		for n := oldest; n != nil; n = n.next {
+			if !yield(n.run) {
+				return
+			}
+		}
+	}
 }
 
 type finishedRun struct {
@@ -578,7 +590,7 @@ func (s *Scheduler) loop(ctx context.Context) error {
 		case <-s.campaignsDue.bell:
 			s.campaignsFreed()
 		case <-bell:
-			for _, f := range s.finished.take() {
+			for f := range s.finished.take() {
 				s.runEnded(f)
 			}
 		case r := <-s.resigned:
@@ -1045,7 +1057,7 @@ func (s *Scheduler) drain(grace time.Duration) {
 	for s.inFlight() > 0 {
 		select {
 		case <-s.finished.bell:
-			for _, f := range s.finished.take() {
+			for f := range s.finished.take() {
 				s.runEnded(f)
 				if sl, ok := s.slots[f.slot]; ok && grace > 0 && sl.state == leading && len(sl.runs) == 0 && s.inFlight() > 0 {
 					s.endLeadership(sl, Released, "stopping") // its run is over: hand it over without waiting for the others
@@ -1093,7 +1105,7 @@ func (s *Scheduler) waitOwned(bound time.Duration) {
 		case <-s.raised:
 		case <-s.retries:
 		case <-s.finished.bell:
-			for _, f := range s.finished.take() {
+			for f := range s.finished.take() {
 				if sl, ok := s.slots[f.slot]; ok {
 					if _, ok := sl.runs[f.run]; ok {
 						delete(sl.runs, f.run)
