@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -80,6 +82,9 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	gogc := debug.SetGCPercent(100) // read, then put back
+	debug.SetGCPercent(gogc)
+	fmt.Fprintf(stderr, "bench: GOMAXPROCS %d, GOGC %d\n", runtime.GOMAXPROCS(0), gogc)
 	rep, err := bench.Run(ctx, cfg, func(s string) { fmt.Fprintln(stderr, "bench:", s) })
 	if rep != nil {
 		if *output == "json" {

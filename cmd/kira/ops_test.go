@@ -128,3 +128,14 @@ func TestSchedulerProcs(t *testing.T) {
 		t.Fatalf("GOMAXPROCS=3: %d processors; want 3", got)
 	}
 }
+
+// kira run and kira bench collect garbage at GOGC=gcPercent, unless GOGC
+// says otherwise.
+func TestSchedulerGCPercent(t *testing.T) {
+	if got, ok := schedulerGCPercent(""); !ok || got != 200 {
+		t.Fatalf("default: %d, %v; want 200, set", got, ok)
+	}
+	if _, ok := schedulerGCPercent("100"); ok {
+		t.Fatal("GOGC=100 is overridden; want it left to the runtime")
+	}
+}
