@@ -68,6 +68,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 		}
 		defer c.Close()
 		cfg.Endpoints, cfg.EtcdInProcess = c.Endpoints(), true
+		useHostingEtcdGC(os.Getenv("GOGC"))
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

@@ -41,7 +41,6 @@ Run "kira COMMAND -h" for a command's flags.
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "run" || os.Args[1] == "bench") {
 		useSchedulerProcs(os.Getenv("GOMAXPROCS"))
-		useSchedulerGC(os.Getenv("GOGC"))
 	}
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -129,13 +129,13 @@ func TestSchedulerProcs(t *testing.T) {
 	}
 }
 
-// kira run and kira bench collect garbage at GOGC=gcPercent, unless GOGC
-// says otherwise.
-func TestSchedulerGCPercent(t *testing.T) {
-	if got, ok := schedulerGCPercent(""); !ok || got != 200 {
+// kira run and kira bench collect garbage at GOGC=gcPercent when they host
+// an embedded etcd, unless GOGC says otherwise.
+func TestHostingEtcdGCPercent(t *testing.T) {
+	if got, ok := hostingEtcdGCPercent(""); !ok || got != 200 {
 		t.Fatalf("default: %d, %v; want 200, set", got, ok)
 	}
-	if _, ok := schedulerGCPercent("100"); ok {
+	if _, ok := hostingEtcdGCPercent("100"); ok {
 		t.Fatal("GOGC=100 is overridden; want it left to the runtime")
 	}
 }

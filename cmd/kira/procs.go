@@ -33,32 +33,37 @@ func useSchedulerProcs(env string) {
 	runtime.GOMAXPROCS(schedulerProcs(env, runtime.GOMAXPROCS(0)))
 }
 
-// gcPercent is the garbage collector's target (GOGC) for kira run and kira
-// bench, unless the GOGC environment variable sets it: between collections
-// the heap may grow to 3 × what is live, not the runtime's 2 ×. A second's
-// fires are woken at one instant, and a collection marking then slows their
-// start (allocations assist the marker, which takes a processor too); with
-// the live heap of a member and its embedded etcd small, the runtime's
-// default collects about every 0.5 s at 10,000 slots firing every second,
-// so most instants met one. kira bench on the 2-core development machine,
-// 10,000 slots, in turn: p99 25.3 / 27.5 / 34.1 / 87.3 ms with 200, against
-// 88.8 / 98.6 / 117.0 / 134.8 ms with 100; 1,000 sh slots spread over the
-// second (--sh --jitter 1s): p99 5.8 / 6.3 ms against 7.7 / 10.8 ms.
+// gcPercent is the garbage collector's target (GOGC) for a kira run or kira
+// bench process that hosts an embedded etcd, unless the GOGC environment
+// variable sets it: between collections the heap may grow to 3 × what is
+// live, not the runtime's 2 ×. etcd's apply and gRPC allocate most of such a
+// process's bytes, and a second's fires are woken at one instant; a
+// collection marking then slows their start (allocations assist the marker,
+// which takes a processor too). At 10,000 slots firing every second the
+// runtime's default collected about every 0.5 s, so most instants met one.
+// kira bench on the 2-core development machine, 10,000 slots, in turn: p99
+// 25.3 / 27.5 / 34.1 / 87.3 ms with 200, against 88.8 / 98.6 / 117.0 / 134.8
+// ms with 100; 1,000 sh slots spread over the second (--sh --jitter 1s): p99
+// 5.8 / 6.3 ms against 7.7 / 10.8 ms. A member alone (etcd elsewhere) keeps
+// the runtime's default: it allocates far less, and the higher target cost
+// it resident memory (kira bench --etcd, 10,000 idle slots, once free memory
+// is returned: 2.26 MiB per 1,000 slots per member against 1.89 / 1.95).
 const gcPercent = 200
 
-// schedulerGCPercent is the GOGC for kira run and kira bench: gcPercent, or
-// what env (GOGC) says, which the runtime has already applied (ok false).
-func schedulerGCPercent(env string) (percent int, ok bool) {
+// hostingEtcdGCPercent is the GOGC for a process that hosts an embedded
+// etcd: gcPercent, or what env (GOGC) says, which the runtime has already
+// applied (ok false).
+func hostingEtcdGCPercent(env string) (percent int, ok bool) {
 	if env != "" {
 		return 0, false
 	}
 	return gcPercent, true
 }
 
-// useSchedulerGC sets the garbage collector's target for a command that runs
-// schedulers.
-func useSchedulerGC(env string) {
-	if percent, ok := schedulerGCPercent(env); ok {
+// useHostingEtcdGC sets the garbage collector's target once a kira run or
+// kira bench process has started an embedded etcd.
+func useHostingEtcdGC(env string) {
+	if percent, ok := hostingEtcdGCPercent(env); ok {
 		debug.SetGCPercent(percent)
 	}
 }

@@ -108,6 +108,7 @@ func runCommand(args []string, stderr io.Writer) error {
 			return err
 		}
 		defer e.Close()
+		useHostingEtcdGC(os.Getenv("GOGC"))
 		endpoints = splitList(f.embeddedClient)
 		logger.Info("started embedded etcd", "data_dir", f.dataDir, "client_url", f.embeddedClient)
 	}
