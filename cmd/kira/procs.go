@@ -40,7 +40,9 @@ func useSchedulerProcs(env string) {
 // process's bytes, and a second's fires are woken at one instant; a
 // collection marking then slows their start (allocations assist the marker,
 // which takes a processor too). At 10,000 slots firing every second the
-// runtime's default collected about every 0.5 s, so most instants met one.
+// runtime's default collected every 0.3–0.45 s (GODEBUG=gctrace=1, 2 runs),
+// so most instants met a collection; before 5060419 the raft entries etcd
+// kept in memory made the heap larger and collections rarer (about 1 s).
 // kira bench on the 2-core development machine, 10,000 slots, in turn: p99
 // 25.3 / 27.5 / 34.1 / 87.3 ms with 200, against 88.8 / 98.6 / 117.0 / 134.8
 // ms with 100; 1,000 sh slots spread over the second (--sh --jitter 1s): p99
