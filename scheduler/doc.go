@@ -105,7 +105,11 @@
 // token) and a bounded history live in etcd, written only under the fence
 // by one writer per member that batches slots firing together, with up to
 // four transactions in flight and each slot's writes (its resign too) kept
-// in the order they were queued. A
+// in the order they were queued, never two of one slot in one transaction.
+// An execution record carries the slot's state as of its write, so a result
+// and the next start recorded ahead are one key; the state key is written
+// only by writes without a record, and the state is whichever of the two
+// was written last (by revision). A
 // fire starts only once its start is recorded. A new holder reads the state
 // when it wins the slot and owes: the unfinished fire (same execution id,
 // as a retry), the missed fires its misfire policy keeps, and waiting manual
