@@ -151,7 +151,7 @@ type storedRecord struct {
 // the writer never commits two writes of one slot in one transaction, so
 // they never share one (a record written before there were states in
 // records has none, and the state key, written in its transaction, holds).
-// Neither is the zero state (a slot never run).
+// With neither, the state is the zero state (a slot never run).
 func stateFrom(s shard.Slot, stateKvs, recordKvs []*mvccpb.KeyValue) (SlotState, error) {
 	var st SlotState
 	var rev int64
@@ -219,7 +219,8 @@ const lingerAhead = 500 * time.Millisecond
 
 // maxBatch and maxTxnOps bound the writes committed in one transaction:
 // etcd allows 128 operations (and 128 comparisons) per transaction by
-// default, and a write has one comparison and usually two operations.
+// default, and a write has one comparison and usually one operation (a
+// record, or a state), two with a trigger it consumes or records it trims.
 const (
 	maxBatch  = 64
 	maxTxnOps = 128
