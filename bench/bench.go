@@ -297,7 +297,6 @@ func startMembers(cfg Config, cat *config.Catalog, n int, onEvent func(scheduler
 	return out, nil
 }
 
-// leaders sums who leads what across members.
 // leading is how many slots ms lead together: cheap enough to poll every
 // few milliseconds while thousands of slots change hands. Polling leaders (a
 // copy of every member's slots) and building the ring at each poll took
@@ -311,6 +310,7 @@ func leading(ms []*member) int {
 	return n
 }
 
+// leaders sums who leads what across members.
 func leaders(ms []*member) map[shard.Slot]string {
 	out := map[shard.Slot]string{}
 	for _, m := range ms {

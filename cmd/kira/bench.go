@@ -9,7 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -83,9 +83,9 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	gogc := debug.SetGCPercent(100) // read, then put back
-	debug.SetGCPercent(gogc)
-	fmt.Fprintf(stderr, "bench: GOMAXPROCS %d, GOGC %d\n", runtime.GOMAXPROCS(0), gogc)
+	gogc := []rtmetrics.Sample{{Name: "/gc/gogc:percent"}}
+	rtmetrics.Read(gogc)
+	fmt.Fprintf(stderr, "bench: GOMAXPROCS %d, GOGC %d\n", runtime.GOMAXPROCS(0), gogc[0].Value.Uint64())
 	rep, err := bench.Run(ctx, cfg, func(s string) { fmt.Fprintln(stderr, "bench:", s) })
 	if rep != nil {
 		if *output == "json" {
