@@ -16,8 +16,9 @@ const (
 	DefaultPartitions = 1
 	DefaultHTTPMethod = "POST"
 
-	// MinLeaseTTL keeps at least 3 renewal intervals (etcd renews every TTL/3)
-	// of whole seconds inside a lease, so one slow round trip does not flap leadership.
+	// MinLeaseTTL keeps at least 3 renewal intervals (a member renews every
+	// TTL/3) inside a lease of whole seconds, so one slow round trip does not
+	// flap leadership.
 	MinLeaseTTL = 2 * time.Second
 	// MaxPartitions bounds one job's slots; a larger job is almost surely a typo.
 	MaxPartitions = 100000

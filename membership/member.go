@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -116,22 +117,12 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Member, error
 	m.lastAck.Store(&granted)
 	kaCtx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
-	acks, err := cli.KeepAlive(kaCtx, lease.ID)
-	if err != nil {
-		cancel()
-		m.revoke(lease.ID)
-		return nil, fmt.Errorf("membership: keep lease alive: %w", err)
-	}
-	// The session shares the lease; etcd's client multiplexes both keepalive
-	// listeners onto one renewal stream, so the lease is renewed once per TTL/3.
-	m.session, err = concurrency.NewSession(cli, concurrency.WithLease(lease.ID), concurrency.WithContext(kaCtx))
+	m.session, err = concurrency.NewSession(renewingClient(kaCtx, m), concurrency.WithLease(lease.ID), concurrency.WithContext(kaCtx))
 	if err != nil {
 		cancel()
 		m.revoke(lease.ID)
 		return nil, fmt.Errorf("membership: session: %w", err)
 	}
-	m.wg.Add(1)
-	go m.observeAcks(acks)
 
 	rec, _ := json.Marshal(cfg.Record)
 	if _, err := cli.Put(ctx, MembersPrefix(cfg.Cluster)+cfg.Record.ID, string(rec), clientv3.WithLease(lease.ID)); err != nil {
@@ -141,11 +132,80 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Member, error
 	return m, nil
 }
 
-func (m *Member) observeAcks(acks <-chan *clientv3.LeaseKeepAliveResponse) {
+// renewingClient is cli as the member's session sees it: the same
+// connection for every call, except that keeping the lease alive is left to
+// the member's own renewals (renew), not to etcd's client. That client looks
+// for due renewals on a fixed 500 ms poll, so a renewal due every 667 ms
+// (TTL 2s) goes out every second and the lease lasts two renewal intervals,
+// not three. The session's context ends the client's, which shares cli's
+// connection and must not close it.
+func renewingClient(ctx context.Context, m *Member) *clientv3.Client {
+	c := clientv3.NewCtxClient(ctx, clientv3.WithZapLogger(m.cli.GetLogger()))
+	c.Cluster, c.KV, c.Watcher, c.Auth, c.Maintenance = m.cli.Cluster, m.cli.KV, m.cli.Watcher, m.cli.Auth, m.cli.Maintenance
+	c.Lease = renewals{Lease: m.cli.Lease, m: m}
+	return c
+}
+
+// renewals is a clientv3.Lease whose KeepAlive is served by Member.renew.
+type renewals struct {
+	clientv3.Lease
+	m *Member
+}
+
+// KeepAlive renews lease id every TTL/3 until ctx ends, the client closes or
+// etcd says the lease is gone; the channel closes then, as etcd's does.
+func (r renewals) KeepAlive(ctx context.Context, id clientv3.LeaseID) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	acks := make(chan *clientv3.LeaseKeepAliveResponse, 1)
+	r.m.wg.Add(1)
+	go r.m.renew(ctx, id, acks)
+	return acks, nil
+}
+
+// renew renews the lease every TTL/3 and records each proven renewal for
+// the trust window. A renewal that fails or takes longer than TTL/3 is not
+// waited for: the next tick sends another, and the trust window shrinks
+// meanwhile, which is what it is for.
+func (m *Member) renew(ctx context.Context, id clientv3.LeaseID, acks chan<- *clientv3.LeaseKeepAliveResponse) {
 	defer m.wg.Done()
-	for range acks {
-		now := m.cfg.Now()
-		m.lastAck.Store(&now)
+	defer close(acks)
+	interval := m.cfg.TTL / 3
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.cli.Ctx().Done():
+			return
+		case <-tick.C:
+		}
+		// Taken before the request: etcd renews the lease after it, so
+		// sent+TTL never overestimates the server's expiry.
+		sent := m.cfg.Now()
+		rctx, cancel := context.WithTimeout(ctx, interval)
+		resp, err := m.cli.KeepAliveOnce(rctx, id)
+		cancel()
+		switch {
+		case err == nil:
+			m.acked(sent)
+			select {
+			case acks <- resp:
+			default: // the session only drains the channel
+			}
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return
+		}
+	}
+}
+
+// acked moves the last proven renewal to at, never backwards: the stream's
+// acks and renew's replies may arrive out of order.
+func (m *Member) acked(at time.Time) {
+	for {
+		last := m.lastAck.Load()
+		if !at.After(*last) || m.lastAck.CompareAndSwap(last, &at) {
+			return
+		}
 	}
 }
 

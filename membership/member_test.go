@@ -142,3 +142,56 @@ func TestDeadlineFollowsKeepaliveAcks(t *testing.T) {
 		t.Fatalf("Deadline = %v; want %v", got, want)
 	}
 }
+
+// The member's own renewals, every TTL/3, keep its lease alive: the lease
+// outlives two TTLs, and each renewal moves the trust window on.
+func TestRenewKeepsTheLeaseAlive(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cli := cluster.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const ttl = 2 * time.Second
+	lease, err := cli.Grant(ctx, int64(ttl/time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Now()
+	m := &Member{cfg: Config{TTL: ttl, Now: time.Now}, cli: cli}
+	m.lastAck.Store(&granted)
+	renewCtx, stop := context.WithCancel(context.Background())
+	m.wg.Add(1)
+	acks := make(chan *clientv3.LeaseKeepAliveResponse, 1)
+	go m.renew(renewCtx, lease.ID, acks)
+	defer func() { stop(); m.wg.Wait() }()
+
+	// Six renewals span 4s, twice the TTL.
+	last, renewals := m.Deadline(), 0
+	for renewals < 6 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("only %d renewals were acknowledged", renewals)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if d := m.Deadline(); d.After(last) {
+			last, renewals = d, renewals+1
+		}
+	}
+	ttlResp, err := cli.TimeToLive(ctx, lease.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttlResp.TTL <= 0 {
+		t.Fatalf("lease expired %s after its grant although renewed (TTL left %d)", time.Since(granted), ttlResp.TTL)
+	}
+}
+
+func TestAckNeverMovesBack(t *testing.T) {
+	t0 := time.Now()
+	m := &Member{cfg: Config{TTL: 3 * time.Second}}
+	m.lastAck.Store(&t0)
+	m.acked(t0.Add(time.Second))
+	m.acked(t0.Add(time.Millisecond))
+	if got := *m.lastAck.Load(); !got.Equal(t0.Add(time.Second)) {
+		t.Fatalf("last ack %s after a later then an earlier ack, want %s", got.Sub(t0), time.Second)
+	}
+}
