@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -452,10 +453,10 @@ func lostFires(evs []scheduler.Event, from, to time.Time) int {
 
 // ownerChange runs trials of one change of owner: n members run a 1s job;
 // once the ring's owner has run it twice, act is applied to the owner at
-// offset into a second, and took reports (from the events) how long after
+// offset() into a second, and took reports (from the events) how long after
 // that the change was complete. It returns the samples and the fires no
 // member started around the change.
-func ownerChange(cfg Config, name string, ttl time.Duration, n int, offset time.Duration,
+func ownerChange(cfg Config, name string, ttl time.Duration, n int, offset func() time.Duration,
 	act func(owner *member), took func(e scheduler.Event, owner *member, at time.Time) (time.Duration, bool)) ([]time.Duration, int, error) {
 	var samples []time.Duration
 	lost := 0
@@ -473,7 +474,7 @@ func ownerChange(cfg Config, name string, ttl time.Duration, n int, offset time.
 			return samples, lost, err
 		}
 		first := time.Now()
-		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + offset)))
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + offset())))
 		at := time.Now()
 		act(owner)
 		var d time.Duration
@@ -503,11 +504,15 @@ func ownerChange(cfg Config, name string, ttl time.Duration, n int, offset time.
 	return samples, lost, nil
 }
 
-// failover crashes the owner of a 1s job in the middle of a second and times
-// the first execution by the next owner (missed fires are caught up at once:
-// misfire fire-all).
+// failover crashes the owner of a 1s job at a random moment of a second and
+// times the first execution by the next owner (missed fires are caught up at
+// once: misfire fire-all). The moment is random because etcd checks for
+// expired leases every 500 ms on a fixed ticker: crashes at one offset into
+// the second would all meet that ticker at one phase, and a run's samples
+// would fall on a single grid instead of spreading as real crashes do.
 func failover(cfg Config, ttl time.Duration) (Failover, error) {
-	samples, lost, err := ownerChange(cfg, "failover", ttl, 3, 500*time.Millisecond, (*member).crash,
+	anyMoment := func() time.Duration { return rand.N(time.Second) }
+	samples, lost, err := ownerChange(cfg, "failover", ttl, 3, anyMoment, (*member).crash,
 		func(e scheduler.Event, owner *member, at time.Time) (time.Duration, bool) {
 			ok := e.Kind == scheduler.Finished && e.Member != owner.id && !e.StartedAt.IsZero() && e.StartedAt.After(at)
 			return e.StartedAt.Sub(at), ok
@@ -532,7 +537,8 @@ func countFinished(evs []scheduler.Event, member string) int {
 // handover stops the owner of an idle 1s job gracefully, a quarter into a
 // second, and times until the next owner holds the slot (won its election).
 func handover(cfg Config) (*Handover, error) {
-	samples, lost, err := ownerChange(cfg, "handover", 6*time.Second, 2, 250*time.Millisecond,
+	quarter := func() time.Duration { return 250 * time.Millisecond }
+	samples, lost, err := ownerChange(cfg, "handover", 6*time.Second, 2, quarter,
 		func(owner *member) { go owner.stop() },
 		func(e scheduler.Event, owner *member, at time.Time) (time.Duration, bool) {
 			return e.At.Sub(at), e.Kind == scheduler.Acquired && e.Member != owner.id && e.At.After(at)
