@@ -39,10 +39,14 @@ type Config struct {
 	// `sh -c :` every second, whose lateness (to its process start) is
 	// reported on its own (Lateness.Probe): a command job on a loaded
 	// scheduler, rather than every slot forking at once.
-	Probe     bool
-	TTLs      []time.Duration // failover: lease TTLs
-	Trials    int             // failover and handover: trials per setting
-	Rebalance int             // rebalance: slot count (0 skips)
+	Probe bool
+	TTLs  []time.Duration // failover: lease TTLs
+	// Processes runs failover with each member a `kira run` process of
+	// Binary, the owner killed with SIGKILL, rather than in this process.
+	Processes bool
+	Binary    string
+	Trials    int // failover and handover: trials per setting
+	Rebalance int // rebalance: slot count (0 skips)
 	// HeapProfile, if set, is where to write a heap profile (go tool pprof)
 	// taken when the rebalance's members hold their idle slots, as the
 	// memory figures are.
@@ -69,6 +73,10 @@ type Failover struct {
 	Worst    time.Duration   `json:"worst_ns"`
 	RatioTTL float64         `json:"median_over_ttl"`
 	Lost     int             `json:"fires_lost"`
+	// Processes: members were `kira run` processes and the owner was
+	// killed with SIGKILL; otherwise members share the bench's process and
+	// the owner's crash drops its etcd connection.
+	Processes bool `json:"processes,omitempty"`
 }
 
 // Handover is graceful stop → next owner holds the slot.
@@ -361,7 +369,11 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	r := &Report{}
 	for _, ttl := range cfg.TTLs {
 		progress(fmt.Sprintf("failover after a crash, lease_ttl %s, %d trials", ttl, cfg.Trials))
-		f, err := failover(cfg, ttl)
+		crash := failover
+		if cfg.Processes {
+			crash = procFailover
+		}
+		f, err := crash(cfg, ttl)
 		if err != nil {
 			return r, err
 		}
@@ -436,12 +448,19 @@ func ownerOf(ms []*member) (*member, error) {
 
 // lostFires counts scheduled seconds in [from, to) that no member started.
 func lostFires(evs []scheduler.Event, from, to time.Time) int {
-	ran := map[int64]bool{} // by Unix nanoseconds: time.Time values of one instant may differ as keys
+	ran := map[int64]bool{}
 	for _, e := range evs {
 		if e.Kind == scheduler.Finished && !e.StartedAt.IsZero() {
 			ran[e.Execution.ScheduledTime.UnixNano()] = true
 		}
 	}
+	return holes(ran, from, to)
+}
+
+// holes counts the whole seconds in (from, to) missing from ran, a set of
+// scheduled times by Unix nanoseconds (time.Time values of one instant may
+// differ as map keys).
+func holes(ran map[int64]bool, from, to time.Time) int {
 	lost := 0
 	for t := from.Truncate(time.Second).Add(time.Second); t.Before(to); t = t.Add(time.Second) {
 		if !ran[t.UnixNano()] {

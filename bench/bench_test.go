@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -137,4 +139,26 @@ func TestResidentBytesSeesMemoryTouched(t *testing.T) {
 	if before <= 0 || after-before < 60<<20 {
 		t.Fatalf("VmRSS %d → %d bytes after touching 64 MiB", before, after)
 	}
+}
+
+// Failover with members in processes of their own: kira run processes of a
+// freshly built binary, the owner killed with SIGKILL; another member runs
+// the job after the kill and no fire is lost (misfire fire-all).
+func TestProcessFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds kira and runs a real failover")
+	}
+	bin := filepath.Join(t.TempDir(), "kira")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kira").CombinedOutput(); err != nil {
+		t.Fatalf("building kira: %v\n%s", err, out)
+	}
+	c := etcdtest.Start(t)
+	f, err := procFailover(Config{Endpoints: c.Endpoints(), Processes: true, Binary: bin, Trials: 1}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Processes || len(f.Samples) != 1 || f.Samples[0] <= 0 || f.Median != f.Samples[0] || f.Lost != 0 {
+		t.Fatalf("failover %+v", f)
+	}
+	t.Logf("%+v", f)
 }

@@ -31,6 +31,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	jitter := fs.Duration("jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
 	probe := fs.Bool("sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
 	ttls := fs.String("ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
+	procs := fs.Bool("procs", false, "failover: run each member as a kira run process of this binary and kill the owner with SIGKILL (default: members share this process)")
 	trials := fs.Int("trials", 9, "failover and handover: trials each (0 skips handover); the median of 3 swings by a few hundred ms at TTL 2s")
 	rebalance := fs.Int("rebalance", 10000, "rebalance: slots (0 skips)")
 	output := fs.String("o", "table", "table or json")
@@ -40,7 +41,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	cfg := bench.Config{Duration: *duration, Warmup: *warmup, Command: *command, Jitter: *jitter, Probe: *probe, Trials: *trials, Rebalance: *rebalance, HeapProfile: *heapProfile}
+	cfg := bench.Config{Processes: *procs, Duration: *duration, Warmup: *warmup, Command: *command, Jitter: *jitter, Probe: *probe, Trials: *trials, Rebalance: *rebalance, HeapProfile: *heapProfile}
 	for _, s := range splitList(*slots) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -54,6 +55,13 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("kira bench: --ttls: %q is not a whole number of seconds ≥ 2s", s)
 		}
 		cfg.TTLs = append(cfg.TTLs, d)
+	}
+	if cfg.Processes {
+		bin, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("kira bench: --procs: %w", err)
+		}
+		cfg.Binary = bin
 	}
 	cfg.Endpoints = splitList(*etcd)
 	if len(cfg.Endpoints) == 0 {
@@ -114,7 +122,11 @@ func executorText(l bench.Lateness) string {
 func printBench(w io.Writer, r *bench.Report) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(r.Failover) > 0 {
-		fmt.Fprintln(tw, "FAILOVER (crash)\tTTL\tMEDIAN\tWORST\tMEDIAN/TTL\tFIRES LOST\tSAMPLES")
+		crash := "FAILOVER (crash)"
+		if r.Failover[0].Processes {
+			crash = "FAILOVER (kill -9)"
+		}
+		fmt.Fprintln(tw, crash+"\tTTL\tMEDIAN\tWORST\tMEDIAN/TTL\tFIRES LOST\tSAMPLES")
 		for _, f := range r.Failover {
 			var s []string
 			for _, d := range f.Samples {
