@@ -14,11 +14,11 @@
 // all of them vanish in one etcd revision.
 //
 // Trust window. A member may act on its leadership only while it can prove
-// its lease is alive: Deadline is the time of the last keepalive ack plus the
-// TTL, minus a safety margin, measured on the monotonic clock. The ack arrives
-// after etcd renewed the lease, so ack+TTL overestimates the server's expiry
-// by the one-way delay of the ack; the margin absorbs that. Past the deadline
-// the member starts nothing, whatever its goroutines believe.
+// its lease is alive: Deadline is the time the last acknowledged renewal was
+// sent plus the TTL, minus a safety margin, measured on the monotonic clock.
+// etcd renewed the lease after the send, so send+TTL never overestimates the
+// server's expiry; the margin absorbs clocks that run at different rates.
+// Past the deadline the member starts nothing, whatever its goroutines believe.
 //
 // Views. Views watches the member records and publishes the member set
 // stamped with the etcd revision it was read at. Two members that have seen

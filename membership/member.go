@@ -53,7 +53,7 @@ type Config struct {
 	Record  Record
 	// TTL of the lease, a whole number of seconds, at least 2s.
 	TTL time.Duration
-	// Margin is subtracted from ack+TTL to make Deadline conservative.
+	// Margin is subtracted from renewal+TTL to make Deadline conservative.
 	// Zero means TTL/6.
 	Margin time.Duration
 	// Now is the clock the trust window is measured on; nil means time.Now
@@ -187,23 +187,12 @@ func (m *Member) renew(ctx context.Context, id clientv3.LeaseID, acks chan<- *cl
 		cancel()
 		switch {
 		case err == nil:
-			m.acked(sent)
+			m.lastAck.Store(&sent)
 			select {
 			case acks <- resp:
 			default: // the session only drains the channel
 			}
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			return
-		}
-	}
-}
-
-// acked moves the last proven renewal to at, never backwards: the stream's
-// acks and renew's replies may arrive out of order.
-func (m *Member) acked(at time.Time) {
-	for {
-		last := m.lastAck.Load()
-		if !at.After(*last) || m.lastAck.CompareAndSwap(last, &at) {
 			return
 		}
 	}

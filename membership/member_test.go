@@ -184,14 +184,3 @@ func TestRenewKeepsTheLeaseAlive(t *testing.T) {
 		t.Fatalf("lease expired %s after its grant although renewed (TTL left %d)", time.Since(granted), ttlResp.TTL)
 	}
 }
-
-func TestAckNeverMovesBack(t *testing.T) {
-	t0 := time.Now()
-	m := &Member{cfg: Config{TTL: 3 * time.Second}}
-	m.lastAck.Store(&t0)
-	m.acked(t0.Add(time.Second))
-	m.acked(t0.Add(time.Millisecond))
-	if got := *m.lastAck.Load(); !got.Equal(t0.Add(time.Second)) {
-		t.Fatalf("last ack %s after a later then an earlier ack, want %s", got.Sub(t0), time.Second)
-	}
-}
