@@ -6,10 +6,10 @@
 // member, and its old leadership cannot be mistaken for its new.
 //
 // Lease. Join grants one etcd lease per process and wraps it in one
-// concurrency.Session. Join renews the lease every TTL/3 on its own timer, so
-// a lease lasts at least three renewal intervals: the session's keepalive
-// stream renews on etcd's client's 500 ms poll, every 1 s at TTL 2 s, and
-// alone would give two. The member record (members/<id>) and every election key
+// concurrency.Session, built over a client whose KeepAlive is the member's
+// own renewals every TTL/3, so a lease lasts at least three renewal
+// intervals. (etcd's client sends due keepalives on a 500 ms poll: every 1 s
+// at TTL 2 s, two intervals a lease.) The member record (members/<id>) and every election key
 // the member writes are attached to that lease: when it expires or is revoked,
 // all of them vanish in one etcd revision.
 //
