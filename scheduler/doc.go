@@ -15,7 +15,7 @@
 //
 // A slot's start is recorded ahead (with the previous run's result), so a
 // fire needs no etcd round trip. The loop goes further: Config.ArmAhead
-// (100 ms) before a fire, if the slot is free, the job not paused and the
+// (300 ms) before a fire, if the slot is free, the job not paused and the
 // lease trusted past the fire's time, it arms the fire: the execution's
 // goroutine is made then and waits at a gate. One releaser goroutine per
 // process (shared by its real-clock schedulers) opens each instant's gate,
