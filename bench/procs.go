@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -110,7 +111,7 @@ func procTrial(cfg Config, cli *clientv3.Client, dir string, ttl time.Duration) 
 		if err != nil || leader == "" {
 			return false, err
 		}
-		ring, err := shard.New(keys(names))
+		ring, err := shard.New(slices.Collect(maps.Keys(names)))
 		if err != nil || ring.Owner(slot) != leader {
 			return false, err
 		}
@@ -268,14 +269,6 @@ func leaderOf(ctx context.Context, cli *clientv3.Client, prefix string) (string,
 		return "", err
 	}
 	return string(resp.Kvs[0].Value), nil
-}
-
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 func count(recs []scheduler.Record, ok func(scheduler.Record) bool) int {
