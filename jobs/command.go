@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -22,13 +24,37 @@ type Command struct {
 	// KillGrace is how long to wait for output pipes after the group is
 	// killed (grandchildren may hold them); zero means one second.
 	KillGrace time.Duration
+
+	// found is where the PATH search for Argv[0] found the program, kept
+	// from the first start that succeeded, as a shell's hash table keeps
+	// it: the search stats every directory on PATH before the program's,
+	// on the fire's instant (kira bench --sh --jitter 1s, CPU profile:
+	// exec.LookPath was a fifth of the executor's CPU with 13 directories on
+	// PATH). A start that fails searches again on the next run, so a
+	// program moved or removed is found anew; one newly installed earlier
+	// on PATH is not, until the member restarts.
+	found atomic.Pointer[string]
 }
+
+// devNull is the child's standard input, opened once: os/exec would open
+// /dev/null for every run, on the fire's instant.
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
 
 // Execute starts the command and waits for it. When ctx ends, the whole
 // process group is killed with SIGKILL: losing a slot means stop now.
 func (c *Command) Execute(ctx context.Context, e Execution) Result {
-	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	program, searched := c.Argv[0], false
+	if p := c.found.Load(); p != nil {
+		program = *p
+	} else {
+		searched = filepath.Base(program) == program // exec.Command searches PATH
+	}
+	cmd := exec.CommandContext(ctx, program, c.Argv[1:]...)
+	cmd.Args[0] = c.Argv[0] // the program sees the name it was given, not the path found
 	cmd.Dir = c.Dir
+	if in, err := devNull(); err == nil {
+		cmd.Stdin = in
+	} // else os/exec opens it, and reports why it cannot
 	cmd.Env = append(os.Environ(), e.Env()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -53,8 +79,14 @@ func (c *Command) Execute(ctx context.Context, e Execution) Result {
 	outW.Close() // the child's now
 	copied := make(chan struct{})
 	go func() { tail.readFrom(out); close(copied) }()
-	if err == nil {
+	switch {
+	case err == nil:
 		started = time.Now()
+		if path := cmd.Path; searched && filepath.IsAbs(path) {
+			c.found.Store(&path)
+		}
+	case !searched:
+		c.found.Store(nil) // search again next time
 	}
 	notifyStarted(ctx) // after the stamp: what it sets going must not delay it
 	if err == nil {

@@ -79,6 +79,47 @@ func TestCommandFailureKeepsTailAndExitCode(t *testing.T) {
 	}
 }
 
+// A program found on PATH is found there once, and searched for again after
+// a start fails: removed from where it was found, it runs from where it is
+// now. It reads an empty standard input each run, and sees the name it was
+// given as its argv[0], not the path found.
+func TestCommandFindsItsProgramOnPathAgainAfterAFailedStart(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	t.Setenv("PATH", first+string(os.PathListSeparator)+second+string(os.PathListSeparator)+os.Getenv("PATH"))
+	script := "#!/bin/sh\nread line; echo \"read $? from $(dirname $0)\"\n" // $0: the path run
+	if err := os.WriteFile(filepath.Join(first, "kira-test-program"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &Command{Argv: []string{"kira-test-program"}}
+	run := func() Result { return c.Execute(context.Background(), exec1) }
+	for range 2 {
+		if res := run(); res.Outcome != Succeeded || res.OutputTail != "read 1 from "+first+"\n" {
+			t.Fatalf("result %+v; want the program in %s run, at EOF on its input", res, first)
+		}
+	}
+	if p := c.found.Load(); p == nil || *p != filepath.Join(first, "kira-test-program") {
+		t.Fatalf("found %v; want the path kept", p)
+	}
+	if err := os.Rename(filepath.Join(first, "kira-test-program"), filepath.Join(second, "kira-test-program")); err != nil {
+		t.Fatal(err)
+	}
+	if res := run(); res.Outcome != Failed || !res.ProcessStarted.IsZero() {
+		t.Fatalf("result %+v; want a failed start from the path kept", res)
+	}
+	if res := run(); res.Outcome != Succeeded || res.OutputTail != "read 1 from "+second+"\n" {
+		t.Fatalf("result %+v; want the program found again in %s", res, second)
+	}
+	sh := &Command{Argv: []string{"sh", "-c", "echo $0"}}
+	for range 2 {
+		if res := sh.Execute(context.Background(), exec1); res.OutputTail != "sh\n" {
+			t.Fatalf("result %+v; want argv[0] as given", res)
+		}
+	}
+	if sh.found.Load() == nil {
+		t.Fatal("sh's path not kept")
+	}
+}
+
 // A command that leaves a process holding its output ends after KillGrace,
 // with the output read so far, not when that process ends.
 func TestCommandDoesNotWaitForItsOutputPastKillGrace(t *testing.T) {
