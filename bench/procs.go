@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/scheduler"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -103,13 +101,18 @@ func procTrial(cfg Config, cli *clientv3.Client, dir string, ttl time.Duration) 
 	var owner string // member id
 	var ownerProc *memberProc
 	err := waitProcs(procs, 30*time.Second, func(ctx context.Context) (bool, error) {
-		names, err := memberNames(ctx, cli, clusterName)
-		if err != nil || len(names) != len(procs) {
+		st, err := scheduler.ReadStatus(ctx, cli, clusterName)
+		if err != nil || len(st.Members) != len(procs) {
 			return false, err
 		}
-		leader, err := leaderOf(ctx, cli, scheduler.ElectionKeyPrefix(clusterName, slot))
-		if err != nil || leader == "" {
-			return false, err
+		held, _ := st.Slot(slot.Job, slot.Partition)
+		leader := held.Owner
+		if leader == "" {
+			return false, nil
+		}
+		names := map[string]string{}
+		for _, m := range st.Members {
+			names[m.ID] = m.Name
 		}
 		ring, err := shard.New(slices.Collect(maps.Keys(names)))
 		if err != nil || ring.Owner(slot) != leader {
@@ -242,33 +245,6 @@ func waitProcs(procs []*memberProc, timeout time.Duration, cond func(ctx context
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// memberNames maps the cluster's member ids to their names.
-func memberNames(ctx context.Context, cli *clientv3.Client, cluster string) (map[string]string, error) {
-	resp, err := cli.Get(ctx, membership.MembersPrefix(cluster), clientv3.WithPrefix())
-	if err != nil {
-		return nil, err
-	}
-	names := map[string]string{}
-	for _, kv := range resp.Kvs {
-		var r membership.Record
-		if err := json.Unmarshal(kv.Value, &r); err != nil {
-			return nil, err
-		}
-		names[r.ID] = r.Name
-	}
-	return names, nil
-}
-
-// leaderOf returns the member id an election under prefix has as leader
-// (the value of its oldest key), or "".
-func leaderOf(ctx context.Context, cli *clientv3.Client, prefix string) (string, error) {
-	resp, err := cli.Get(ctx, prefix+"/", clientv3.WithFirstCreate()...)
-	if err != nil || len(resp.Kvs) == 0 {
-		return "", err
-	}
-	return string(resp.Kvs[0].Value), nil
 }
 
 func count(recs []scheduler.Record, ok func(scheduler.Record) bool) int {
