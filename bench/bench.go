@@ -41,8 +41,9 @@ type Config struct {
 	// scheduler, rather than every slot forking at once.
 	Probe bool
 	TTLs  []time.Duration // failover: lease TTLs
-	// Processes runs failover with each member a `kira run` process of
-	// Binary, the owner killed with SIGKILL, rather than in this process.
+	// Processes runs failover and handover with each member a `kira run`
+	// process of Binary, the owner sent SIGKILL or SIGTERM, rather than in
+	// this process.
 	Processes bool
 	Binary    string
 	Trials    int // failover and handover: trials per setting
@@ -85,6 +86,12 @@ type Handover struct {
 	Median  time.Duration   `json:"median_ns"`
 	Worst   time.Duration   `json:"worst_ns"`
 	Lost    int             `json:"fires_lost"`
+	// Processes: members were `kira run` processes, the owner was sent
+	// SIGTERM, and a sample ended when another member's key led the slot's
+	// election in etcd; otherwise members share the bench's process, the
+	// owner stops as on SIGTERM, and a sample ends at the next owner's
+	// Acquired event.
+	Processes bool `json:"processes,omitempty"`
 }
 
 // Lateness is actual start − scheduled time at a number of slots.
@@ -381,7 +388,11 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 	if cfg.Trials > 0 {
 		progress(fmt.Sprintf("graceful handover, %d trials", cfg.Trials))
-		h, err := handover(cfg)
+		stop := handover
+		if cfg.Processes {
+			stop = procHandover
+		}
+		h, err := stop(cfg)
 		if err != nil {
 			return r, err
 		}

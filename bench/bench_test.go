@@ -141,10 +141,13 @@ func TestResidentBytesSeesMemoryTouched(t *testing.T) {
 	}
 }
 
-// Failover with members in processes of their own: kira run processes of a
-// freshly built binary, the owner killed with SIGKILL; another member runs
-// the job after the kill and no fire is lost (misfire fire-all).
-func TestProcessFailover(t *testing.T) {
+// Failover and handover with members in processes of their own: kira run
+// processes of a freshly built binary. The owner killed with SIGKILL:
+// another member runs the job after the kill and no fire is lost (misfire
+// fire-all). The owner sent SIGTERM: another member leads the slot well
+// within the lease TTL (6 s), so the lease was revoked, not left to expire,
+// and no fire is lost.
+func TestProcessFailoverAndHandover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds kira and runs a real failover")
 	}
@@ -161,4 +164,12 @@ func TestProcessFailover(t *testing.T) {
 		t.Fatalf("failover %+v", f)
 	}
 	t.Logf("%+v", f)
+	h, err := procHandover(Config{Endpoints: c.Endpoints(), Processes: true, Binary: bin, Trials: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Processes || len(h.Samples) != 1 || h.Samples[0] <= 0 || h.Samples[0] >= 3*time.Second || h.Lost != 0 {
+		t.Fatalf("handover %+v; want one sample under half the TTL, none lost", h)
+	}
+	t.Logf("%+v", h)
 }

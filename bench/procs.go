@@ -40,7 +40,7 @@ jobs:
 type memberProc struct {
 	name, log string
 	cmd       *exec.Cmd
-	killed    bool          // by the bench, with SIGKILL
+	ended     bool          // by the bench's signal
 	done      chan struct{} // closed when the process has exited and been reaped
 }
 
@@ -50,43 +50,91 @@ type memberProc struct {
 // back from the slot's history in etcd; the first start by another member
 // after the kill ends a sample.
 func procFailover(cfg Config, ttl time.Duration) (Failover, error) {
-	out := Failover{TTL: ttl, Processes: true}
+	anyMoment := func() time.Duration { return rand.N(time.Second) }
+	samples, lost, err := procTrials(cfg, "failover", ttl, ownerEnd{sig: syscall.SIGKILL, offset: anyMoment, seen: firstRunElsewhere})
+	if err != nil {
+		return Failover{TTL: ttl, Processes: true}, err
+	}
+	med := median(samples)
+	return Failover{TTL: ttl, Processes: true, Samples: samples, Median: med, Worst: slices.Max(samples), RatioTTL: float64(med) / float64(ttl), Lost: lost}, nil
+}
+
+// procHandover is handover with every member a `kira run` process, the
+// owner sent SIGTERM a quarter into a second (its 1 s job idle then), as the
+// issue describes. A sample ends when another member's election key leads
+// the slot's election in etcd, seen by a watch. The lease TTL is 6 s, so a
+// handover cannot pass for an expiry.
+func procHandover(cfg Config) (*Handover, error) {
+	quarter := func() time.Duration { return 250 * time.Millisecond }
+	samples, lost, err := procTrials(cfg, "handover", 6*time.Second, ownerEnd{sig: syscall.SIGTERM, offset: quarter, seen: heldElsewhere})
+	if err != nil {
+		return nil, err
+	}
+	return &Handover{Processes: true, Samples: samples, Median: median(samples), Worst: slices.Max(samples), Lost: lost}, nil
+}
+
+// ownerEnd is how a trial ends the owner's process and what it measures:
+// sig is sent offset() into a second; seen, set up before the signal, waits
+// for the change measured (what it watches ends with ctx).
+type ownerEnd struct {
+	sig    syscall.Signal
+	offset func() time.Duration
+	seen   func(ctx context.Context, t *procTrial) (changeSeen, error)
+}
+
+// changeSeen waits, once the owner was signalled at at, until the change a
+// trial measures is seen, and returns how long after at it came.
+type changeSeen func(at time.Time) (time.Duration, error)
+
+// procTrial is one trial's members and the slot's owner among them.
+type procTrial struct {
+	cli     *clientv3.Client
+	cluster string
+	slot    shard.Slot
+	ttl     time.Duration
+	procs   []*memberProc
+	owner   string // member id
+}
+
+func procTrials(cfg Config, name string, ttl time.Duration, end ownerEnd) ([]time.Duration, int, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		return out, err
+		return nil, 0, err
 	}
 	defer cli.Close()
 	dir, err := os.MkdirTemp("", "kira-bench-procs")
 	if err != nil {
-		return out, err
+		return nil, 0, err
 	}
 	defer os.RemoveAll(dir)
+	var samples []time.Duration
+	lost := 0
 	for trial := 0; trial < cfg.Trials; trial++ {
-		d, lost, err := procTrial(cfg, cli, filepath.Join(dir, fmt.Sprint(trial)), ttl)
+		d, l, err := runProcTrial(cfg, cli, filepath.Join(dir, fmt.Sprint(trial)), name, ttl, end)
 		if err != nil {
-			return out, fmt.Errorf("failover with processes, trial %d: %w", trial+1, err)
+			return samples, lost, fmt.Errorf("%s with processes, trial %d: %w", name, trial+1, err)
 		}
-		out.Samples = append(out.Samples, d)
-		out.Lost += lost
+		samples = append(samples, d)
+		lost += l
 	}
-	out.Median = median(out.Samples)
-	out.Worst = slices.Max(out.Samples)
-	out.RatioTTL = float64(out.Median) / float64(ttl)
-	return out, nil
+	return samples, lost, nil
 }
 
-func procTrial(cfg Config, cli *clientv3.Client, dir string, ttl time.Duration) (time.Duration, int, error) {
+// runProcTrial starts three members, waits until the ring's owner of the
+// job has run it twice, ends the owner's process as end says, and returns
+// how long until the change was seen, and the fires no member started
+// around it (from the slot's history).
+func runProcTrial(cfg Config, cli *clientv3.Client, dir, name string, ttl time.Duration, end ownerEnd) (time.Duration, int, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, 0, err
 	}
-	clusterName := cluster("procs")
+	t := &procTrial{cli: cli, cluster: cluster("procs-" + name), slot: shard.Slot{Job: "load"}, ttl: ttl}
 	catalog := filepath.Join(dir, "catalog.yaml")
-	if err := os.WriteFile(catalog, []byte(fmt.Sprintf(procCatalog, clusterName, ttl)), 0o600); err != nil {
+	if err := os.WriteFile(catalog, []byte(fmt.Sprintf(procCatalog, t.cluster, ttl)), 0o600); err != nil {
 		return 0, 0, err
 	}
-	var procs []*memberProc
 	defer func() {
-		for _, p := range procs {
+		for _, p := range t.procs {
 			p.stop()
 		}
 	}()
@@ -95,17 +143,15 @@ func procTrial(cfg Config, cli *clientv3.Client, dir string, ttl time.Duration) 
 		if err != nil {
 			return 0, 0, err
 		}
-		procs = append(procs, p)
+		t.procs = append(t.procs, p)
 	}
-	slot := shard.Slot{Job: "load"}
-	var owner string // member id
 	var ownerProc *memberProc
-	err := waitProcs(procs, 30*time.Second, func(ctx context.Context) (bool, error) {
-		st, err := scheduler.ReadStatus(ctx, cli, clusterName)
-		if err != nil || len(st.Members) != len(procs) {
+	err := waitProcs(t.procs, 30*time.Second, func(ctx context.Context) (bool, error) {
+		st, err := scheduler.ReadStatus(ctx, cli, t.cluster)
+		if err != nil || len(st.Members) != len(t.procs) {
 			return false, err
 		}
-		held, _ := st.Slot(slot.Job, slot.Partition)
+		held, _ := st.Slot(t.slot.Job, t.slot.Partition)
 		leader := held.Owner
 		if leader == "" {
 			return false, nil
@@ -115,48 +161,45 @@ func procTrial(cfg Config, cli *clientv3.Client, dir string, ttl time.Duration) 
 			names[m.ID] = m.Name
 		}
 		ring, err := shard.New(slices.Collect(maps.Keys(names)))
-		if err != nil || ring.Owner(slot) != leader {
+		if err != nil || ring.Owner(t.slot) != leader {
 			return false, err
 		}
-		owner = leader
-		for _, p := range procs {
+		t.owner = leader
+		for _, p := range t.procs {
 			if p.name == names[leader] {
 				ownerProc = p
 			}
 		}
-		recs, err := scheduler.ReadHistory(ctx, cli, clusterName, slot.Job, slot.Partition, 200)
-		return ownerProc != nil && count(recs, func(r scheduler.Record) bool { return r.Member == owner }) >= 2, err
+		recs, err := scheduler.ReadHistory(ctx, cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
+		return ownerProc != nil && count(recs, func(r scheduler.Record) bool { return r.Member == t.owner }) >= 2, err
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("waiting for the ring's owner to run the job twice: %w", err)
 	}
+	watching, stopWatching := context.WithTimeout(context.Background(), ttl+30*time.Second)
+	defer stopWatching()
+	seen, err := end.seen(watching, t)
+	if err != nil {
+		return 0, 0, err
+	}
 	first := time.Now()
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + rand.N(time.Second))))
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + end.offset())))
 	at := time.Now()
-	ownerProc.killed = true
-	if err := ownerProc.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	ownerProc.ended = true
+	if err := ownerProc.cmd.Process.Signal(end.sig); err != nil {
+		return 0, 0, err
+	}
+	took, err := seen(at)
+	if err != nil {
 		return 0, 0, err
 	}
 	<-ownerProc.done
-	var took time.Duration
-	err = waitProcs(procs, ttl+30*time.Second, func(ctx context.Context) (bool, error) {
-		recs, err := scheduler.ReadHistory(ctx, cli, clusterName, slot.Job, slot.Partition, 200)
-		for _, r := range recs {
-			if r.Member != owner && !r.StartedAt.IsZero() && r.StartedAt.After(at) && (took == 0 || r.StartedAt.Sub(at) < took) {
-				took = r.StartedAt.Sub(at)
-			}
-		}
-		return took > 0, err
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("waiting for another member to run the job after the kill: %w", err)
-	}
 	// Let the catch-up and one more fire happen and be recorded, then count holes.
-	end := time.Now().Add(1500 * time.Millisecond)
-	time.Sleep(time.Until(end) + 500*time.Millisecond)
+	until := time.Now().Add(1500 * time.Millisecond)
+	time.Sleep(time.Until(until) + 500*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := scheduler.ReadHistory(ctx, cli, clusterName, slot.Job, slot.Partition, 200)
+	recs, err := scheduler.ReadHistory(ctx, cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -166,7 +209,75 @@ func procTrial(cfg Config, cli *clientv3.Client, dir string, ttl time.Duration) 
 			ran[r.ScheduledTime.UnixNano()] = true
 		}
 	}
-	return took, holes(ran, first, end), nil
+	return took, holes(ran, first, until), nil
+}
+
+// firstRunElsewhere is failover's change: the first start of the slot by
+// another member after the signal, from the slot's history.
+func firstRunElsewhere(_ context.Context, t *procTrial) (changeSeen, error) {
+	return func(at time.Time) (time.Duration, error) {
+		var took time.Duration
+		err := waitProcs(t.procs, t.ttl+30*time.Second, func(ctx context.Context) (bool, error) {
+			recs, err := scheduler.ReadHistory(ctx, t.cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
+			for _, r := range recs {
+				if r.Member != t.owner && !r.StartedAt.IsZero() && r.StartedAt.After(at) && (took == 0 || r.StartedAt.Sub(at) < took) {
+					took = r.StartedAt.Sub(at)
+				}
+			}
+			return took > 0, err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("waiting for another member to run the job: %w", err)
+		}
+		return took, nil
+	}, nil
+}
+
+// heldElsewhere is handover's change: another member's key leads the
+// slot's election (its oldest key is not the owner's), seen by a watch from
+// the revision of a read made before the signal, so no event is missed.
+func heldElsewhere(ctx context.Context, t *procTrial) (changeSeen, error) {
+	prefix := scheduler.ElectionKeyPrefix(t.cluster, t.slot) + "/"
+	resp, err := t.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	type candidate struct {
+		created int64
+		member  string
+	}
+	keys := map[string]candidate{}
+	for _, kv := range resp.Kvs {
+		keys[string(kv.Key)] = candidate{kv.CreateRevision, string(kv.Value)}
+	}
+	leader := func() string {
+		var lead candidate
+		for _, c := range keys {
+			if lead.created == 0 || c.created < lead.created {
+				lead = c
+			}
+		}
+		return lead.member
+	}
+	w := t.cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	return func(at time.Time) (time.Duration, error) {
+		for wr := range w {
+			if err := wr.Err(); err != nil {
+				return 0, err
+			}
+			for _, e := range wr.Events {
+				if e.Type == clientv3.EventTypeDelete {
+					delete(keys, string(e.Kv.Key))
+				} else {
+					keys[string(e.Kv.Key)] = candidate{e.Kv.CreateRevision, string(e.Kv.Value)}
+				}
+			}
+			if l := leader(); l != "" && l != t.owner {
+				return time.Since(at), nil
+			}
+		}
+		return 0, fmt.Errorf("no other member led the slot: %w", ctx.Err())
+	}, nil
 }
 
 // startProc starts `kira run` as member name, its output to a file in dir.
@@ -204,7 +315,7 @@ func exited(procs []*memberProc) error {
 	for _, p := range procs {
 		select {
 		case <-p.done:
-			if p.killed {
+			if p.ended {
 				continue
 			}
 			log, _ := os.ReadFile(p.log)

@@ -31,7 +31,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	jitter := fs.Duration("jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
 	probe := fs.Bool("sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
 	ttls := fs.String("ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
-	procs := fs.Bool("procs", false, "failover: run each member as a kira run process of this binary and kill the owner with SIGKILL (default: members share this process)")
+	procs := fs.Bool("procs", false, "failover and handover: run each member as a kira run process of this binary, and end the owner with SIGKILL (failover) or SIGTERM (handover) (default: members share this process)")
 	trials := fs.Int("trials", 9, "failover and handover: trials each (0 skips handover); the median of 3 swings by a few hundred ms at TTL 2s")
 	rebalance := fs.Int("rebalance", 10000, "rebalance: slots (0 skips)")
 	output := fs.String("o", "table", "table or json")
@@ -137,7 +137,11 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintln(tw)
 	}
 	if h := r.Handover; h != nil {
-		fmt.Fprintln(tw, "GRACEFUL HANDOVER\t\tMEDIAN\tWORST\t\tFIRES LOST")
+		stop := "GRACEFUL HANDOVER"
+		if h.Processes {
+			stop = "GRACEFUL HANDOVER (SIGTERM)"
+		}
+		fmt.Fprintln(tw, stop+"\t\tMEDIAN\tWORST\t\tFIRES LOST")
 		fmt.Fprintf(tw, "\t\t%s\t%s\t\t%d\n\n", ms(h.Median), ms(h.Worst), h.Lost)
 	}
 	if len(r.Lateness) > 0 {
