@@ -550,8 +550,19 @@ func failover(cfg Config, ttl time.Duration) (Failover, error) {
 	if err != nil {
 		return Failover{TTL: ttl}, err
 	}
+	return failoverFigures(ttl, samples, lost), nil
+}
+
+// failoverFigures sums up a failover run: its samples' median and worst,
+// and the median as a ratio to the TTL.
+func failoverFigures(ttl time.Duration, samples []time.Duration, lost int) Failover {
 	med := median(samples)
-	return Failover{TTL: ttl, Samples: samples, Median: med, Worst: slices.Max(samples), RatioTTL: float64(med) / float64(ttl), Lost: lost}, nil
+	return Failover{TTL: ttl, Samples: samples, Median: med, Worst: slices.Max(samples), RatioTTL: float64(med) / float64(ttl), Lost: lost}
+}
+
+// handoverFigures sums up a handover run: its samples' median and worst.
+func handoverFigures(samples []time.Duration, lost int) *Handover {
+	return &Handover{Samples: samples, Median: median(samples), Worst: slices.Max(samples), Lost: lost}
 }
 
 func countFinished(evs []scheduler.Event, member string) int {
@@ -576,7 +587,7 @@ func handover(cfg Config) (*Handover, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Handover{Samples: samples, Median: median(samples), Worst: slices.Max(samples), Lost: lost}, nil
+	return handoverFigures(samples, lost), nil
 }
 
 // grpcCalls reads the embedded etcd's own count of handled gRPC calls.

@@ -55,8 +55,9 @@ func procFailover(cfg Config, ttl time.Duration) (Failover, error) {
 	if err != nil {
 		return Failover{TTL: ttl, Processes: true}, err
 	}
-	med := median(samples)
-	return Failover{TTL: ttl, Processes: true, Samples: samples, Median: med, Worst: slices.Max(samples), RatioTTL: float64(med) / float64(ttl), Lost: lost}, nil
+	f := failoverFigures(ttl, samples, lost)
+	f.Processes = true
+	return f, nil
 }
 
 // procHandover is handover with every member a `kira run` process, the
@@ -70,7 +71,9 @@ func procHandover(cfg Config) (*Handover, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Handover{Processes: true, Samples: samples, Median: median(samples), Worst: slices.Max(samples), Lost: lost}, nil
+	h := handoverFigures(samples, lost)
+	h.Processes = true
+	return h, nil
 }
 
 // ownerEnd is how a trial ends the owner's process and what it measures:
