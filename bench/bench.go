@@ -55,10 +55,16 @@ type Config struct {
 	// EtcdInProcess says etcd runs inside this process (kira bench without
 	// --etcd): CPU and memory figures then include etcd's.
 	EtcdInProcess bool
+	// EtcdTuning names how the bench's own etcd is tuned (etcdnode.Tuning),
+	// or is empty for an etcd given with --etcd.
+	EtcdTuning string
 }
 
 // Report is what kira bench prints.
 type Report struct {
+	// Etcd says which etcd the figures come from: the bench's own (and its
+	// tuning), or the endpoints given.
+	Etcd      string      `json:"etcd"`
 	Failover  []Failover  `json:"failover,omitempty"`
 	Handover  *Handover   `json:"handover,omitempty"`
 	Lateness  []Lateness  `json:"lateness,omitempty"`
@@ -373,7 +379,10 @@ func median(d []time.Duration) time.Duration {
 
 // Run measures every scenario the config enables.
 func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error) {
-	r := &Report{}
+	r := &Report{Etcd: "embedded in this process, " + cfg.EtcdTuning}
+	if !cfg.EtcdInProcess {
+		r.Etcd = "external: " + strings.Join(cfg.Endpoints, ",")
+	}
 	for _, ttl := range cfg.TTLs {
 		progress(fmt.Sprintf("failover after a crash, lease_ttl %s, %d trials", ttl, cfg.Trials))
 		crash := failover

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/etcdnode"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -54,13 +53,11 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// Launch runs an etcd cluster of n members with data under dir, for
-// programs such as kira bench that are not tests. Close stops it.
+// Launch runs an etcd cluster of n members with data under dir. Close stops it.
 //
 // Ports are picked free and then bound by etcd: in between, another process
-// (or an outgoing connection's local port) can take one. That failed a test
-// run once (bind: address already in use), so Launch tries again with new
-// ports and a clean dir.
+// (or an outgoing connection's local port) can take one, so Launch tries
+// again with new ports and a clean dir.
 func Launch(dir string, n int) (*Cluster, error) {
 	const attempts = 5
 	for i := 1; ; i++ {
@@ -115,26 +112,14 @@ func launch(dir string, n int) (*Cluster, error) {
 }
 
 func (m *Member) start(initialCluster, state string) error {
-	cfg := embed.NewConfig()
-	cfg.Name = m.Name
-	cfg.Dir = m.dir
-	cfg.ListenClientUrls = []url.URL{mustURL(m.ClientURL)}
-	cfg.AdvertiseClientUrls = cfg.ListenClientUrls
-	cfg.ListenPeerUrls = []url.URL{mustURL(m.PeerURL)}
-	cfg.AdvertisePeerUrls = cfg.ListenPeerUrls
-	cfg.InitialCluster = initialCluster
-	cfg.ClusterState = state
-	cfg.InitialClusterToken = "etcdtest"
-	cfg.TickMs = 20
-	cfg.ElectionMs = 200
-	cfg.UnsafeNoFsync = true
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	if peers, _, err := cfg.PeerURLsMapAndToken("etcd"); err == nil && len(peers) == 1 {
-		// One member has no follower to keep raft entries for (etcd keeps
-		// 5,000 by default); kira bench runs its members in this server's
-		// process, whose heap they would otherwise share with ~200 MB of
-		// entries at 10,000 slots. kira etcd does the same.
-		cfg.SnapshotCatchUpEntries = 100
+	cfg, err := etcdnode.Config{
+		Name: m.Name, DataDir: m.dir,
+		ListenClientURLs: m.ClientURL, ListenPeerURLs: m.PeerURL,
+		InitialCluster: initialCluster, InitialClusterState: state, InitialClusterToken: "etcdtest",
+		Quiet: true, Tuning: etcdnode.Fast,
+	}.Embed()
+	if err != nil {
+		return fmt.Errorf("start %s: %w", m.Name, err)
 	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -254,21 +239,4 @@ func WaitHealthy(ctx context.Context, cli *clientv3.Client) error {
 }
 
 // pickAddr picks a port for a member; tests replace it.
-var pickAddr = freeAddr
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("etcdtest: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func mustURL(s string) url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		panic(err)
-	}
-	return *u
-}
+var pickAddr = etcdnode.FreeAddr

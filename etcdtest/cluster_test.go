@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"context"
+	"github.com/kira-scheduler/kira/etcdnode"
 	"net"
 	"testing"
 	"time"
@@ -71,9 +72,9 @@ func TestLaunchRetriesAPortTakenMeanwhile(t *testing.T) {
 		if picks++; picks == 1 {
 			return taken.Addr().String(), nil
 		}
-		return freeAddr()
+		return etcdnode.FreeAddr()
 	}
-	defer func() { pickAddr = freeAddr }()
+	defer func() { pickAddr = etcdnode.FreeAddr }()
 	c := Start(t)
 	if picks < 4 {
 		t.Fatalf("%d ports picked; want a second attempt", picks)

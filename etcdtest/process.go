@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"bytes"
+	"github.com/kira-scheduler/kira/etcdnode"
 	"os/exec"
 	"strings"
 	"sync"
@@ -88,7 +89,7 @@ func (p *Process) Stop(t testing.TB, sig syscall.Signal, timeout time.Duration) 
 // process under test to listen on.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	addr, err := freeAddr()
+	addr, err := etcdnode.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}

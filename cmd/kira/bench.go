@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/bench"
-	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/etcdnode"
 )
 
 func benchCommand(args []string, stdout, stderr io.Writer) error {
@@ -35,7 +35,8 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	trials := fs.Int("trials", 9, "failover and handover: trials each (0 skips handover); the median of 3 swings by a few hundred ms at TTL 2s")
 	rebalance := fs.Int("rebalance", 10000, "rebalance: slots (0 skips)")
 	output := fs.String("o", "table", "table or json")
-	etcd := fs.String("etcd", "", "etcd endpoints to use; empty starts an embedded single-node etcd")
+	etcd := fs.String("etcd", "", "etcd endpoints to use; empty starts an embedded single-node etcd configured as kira run's (fsync on)")
+	etcdFast := fs.Bool("etcd-fast", false, "with no --etcd: tune the embedded etcd as the tests do (no fsync, 20 ms ticks) instead of as kira run does")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
 	heapProfile := fs.String("heapprofile", "", "write a heap profile to this file while the rebalance's members hold their idle slots (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
@@ -70,12 +71,16 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		c, err := etcdtest.Launch(dir, 1)
-		if err != nil {
-			return err
+		tuning := etcdnode.Production
+		if *etcdFast {
+			tuning = etcdnode.Fast
 		}
-		defer c.Close()
-		cfg.Endpoints, cfg.EtcdInProcess = c.Endpoints(), true
+		e, err := etcdnode.StartLocal(dir, tuning)
+		if err != nil {
+			return fmt.Errorf("kira bench: %w", err)
+		}
+		defer e.Close()
+		cfg.Endpoints, cfg.EtcdInProcess, cfg.EtcdTuning = etcdnode.ClientURLs(e), true, tuning.String()
 		useHostingEtcdGC(os.Getenv("GOGC"))
 	}
 	if *cpuProfile != "" {
@@ -120,6 +125,7 @@ func executorText(l bench.Lateness) string {
 }
 
 func printBench(w io.Writer, r *bench.Report) {
+	fmt.Fprintf(w, "etcd: %s\n\n", r.Etcd)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(r.Failover) > 0 {
 		crash := "FAILOVER (crash)"

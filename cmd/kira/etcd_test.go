@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/kira-scheduler/kira/etcdnode"
 	"go.etcd.io/etcd/server/v3/etcdserver"
 )
 
@@ -17,19 +18,20 @@ func TestSingleMemberEtcdKeepsFewRaftEntries(t *testing.T) {
 		args []string
 		want uint64
 	}{
-		{[]string{"--name", "a"}, singleMemberCatchUpEntries},
-		{[]string{"--name", "a", "--initial-cluster", "a=http://127.0.0.1:2380"}, singleMemberCatchUpEntries},
+		{[]string{"--name", "a"}, etcdnode.SingleMemberCatchUpEntries},
+		{[]string{"--name", "a", "--initial-cluster", "a=http://127.0.0.1:2380"}, etcdnode.SingleMemberCatchUpEntries},
 		{[]string{"--name", "a", "--initial-cluster", "a=http://127.0.0.1:2380,b=http://127.0.0.1:2382,c=http://127.0.0.1:2384"},
 			etcdserver.DefaultSnapshotCatchUpEntries},
 	} {
 		fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		var f etcdFlags
-		f.register(fs, t.TempDir())
+		var c etcdnode.Config
+		registerEtcdFlags(fs, &c)
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := f.config()
+		c.DataDir = t.TempDir()
+		cfg, err := c.Embed()
 		if err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}

@@ -18,13 +18,13 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -95,17 +95,9 @@ func runCommand(args []string, stderr io.Writer) error {
 
 	endpoints := splitList(f.etcd)
 	if len(endpoints) == 0 {
-		ef := etcdFlags{name: "kira", dataDir: f.dataDir, listenClient: f.embeddedClient, listenPeer: f.embeddedPeer,
-			initialClusterState: "new", initialClusterToken: "kira-embedded", logLevel: "error"}
-		cfg, err := ef.config()
+		e, err := etcdnode.Start(embeddedEtcd(f))
 		if err != nil {
-			return err
-		}
-		// Its own failures reach us through e.Err(); its logs would drown the member's.
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-		e, err := startEmbedded(cfg)
-		if err != nil {
-			return err
+			return fmt.Errorf("kira run: %w", err)
 		}
 		defer e.Close()
 		useHostingEtcdGC(os.Getenv("GOGC"))
@@ -122,6 +114,13 @@ func runCommand(args []string, stderr io.Writer) error {
 		defer srv.Close()
 	}
 	return r.run(ctx)
+}
+
+// embeddedEtcd is the single-node etcd kira run starts when no --etcd is
+// given; kira bench measures against the same configuration by default.
+func embeddedEtcd(f runFlags) etcdnode.Config {
+	return etcdnode.Config{Name: "kira", DataDir: f.dataDir, ListenClientURLs: f.embeddedClient, ListenPeerURLs: f.embeddedPeer,
+		InitialClusterState: "new", InitialClusterToken: "kira-embedded", LogLevel: "error", Quiet: true}
 }
 
 type runner struct {

@@ -1,0 +1,225 @@
+// Package etcdnode starts an embedded etcd server with the settings every
+// Kira command shares: kira etcd, the embedded etcd of kira run, and the one
+// kira bench measures against. Tests reach it through etcdtest, which adds
+// the Fast tuning; production code never uses that tuning unless a user asks.
+package etcdnode
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Tuning chooses how an embedded etcd trades durability for speed.
+type Tuning int
+
+const (
+	// Production is etcd's own behaviour: every commit is fsync'd, and
+	// raft ticks every 100 ms with a 1 s election timeout.
+	Production Tuning = iota
+	// Fast skips fsync and ticks every 20 ms (200 ms elections): for tests
+	// and for kira bench --etcd-fast, never for data anyone keeps.
+	Fast
+)
+
+// String names the tuning as kira bench reports it.
+func (t Tuning) String() string {
+	if t == Fast {
+		return "fast (no fsync, 20 ms ticks)"
+	}
+	return "production (fsync, etcd's default ticks)"
+}
+
+// DefaultCompactionRetention is the revision history an etcd started by
+// Kira keeps (periodic auto-compaction): far longer than any of Kira's
+// watches is behind, short enough that the database does not fill its quota.
+const DefaultCompactionRetention = "5m"
+
+// SingleMemberCatchUpEntries is how many applied raft entries an etcd of one
+// member keeps in memory; etcd's default (5,000) is for slow followers, and
+// one member has none. Each entry can be a transaction of 64 writes, so the
+// default would share the member's heap with hundreds of megabytes.
+// Held by TestSingleMemberEtcdKeepsFewRaftEntries.
+const SingleMemberCatchUpEntries = 100
+
+// StartTimeout bounds how long Start waits for the server to serve clients.
+const StartTimeout = 60 * time.Second
+
+// Config is an embedded etcd's settings, named as etcd's own flags.
+type Config struct {
+	Name                string
+	DataDir             string
+	ListenClientURLs    string // comma-separated
+	AdvertiseClientURLs string // default: ListenClientURLs
+	ListenPeerURLs      string
+	AdvertisePeerURLs   string // default: ListenPeerURLs
+	InitialCluster      string // name=peerURL,...; default: this member alone
+	InitialClusterState string // new or existing
+	InitialClusterToken string
+	LogLevel            string
+	// AutoCompactionRetention defaults to DefaultCompactionRetention; "0"
+	// keeps every revision, and the database then grows until etcd's quota
+	// stops all writes.
+	AutoCompactionRetention string
+	// Quiet discards etcd's own log: its failures still reach the caller
+	// through Err.
+	Quiet  bool
+	Tuning Tuning
+}
+
+// Embed validates c and returns etcd's configuration for it. Errors name the
+// flag (etcd's name) that is wrong.
+func (c Config) Embed() (*embed.Config, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = c.Name
+	cfg.Dir = c.DataDir
+	if c.LogLevel != "" {
+		cfg.LogLevel = c.LogLevel
+	}
+	if c.Quiet {
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	}
+	// Every execution writes a history record, so an etcd that never
+	// compacts fills its quota and then refuses every write.
+	cfg.AutoCompactionMode = "periodic"
+	cfg.AutoCompactionRetention = c.AutoCompactionRetention
+	if cfg.AutoCompactionRetention == "" {
+		cfg.AutoCompactionRetention = DefaultCompactionRetention
+	}
+	var err error
+	if cfg.ListenClientUrls, err = ParseURLs("listen-client-urls", c.ListenClientURLs); err != nil {
+		return nil, err
+	}
+	cfg.AdvertiseClientUrls = cfg.ListenClientUrls
+	if c.AdvertiseClientURLs != "" {
+		if cfg.AdvertiseClientUrls, err = ParseURLs("advertise-client-urls", c.AdvertiseClientURLs); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ListenPeerUrls, err = ParseURLs("listen-peer-urls", c.ListenPeerURLs); err != nil {
+		return nil, err
+	}
+	cfg.AdvertisePeerUrls = cfg.ListenPeerUrls
+	if c.AdvertisePeerURLs != "" {
+		if cfg.AdvertisePeerUrls, err = ParseURLs("initial-advertise-peer-urls", c.AdvertisePeerURLs); err != nil {
+			return nil, err
+		}
+	}
+	cfg.InitialCluster = c.InitialCluster
+	if cfg.InitialCluster == "" {
+		cfg.InitialCluster = cfg.InitialClusterFromName(c.Name)
+	}
+	switch c.InitialClusterState {
+	case "", embed.ClusterStateFlagNew:
+		cfg.ClusterState = embed.ClusterStateFlagNew
+	case embed.ClusterStateFlagExisting:
+		cfg.ClusterState = c.InitialClusterState
+	default:
+		return nil, fmt.Errorf("etcd: --initial-cluster-state must be new or existing, got %q", c.InitialClusterState)
+	}
+	cfg.InitialClusterToken = c.InitialClusterToken
+	if peers, _, err := cfg.PeerURLsMapAndToken("etcd"); err == nil && len(peers) == 1 {
+		cfg.SnapshotCatchUpEntries = SingleMemberCatchUpEntries
+	}
+	if c.Tuning == Fast {
+		cfg.TickMs = 20
+		cfg.ElectionMs = 200
+		cfg.UnsafeNoFsync = true
+	}
+	return cfg, cfg.Validate()
+}
+
+// ParseURLs reads a comma-separated list of URLs given to flag.
+func ParseURLs(flag, s string) ([]url.URL, error) {
+	var out []url.URL
+	for _, part := range strings.Split(s, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "unix") {
+			return nil, fmt.Errorf("etcd: --%s: %q is not a URL such as http://127.0.0.1:2379", flag, part)
+		}
+		out = append(out, *u)
+	}
+	return out, nil
+}
+
+// Start starts the server and waits until it serves clients (at most
+// StartTimeout: a multi-member cluster needs a quorum of members started).
+func Start(c Config) (*embed.Etcd, error) {
+	cfg, err := c.Embed()
+	if err != nil {
+		return nil, err
+	}
+	return StartEmbed(cfg)
+}
+
+// StartEmbed is Start for a configuration already built (etcd's
+// --config-file, or a test's own).
+func StartEmbed(cfg *embed.Config) (*embed.Etcd, error) {
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd %s: %w", cfg.Name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd %s: %w", cfg.Name, err)
+	case <-time.After(StartTimeout):
+		e.Close()
+		return nil, errors.New("embedded etcd " + cfg.Name + ": not ready after " + StartTimeout.String() + " (a multi-member cluster needs a quorum of members started)")
+	}
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago.
+// Another process can take it before etcd binds it: callers that start a
+// server on it retry on "address already in use" (see etcdtest.Launch).
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("etcdnode: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// StartLocal starts a single-member etcd with its data in dir, listening on
+// free loopback ports, with tuning t: kira bench's own etcd. It tries new
+// ports when one was taken between FreeAddr and etcd's bind.
+func StartLocal(dir string, t Tuning) (*embed.Etcd, error) {
+	const attempts = 5
+	for i := 1; ; i++ {
+		e, err := startLocal(dir, t)
+		if err == nil || i == attempts || !strings.Contains(err.Error(), "address already in use") {
+			return e, err
+		}
+	}
+}
+
+func startLocal(dir string, t Tuning) (*embed.Etcd, error) {
+	client, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	peer, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	return Start(Config{Name: "kira", DataDir: dir, ListenClientURLs: "http://" + client, ListenPeerURLs: "http://" + peer,
+		InitialClusterToken: "kira-local", Quiet: true, Tuning: t})
+}
+
+// ClientURLs are the URLs e serves clients on, as endpoints for clientv3.
+func ClientURLs(e *embed.Etcd) []string {
+	var out []string
+	for _, u := range e.Config().ListenClientUrls {
+		out = append(out, u.String())
+	}
+	return out
+}
