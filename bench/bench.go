@@ -17,6 +17,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/scheduler"
 	"github.com/kira-scheduler/kira/shard"
 	"github.com/prometheus/client_golang/prometheus"
@@ -818,7 +819,7 @@ func describeMisplaced(ms []*member, cat *config.Catalog) string {
 		if want := ring.Owner(s); want != owner && len(out) < 3 {
 			line := fmt.Sprintf("%s held by %s, preferred %s; keys:", s, owner, want)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			resp, err := ms[0].cli.Get(ctx, scheduler.ElectionKeyPrefix(cat.Cluster, s)+"/", clientv3.WithPrefix())
+			resp, err := ms[0].cli.Get(ctx, keyspace.Election(cat.Cluster, s)+"/", clientv3.WithPrefix())
 			cancel()
 			if err != nil {
 				line += " " + err.Error()

@@ -6,14 +6,15 @@ import (
 	"sync"
 	"time"
 
+	"io"
+	"log/slog"
+
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/scheduler"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"io"
-	"log/slog"
 )
 
 // member is one in-process Kira member with its own etcd connection.

@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kira-scheduler/kira/scheduler"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -150,7 +152,7 @@ func runProcTrial(cfg Config, cli *clientv3.Client, dir, name string, ttl time.D
 	}
 	var ownerProc *memberProc
 	err := waitProcs(t.procs, 30*time.Second, func(ctx context.Context) (bool, error) {
-		st, err := scheduler.ReadStatus(ctx, cli, t.cluster)
+		st, err := operator.ReadStatus(ctx, cli, t.cluster)
 		if err != nil || len(st.Members) != len(t.procs) {
 			return false, err
 		}
@@ -173,8 +175,8 @@ func runProcTrial(cfg Config, cli *clientv3.Client, dir, name string, ttl time.D
 				ownerProc = p
 			}
 		}
-		recs, err := scheduler.ReadHistory(ctx, cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
-		return ownerProc != nil && count(recs, func(r scheduler.Record) bool { return r.Member == t.owner }) >= 2, err
+		recs, err := operator.ReadHistory(ctx, cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
+		return ownerProc != nil && count(recs, func(r history.Record) bool { return r.Member == t.owner }) >= 2, err
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("waiting for the ring's owner to run the job twice: %w", err)
@@ -202,7 +204,7 @@ func runProcTrial(cfg Config, cli *clientv3.Client, dir, name string, ttl time.D
 	time.Sleep(time.Until(until) + 500*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := scheduler.ReadHistory(ctx, cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
+	recs, err := operator.ReadHistory(ctx, cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -221,7 +223,7 @@ func firstRunElsewhere(_ context.Context, t *procTrial) (changeSeen, error) {
 	return func(at time.Time) (time.Duration, error) {
 		var took time.Duration
 		err := waitProcs(t.procs, t.ttl+30*time.Second, func(ctx context.Context) (bool, error) {
-			recs, err := scheduler.ReadHistory(ctx, t.cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
+			recs, err := operator.ReadHistory(ctx, t.cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
 			for _, r := range recs {
 				if r.Member != t.owner && !r.StartedAt.IsZero() && r.StartedAt.After(at) && (took == 0 || r.StartedAt.Sub(at) < took) {
 					took = r.StartedAt.Sub(at)
@@ -240,7 +242,7 @@ func firstRunElsewhere(_ context.Context, t *procTrial) (changeSeen, error) {
 // slot's election (its oldest key is not the owner's), seen by a watch from
 // the revision of a read made before the signal, so no event is missed.
 func heldElsewhere(ctx context.Context, t *procTrial) (changeSeen, error) {
-	prefix := scheduler.ElectionKeyPrefix(t.cluster, t.slot) + "/"
+	prefix := keyspace.Election(t.cluster, t.slot) + "/"
 	resp, err := t.cli.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
@@ -361,7 +363,7 @@ func waitProcs(procs []*memberProc, timeout time.Duration, cond func(ctx context
 	}
 }
 
-func count(recs []scheduler.Record, ok func(scheduler.Record) bool) int {
+func count(recs []history.Record, ok func(history.Record) bool) int {
 	n := 0
 	for _, r := range recs {
 		if ok(r) {

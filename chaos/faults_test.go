@@ -5,10 +5,11 @@ import (
 	"math/rand/v2"
 	"sort"
 
-	"github.com/kira-scheduler/kira/etcdtest"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kira-scheduler/kira/etcdtest"
 )
 
 // mayDrop is the longest outage a member fault may cause: the lease running

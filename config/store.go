@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kira-scheduler/kira/keyspace"
 	"reflect"
 	"sort"
 	"strings"
@@ -17,9 +18,6 @@ import (
 // /kira/<cluster>/catalog as the JSON of a validated Catalog, and the key's
 // mod revision is the catalog revision. Members watch it and converge.
 
-// StoreKey is where a cluster's catalog is stored.
-func StoreKey(cluster string) string { return "/kira/" + cluster + "/catalog" }
-
 // ErrNoCatalog is returned when a cluster has no stored catalog.
 var ErrNoCatalog = errors.New("config: no catalog stored for the cluster")
 
@@ -30,7 +28,7 @@ func Store(ctx context.Context, kv clientv3.KV, cat *Catalog) (rev int64, change
 	if err != nil {
 		return 0, false, err
 	}
-	key := StoreKey(cat.Cluster)
+	key := keyspace.Catalog(cat.Cluster)
 	resp, err := kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.Value(key), "=", string(data))).
 		Then(clientv3.OpGet(key)).
@@ -47,7 +45,7 @@ func Store(ctx context.Context, kv clientv3.KV, cat *Catalog) (rev int64, change
 
 // LoadStored reads a cluster's catalog and its revision.
 func LoadStored(ctx context.Context, kv clientv3.KV, cluster string) (*Catalog, int64, error) {
-	resp, err := kv.Get(ctx, StoreKey(cluster))
+	resp, err := kv.Get(ctx, keyspace.Catalog(cluster))
 	if err != nil {
 		return nil, 0, fmt.Errorf("config: load catalog: %w", err)
 	}
@@ -72,7 +70,7 @@ func decodeStored(data []byte) (*Catalog, error) {
 func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from int64, apply func(*Catalog, int64)) {
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for wr := range cli.Watch(wctx, StoreKey(cluster), clientv3.WithRev(from+1), clientv3.WithFilterDelete()) {
+		for wr := range cli.Watch(wctx, keyspace.Catalog(cluster), clientv3.WithRev(from+1), clientv3.WithFilterDelete()) {
 			if wr.Err() != nil {
 				if wr.CompactRevision > 0 {
 					// Missed versions were compacted: the latest is what matters.

@@ -28,9 +28,7 @@ type Command struct {
 	// found is where the PATH search for Argv[0] found the program, kept
 	// from the first start that succeeded, as a shell's hash table keeps
 	// it: the search stats every directory on PATH before the program's,
-	// on the fire's instant (kira bench --sh --jitter 1s, CPU profile:
-	// exec.LookPath was a fifth of the executor's CPU with 13 directories on
-	// PATH). A start that fails searches again on the next run, so a
+	// on the fire's instant (docs/benchmarks.md). A start that fails searches again on the next run, so a
 	// program moved or removed is found anew; one newly installed earlier
 	// on PATH is not, until the member restarts.
 	found atomic.Pointer[string]
@@ -64,10 +62,9 @@ func (c *Command) Execute(ctx context.Context, e Execution) Result {
 	}
 	tail := &tailBuffer{max: OutputTailBytes}
 	// Output goes to a pipe this executor reads itself: given a writer,
-	// os/exec copies through a 32 KiB buffer made for each run, 32 MB a
-	// second at 1,000 commands a second, and the collections that caused
-	// made fires late (kira bench --sh --jitter 1s: p99 84 ms, 9.8 ms with
-	// GOGC=off).
+	// os/exec copies through a 32 KiB buffer made for each run, and at a
+	// thousand commands a second the collections that garbage causes make
+	// fires late.
 	out, outW, err := os.Pipe()
 	if err != nil {
 		notifyStarted(ctx)

@@ -56,6 +56,13 @@ func ExecutionID(job string, partition int, scheduled time.Time) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// ManualExecutionID identifies the manual run of (job, partition) requested
+// by the control key created at revision rev (kira trigger): unique per
+// request, and the same on every member and every retry.
+func ManualExecutionID(job string, partition int, rev int64) string {
+	return "manual-" + ExecutionID(job+"/manual", partition, time.Unix(0, rev))
+}
+
 // ScheduledTimeText is the scheduled time as users see it: RFC 3339, UTC, nanoseconds.
 func (e Execution) ScheduledTimeText() string {
 	return e.ScheduledTime.UTC().Format(time.RFC3339Nano)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kira-scheduler/kira/keyspace"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -19,12 +20,6 @@ import (
 // ErrSessionLost is returned when a member's lease expired or was revoked
 // behind its back; the member must stop everything and join again.
 var ErrSessionLost = errors.New("membership: session lost")
-
-// ClusterPrefix is the root of a cluster's key space.
-func ClusterPrefix(cluster string) string { return "/kira/" + cluster + "/" }
-
-// MembersPrefix is where member records live, one key per member under its lease.
-func MembersPrefix(cluster string) string { return ClusterPrefix(cluster) + "members/" }
 
 // NewID returns a member id made of the hostname and a fresh UUID.
 func NewID() string {
@@ -85,8 +80,7 @@ type Member struct {
 	wg      sync.WaitGroup
 
 	// lastAck is read by every execution as it starts (Trusted), so it is
-	// an atomic, not under mu: thousands of fires starting together
-	// contended on the mutex (kira bench).
+	// an atomic, not under mu: thousands of fires start together.
 	lastAck atomic.Pointer[time.Time]
 
 	mu        sync.Mutex
@@ -125,7 +119,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Member, error
 	}
 
 	rec, _ := json.Marshal(cfg.Record)
-	if _, err := cli.Put(ctx, MembersPrefix(cfg.Cluster)+cfg.Record.ID, string(rec), clientv3.WithLease(lease.ID)); err != nil {
+	if _, err := cli.Put(ctx, keyspace.Member(cfg.Cluster, cfg.Record.ID), string(rec), clientv3.WithLease(lease.ID)); err != nil {
 		m.Leave(context.Background())
 		return nil, fmt.Errorf("membership: publish record: %w", err)
 	}
@@ -209,7 +203,7 @@ func (m *Member) SetCatalogRevision(ctx context.Context, rev int64) error {
 	m.cfg.Record.CatalogRevision = rev
 	rec, _ := json.Marshal(m.cfg.Record)
 	m.mu.Unlock()
-	_, err := m.cli.Put(ctx, MembersPrefix(m.cfg.Cluster)+m.cfg.Record.ID, string(rec), clientv3.WithLease(m.session.Lease()))
+	_, err := m.cli.Put(ctx, keyspace.Member(m.cfg.Cluster, m.cfg.Record.ID), string(rec), clientv3.WithLease(m.session.Lease()))
 	return err
 }
 
@@ -255,7 +249,7 @@ func (m *Member) Withdraw(ctx context.Context) error {
 	m.mu.Lock()
 	m.withdrawn = true
 	m.mu.Unlock()
-	if _, err := m.cli.Delete(ctx, MembersPrefix(m.cfg.Cluster)+m.cfg.Record.ID); err != nil {
+	if _, err := m.cli.Delete(ctx, keyspace.Member(m.cfg.Cluster, m.cfg.Record.ID)); err != nil {
 		return fmt.Errorf("membership: withdraw record: %w", err)
 	}
 	return nil

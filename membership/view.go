@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kira-scheduler/kira/keyspace"
 	"slices"
 	"strings"
 	"sync"
@@ -41,7 +42,7 @@ type Views struct {
 
 // NewViews returns a Views for cluster; nothing happens until Run.
 func NewViews(cli *clientv3.Client, cluster string) *Views {
-	return &Views{cli: cli, prefix: MembersPrefix(cluster), changed: make(chan struct{}, 1)}
+	return &Views{cli: cli, prefix: keyspace.Members(cluster), changed: make(chan struct{}, 1)}
 }
 
 // Changed receives a value whenever a newer view is available. Readers that

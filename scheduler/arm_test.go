@@ -82,7 +82,7 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 // it counts the runs that still wait in startingFires until they leave.
 func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 	clock := NewManualClock(t0)
-	r := newReleaser(clock)
+	r := newGates(clock)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.run(ctx); close(done) }()
@@ -126,7 +126,7 @@ func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 // their instant, and before those of an earlier instant opened with them;
 // otherwise in the order the runs armed.
 func TestSlowStartsAreWokenFirst(t *testing.T) {
-	r := newReleaser(NewManualClock(t0))
+	r := newGates(NewManualClock(t0))
 	a := r.wait(t0.Add(time.Second), false)
 	b := r.wait(t0.Add(2*time.Second), true)
 	c := r.wait(t0.Add(2*time.Second), false)
@@ -160,7 +160,7 @@ func TestSlowStartsAreWokenFirst(t *testing.T) {
 // that left before its gate opened holds nobody up.
 func TestOthersWaitForTheSlowStarts(t *testing.T) {
 	clock := NewManualClock(t0)
-	r := newReleaser(clock)
+	r := newGates(clock)
 	r.firstHold = time.Hour
 	at := t0.Add(time.Second)
 	slow, slow2, fast := r.wait(at, true), r.wait(at, true), r.wait(at, false)

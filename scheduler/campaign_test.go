@@ -9,8 +9,11 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -65,8 +68,8 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 
 	// Abandoned in line: idle at once, and its place is skipped.
 	s.abandonCampaign(line[0])
-	if line[0].state != idle {
-		t.Fatalf("abandoned in line: %v, want idle", line[0].state)
+	if line[0].stage != idle {
+		t.Fatalf("abandoned in line: %v, want idle", line[0].stage)
 	}
 	// A delayed campaign abandoned before its delay is over never joins the line.
 	delayed := line[slots-1]
@@ -76,8 +79,8 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 		t.Fatal("a delayed campaign has no timer")
 	}
 	s.abandonCampaign(delayed)
-	if delayed.state != idle || delayed.campaignTimer != nil {
-		t.Fatalf("abandoned while delayed: %v, timer %v; want idle, none", delayed.state, delayed.campaignTimer)
+	if delayed.stage != idle || delayed.campaignTimer != nil {
+		t.Fatalf("abandoned while delayed: %v, timer %v; want idle, none", delayed.stage, delayed.campaignTimer)
 	}
 
 	// A campaign due after a delay joins the back of the line when its timer
@@ -101,7 +104,7 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 			t.Fatalf("slot %v started with no place free", sl.id)
 		}
 	}
-	if line[0].cancelCampaign != nil || line[0].state != idle {
+	if line[0].cancelCampaign != nil || line[0].stage != idle {
 		t.Fatal("a campaign abandoned in line started")
 	}
 
@@ -122,18 +125,18 @@ func TestCarriedRecordsAreWrittenWhenLeadershipEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	id := shard.Slot{Job: "j", Partition: 0}
-	e := concurrency.NewElection(m.Session(), ElectionKeyPrefix(cat.Cluster, id))
+	e := concurrency.NewElection(m.Session(), keyspace.Election(cat.Cluster, id))
 	if err := e.Campaign(ctx, m.ID()); err != nil {
 		t.Fatal(err)
 	}
 	sl := s.slots[id]
-	sl.state, sl.election, sl.token, sl.leaderKey = leading, e, fencing.Token(e.Rev()), e.Key()
+	sl.stage, sl.election, sl.token, sl.leaderKey = leading, e, fencing.Token(e.Rev()), e.Key()
 	sl.leadCtx, sl.cancelLead = context.WithCancel(context.Background())
 	scheduled := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	sl.carried = append(sl.carried, Record{ExecutionID: jobs.ExecutionID("j", 0, scheduled), ScheduledTime: scheduled, Outcome: OutcomeSkipped})
+	sl.carried = append(sl.carried, history.Record{ExecutionID: jobs.ExecutionID("j", 0, scheduled), ScheduledTime: scheduled, Outcome: history.OutcomeSkipped})
 
 	stop, written := make(chan struct{}), make(chan struct{})
-	go func() { s.writer.run(context.Background(), stop); close(written) }()
+	go func() { s.writer.Run(context.Background(), stop); close(written) }()
 	defer func() { close(stop); <-written }()
 	s.endLeadership(sl, Released, "not preferred in the current view")
 	<-s.resigned
@@ -143,11 +146,11 @@ func TestCarriedRecordsAreWrittenWhenLeadershipEnds(t *testing.T) {
 	if resp, err := cli.Get(ctx, e.Key()); err != nil || len(resp.Kvs) != 0 {
 		t.Fatalf("leader key after the resign: %v, %v; want deleted", resp, err)
 	}
-	records, err := ReadHistory(ctx, cli, cat.Cluster, "j", 0, 10)
+	records, err := operator.ReadHistory(ctx, cli, cat.Cluster, "j", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(records) != 1 || records[0].Outcome != OutcomeSkipped || !records[0].ScheduledTime.Equal(scheduled) {
+	if len(records) != 1 || records[0].Outcome != history.OutcomeSkipped || !records[0].ScheduledTime.Equal(scheduled) {
 		t.Fatalf("history %+v; want the carried skip record", records)
 	}
 	if st, _, err := readAcquired(ctx, cli, cat.Cluster, id); err != nil || st.HistorySeq != 1 {

@@ -8,7 +8,9 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -89,13 +91,12 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 		if !st.Started.Equal(sec(10)) {
 			return false
 		}
-		n.sched.writer.mu.Lock()
-		defer n.sched.writer.mu.Unlock()
-		return len(n.sched.writer.queue) == 0 && n.sched.writer.inFlight == 0
+		queued, inFlight := n.sched.writer.Queued()
+		return queued == 0 && inFlight == 0
 	})
 
 	gk.close()
-	ids, err := RequestRun(ctx, cli, "carry", []shard.Slot{{Job: "tick"}})
+	ids, err := operator.RequestRun(ctx, cli, "carry", []shard.Slot{{Job: "tick"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,18 +113,16 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 		}
 		skipped = append(skipped, e.Execution.ID)
 	}
-	n.sched.writer.mu.Lock()
-	queued := len(n.sched.writer.queue)
-	n.sched.writer.mu.Unlock()
+	queued, _ := n.sched.writer.Queued()
 	if queued != 0 {
 		t.Fatalf("%d writes queued behind the unrecorded start; want the skips carried, none queued", queued)
 	}
 
 	gk.open()
-	waitKind(t, rec, "the manual run", 1, func(e Event) bool { return e.Kind == Finished && e.Trigger == TriggerManual })
-	want := map[string]string{ids[0]: "succeeded", skipped[0]: OutcomeSkipped, skipped[1]: OutcomeSkipped}
+	waitKind(t, rec, "the manual run", 1, func(e Event) bool { return e.Kind == Finished && e.Cause == history.CauseManual })
+	want := map[string]string{ids[0]: "succeeded", skipped[0]: history.OutcomeSkipped, skipped[1]: history.OutcomeSkipped}
 	waitUntil(t, "the run's and both skips' records", 10*time.Second, func() bool {
-		hist, err := ReadHistory(ctx, cli, "carry", "tick", 0, 50)
+		hist, err := operator.ReadHistory(ctx, cli, "carry", "tick", 0, 50)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,9 +30,11 @@ func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTime
 
 type realTimer struct{ t *time.Timer }
 
-func (r realTimer) C() <-chan time.Time    { return r.t.C }
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+
 func (r realTimer) ResetAt(when time.Time) { r.t.Reset(time.Until(when)) }
-func (r realTimer) Stop()                  { r.t.Stop() }
+
+func (r realTimer) Stop() { r.t.Stop() }
 
 // ManualClock is a Clock that moves only when told to, for tests.
 type ManualClock struct {

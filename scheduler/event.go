@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/shard"
 )
@@ -36,7 +37,7 @@ type Event struct {
 	Execution jobs.Execution // Started, Finished, Skipped
 	Result    jobs.Result    // Finished
 	Reason    string         // Skipped, Released, Lost
-	Trigger   Trigger        // Started, Finished
+	Cause     history.Cause  // Started, Finished: why the execution ran
 	Attempt   int            // Started, Finished
 	Count     int            // Skipped: how many fires, when more than one
 	// StartedAt (Finished) is when the executor was called, after the start

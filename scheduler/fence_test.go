@@ -15,6 +15,7 @@ import (
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/fencing/httpfence"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
 )
 
@@ -80,7 +81,7 @@ func TestFencesRaisedBeforeFirstExecution(t *testing.T) {
 	}
 	hookMu.Lock()
 	defer hookMu.Unlock()
-	if len(hooked) != 1 || hooked[0].Token != token || !strings.HasPrefix(hooked[0].LeaderKey, ElectionKeyPrefix("raise", shard.Slot{Job: "sync"})) {
+	if len(hooked) != 1 || hooked[0].Token != token || !strings.HasPrefix(hooked[0].LeaderKey, keyspace.Election("raise", shard.Slot{Job: "sync"})) {
 		t.Fatalf("OnAcquire calls %+v; want one with token %d", hooked, token)
 	}
 	// Raised comes after Acquired and before the first Started.

@@ -13,7 +13,9 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -127,7 +129,7 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 	}
 	s.armedHook = o.armed
 	if o.writerKV != nil {
-		s.writer.kv = o.writerKV(s.writer.kv)
+		s.writer = fenced.NewWriter(o.writerKV(s.cli))
 	}
 	runCtx, stopRun := context.WithCancel(context.Background())
 	viewsCtx, stopViews := context.WithCancel(context.Background())
@@ -246,7 +248,7 @@ func TestEachSlotLedOnceAndSpread(t *testing.T) {
 	ctx := context.Background()
 	for _, n := range []*node{a, b, c} {
 		for s, tok := range n.sched.Leading() {
-			resp, err := cli.Get(ctx, ElectionKeyPrefix(cat.Cluster, s)+"/", clientv3.WithFirstCreate()...)
+			resp, err := cli.Get(ctx, keyspace.Election(cat.Cluster, s)+"/", clientv3.WithFirstCreate()...)
 			if err != nil || len(resp.Kvs) == 0 {
 				t.Fatalf("slot %v: no election key: %v", s, err)
 			}
@@ -449,7 +451,7 @@ var debugNodes = map[*testing.T][]*node{}
 func debugDump(t *testing.T) {
 	for _, n := range debugNodes[t] {
 		for id, sl := range n.sched.slots {
-			t.Logf("%s %s state=%s wanted=%v running=%d heap=%d token=%d view=%v", n.id[len(n.id)-4:], id, sl.state, sl.wanted, len(sl.runs), sl.heapIndex, sl.token, n.views.Latest())
+			t.Logf("%s %s state=%s wanted=%v running=%d heap=%d token=%d view=%v", n.id[len(n.id)-4:], id, sl.stage, sl.wanted, len(sl.runs), sl.heapIndex, sl.token, n.views.Latest())
 		}
 	}
 }
@@ -539,7 +541,7 @@ func TestOrphanedCandidacyKeyIsDeleted(t *testing.T) {
 		return len(la)+len(lb) == 20 && len(la) > 0 && len(lb) > 0
 	})
 	// Plant the orphan: a's key in the election of a slot b leads.
-	key := fmt.Sprintf("%s/%x", ElectionKeyPrefix("orphan", slot), a.member.Lease())
+	key := fmt.Sprintf("%s/%x", keyspace.Election("orphan", slot), a.member.Lease())
 	if _, err := cli.Put(context.Background(), key, a.id, clientv3.WithLease(a.member.Lease())); err != nil {
 		t.Fatal(err)
 	}
@@ -567,7 +569,7 @@ func TestCampaignsWaitingForAKeyDoNotHoldUpFreeSlots(t *testing.T) {
 	}
 	defer cli.Revoke(ctx, lease.ID)
 	for p := range blocked {
-		key := fmt.Sprintf("%s/%x", ElectionKeyPrefix(cat.Cluster, shard.Slot{Job: "held", Partition: p}), lease.ID)
+		key := fmt.Sprintf("%s/%x", keyspace.Election(cat.Cluster, shard.Slot{Job: "held", Partition: p}), lease.ID)
 		if _, err := cli.Put(ctx, key, "gone-member", clientv3.WithLease(lease.ID)); err != nil {
 			t.Fatal(err)
 		}

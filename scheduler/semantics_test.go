@@ -13,7 +13,10 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -97,17 +100,19 @@ func wantRan(t *testing.T, rec *recorder, member string, want ...time.Time) {
 	}
 }
 
-// gate is a handler that blocks each run until released.
-type gate struct {
+// heldHandler is a handler that blocks each run until released.
+type heldHandler struct {
 	mu      sync.Mutex
 	release chan struct{}
 	entered chan struct{} // receives once per run that reached the handler
 	fail    int           // the first fail runs fail
 }
 
-func newGate() *gate { return &gate{release: make(chan struct{}), entered: make(chan struct{}, 100)} }
+func newGate() *heldHandler {
+	return &heldHandler{release: make(chan struct{}), entered: make(chan struct{}, 100)}
+}
 
-func (g *gate) handler(ctx context.Context) error {
+func (g *heldHandler) handler(ctx context.Context) error {
 	g.entered <- struct{}{}
 	g.mu.Lock()
 	release, fail := g.release, g.fail > 0
@@ -126,7 +131,7 @@ func (g *gate) handler(ctx context.Context) error {
 	}
 }
 
-func (g *gate) open() { g.mu.Lock(); close(g.release); g.mu.Unlock() }
+func (g *heldHandler) open() { g.mu.Lock(); close(g.release); g.mu.Unlock() }
 
 // A member stops; fires pass while nobody holds the slot; the next member
 // applies the misfire policy. fire-all runs every missed fire oldest first,
@@ -164,26 +169,26 @@ func TestFailoverCatchUp(t *testing.T) {
 			got := started(rec.all(), b.id)
 			if len(got) != len(want) {
 				for _, e := range got {
-					t.Logf("b started %v %s attempt %d", e.Execution.ScheduledTime, e.Trigger, e.Attempt)
+					t.Logf("b started %v %s attempt %d", e.Execution.ScheduledTime, e.Cause, e.Attempt)
 				}
 				t.Fatalf("b started %d runs; want %v", len(got), want)
 			}
 			for i, e := range got {
-				if !e.Execution.ScheduledTime.Equal(want[i]) || e.Trigger != TriggerCatchup || e.Execution.ID != jobs.ExecutionID("tick", 0, want[i]) {
-					t.Fatalf("catch-up run %d: %v %s %s; want %v catchup with the fire's id", i, e.Execution.ScheduledTime, e.Trigger, e.Execution.ID, want[i])
+				if !e.Execution.ScheduledTime.Equal(want[i]) || e.Cause != history.CauseCatchup || e.Execution.ID != jobs.ExecutionID("tick", 0, want[i]) {
+					t.Fatalf("catch-up run %d: %v %s %s; want %v catchup with the fire's id", i, e.Execution.ScheduledTime, e.Cause, e.Execution.ID, want[i])
 				}
 			}
 			// History is written behind the runs; poll it.
 			wantMissed := 3 - len(want)
 			waitUntil(t, "missed fires in the history", 10*time.Second, func() bool {
-				hist, err := ReadHistory(context.Background(), cli, "catchup", "tick", -1, -1)
+				hist, err := operator.ReadHistory(context.Background(), cli, "catchup", "tick", -1, -1)
 				if err != nil {
 					t.Fatal(err)
 				}
 				missed, ran := 0, 0
 				for _, r := range hist {
 					switch {
-					case r.Outcome == OutcomeMissed:
+					case r.Outcome == history.OutcomeMissed:
 						missed++
 					case r.Member == b.id:
 						ran++
@@ -235,9 +240,9 @@ func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
 	ctx := context.Background()
 	// What a holder killed after 12:00:10 finished and 12:00:20's start was
 	// recorded ahead leaves behind.
-	st := SlotState{Token: 7, Member: "gone", Finished: sec(10), Started: sec(20), StartedID: jobs.ExecutionID("tick", 0, sec(20)), StartedAttempt: 1}
+	st := history.SlotState{Token: 7, Member: "gone", Finished: sec(10), Started: sec(20), StartedID: jobs.ExecutionID("tick", 0, sec(20)), StartedAttempt: 1}
 	data, _ := json.Marshal(st)
-	if _, err := cli.Put(ctx, StateKey("unfinished", shard.Slot{Job: "tick"}), string(data)); err != nil {
+	if _, err := cli.Put(ctx, keyspace.State("unfinished", shard.Slot{Job: "tick"}), string(data)); err != nil {
 		t.Fatal(err)
 	}
 	clock := NewManualClock(t0.Add(25 * time.Second)) // 12:00:25.5
@@ -280,7 +285,7 @@ func TestNewOwnerDoesNotRerunFiresOfAnAheadClock(t *testing.T) {
 	waitKind(t, rec, "b's first run", 1, func(e Event) bool { return e.Kind == Started && e.Member == b.id })
 	for _, e := range started(rec.all(), b.id) {
 		if !e.Execution.ScheduledTime.After(sec(40)) {
-			t.Fatalf("b ran the fire at %v, which a had run (%s)", e.Execution.ScheduledTime, e.Trigger)
+			t.Fatalf("b ran the fire at %v, which a had run (%s)", e.Execution.ScheduledTime, e.Cause)
 		}
 	}
 }
@@ -358,8 +363,8 @@ func TestUnfinishedFireRerunsWithSameID(t *testing.T) {
 	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"block": g.handler})
 	evs := waitKind(t, rec, "b re-runs the unfinished fire", 1, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
 	rerun := started(evs, b.id)[0]
-	if rerun.Execution.ID != original.Execution.ID || rerun.Trigger != TriggerRetry || rerun.Attempt != 2 || !rerun.Execution.ScheduledTime.Equal(sec(10)) {
-		t.Fatalf("re-run %s %s attempt %d at %v; want id %s, retry, attempt 2, 12:00:10", rerun.Execution.ID, rerun.Trigger, rerun.Attempt, rerun.Execution.ScheduledTime, original.Execution.ID)
+	if rerun.Execution.ID != original.Execution.ID || rerun.Cause != history.CauseRetry || rerun.Attempt != 2 || !rerun.Execution.ScheduledTime.Equal(sec(10)) {
+		t.Fatalf("re-run %s %s attempt %d at %v; want id %s, retry, attempt 2, 12:00:10", rerun.Execution.ID, rerun.Cause, rerun.Attempt, rerun.Execution.ScheduledTime, original.Execution.ID)
 	}
 	if rerun.Token <= original.Token {
 		t.Fatalf("re-run token %d not above %d", rerun.Token, original.Token)
@@ -368,7 +373,7 @@ func TestUnfinishedFireRerunsWithSameID(t *testing.T) {
 
 // overlapRun starts a node with a blocking job under policy, lets the 12:00:10
 // run block, and fires 12:00:20 and 12:00:30 while it does.
-func overlapRun(t *testing.T, policy config.Overlap) (*recorder, *gate, *ManualClock, *node) {
+func overlapRun(t *testing.T, policy config.Overlap) (*recorder, *heldHandler, *ManualClock, *node) {
 	t.Helper()
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
@@ -471,8 +476,8 @@ func TestRetries(t *testing.T) {
 		if e.Execution.ID != runs[0].Execution.ID || e.Attempt != i+1 {
 			t.Fatalf("attempt %d: id %s attempt %d; want the first run's id and attempt %d", i, e.Execution.ID, e.Attempt, i+1)
 		}
-		if i > 0 && e.Trigger != TriggerRetry {
-			t.Fatalf("attempt %d trigger %s; want retry", i+1, e.Trigger)
+		if i > 0 && e.Cause != history.CauseRetry {
+			t.Fatalf("attempt %d trigger %s; want retry", i+1, e.Cause)
 		}
 	}
 }
@@ -538,7 +543,7 @@ func TestPauseResumeTrigger(t *testing.T) {
 	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	ctx := context.Background()
-	if err := Pause(ctx, cli, "control", "tick"); err != nil {
+	if err := operator.Pause(ctx, cli, "control", "tick"); err != nil {
 		t.Fatal(err)
 	}
 	waitKind(t, rec, "the member to learn of the pause", 1, func(e Event) bool { return e.Kind == Paused && e.Slot.Job == "tick" })
@@ -546,38 +551,38 @@ func TestPauseResumeTrigger(t *testing.T) {
 		t.Fatalf("a fire while paused: %s %s", e.Kind, e.Reason)
 	}
 	before := len(started(rec.all(), ""))
-	ids, err := RequestRun(ctx, cli, "control", []shard.Slot{{Job: "tick"}})
+	ids, err := operator.RequestRun(ctx, cli, "control", []shard.Slot{{Job: "tick"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := waitKind(t, rec, "the manual run", 1, func(e Event) bool { return e.Kind == Finished && e.Trigger == TriggerManual })
+	evs := waitKind(t, rec, "the manual run", 1, func(e Event) bool { return e.Kind == Finished && e.Cause == history.CauseManual })
 	manual := started(evs, "")[before]
-	if manual.Trigger != TriggerManual || manual.Execution.ID != ids[0] {
-		t.Fatalf("manual run %s id %s; want manual with id %s", manual.Trigger, manual.Execution.ID, ids[0])
+	if manual.Cause != history.CauseManual || manual.Execution.ID != ids[0] {
+		t.Fatalf("manual run %s id %s; want manual with id %s", manual.Cause, manual.Execution.ID, ids[0])
 	}
-	if resp, _ := cli.Get(ctx, ControlPrefix("control")+"tick/trigger/", clientv3.WithPrefix(), clientv3.WithCountOnly()); resp.Count != 0 {
+	if resp, _ := cli.Get(ctx, keyspace.Control("control")+"tick/trigger/", clientv3.WithPrefix(), clientv3.WithCountOnly()); resp.Count != 0 {
 		t.Fatalf("%d trigger keys left after the run", resp.Count)
 	}
-	if err := Resume(ctx, cli, "control", "tick"); err != nil {
+	if err := operator.Resume(ctx, cli, "control", "tick"); err != nil {
 		t.Fatal(err)
 	}
 	waitKind(t, rec, "the member to learn of the resume", 1, func(e Event) bool { return e.Kind == Resumed && e.Slot.Job == "tick" })
 	resumed := advance(t, rec, clock, 10*time.Second)
-	if resumed.Kind != Started || resumed.Trigger != TriggerSchedule {
-		t.Fatalf("after resume: %s %s", resumed.Kind, resumed.Trigger)
+	if resumed.Kind != Started || resumed.Cause != history.CauseSchedule {
+		t.Fatalf("after resume: %s %s", resumed.Kind, resumed.Cause)
 	}
 	waitKind(t, rec, "the resumed run", 1, func(e Event) bool { return e.Kind == Finished && e.Execution.ID == resumed.Execution.ID })
 	// History is written behind the runs; poll for the resumed run's record.
-	var hist []Record
+	var hist []history.Record
 	waitUntil(t, "the resumed run in the history", 10*time.Second, func() bool {
 		var err error
-		hist, err = ReadHistory(ctx, cli, "control", "tick", 0, 50)
+		hist, err = operator.ReadHistory(ctx, cli, "control", "tick", 0, 50)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return len(hist) > 0 && hist[0].ExecutionID == resumed.Execution.ID
 	})
-	if hist[0].Trigger != TriggerSchedule || hist[0].Outcome != "succeeded" || hist[0].Token == 0 || hist[0].Member == "" {
+	if hist[0].Cause != history.CauseSchedule || hist[0].Outcome != "succeeded" || hist[0].Token == 0 || hist[0].Member == "" {
 		t.Fatalf("newest record %+v", hist[0])
 	}
 }
@@ -618,17 +623,17 @@ func TestHistoryKeepsItsLimitAndTrimsWhenLowered(t *testing.T) {
 	cli := etcd.Client(t)
 	ctx := context.Background()
 	slot := shard.Slot{Job: "tick"}
-	prefix := HistoryPrefix("history", "tick") + "0/"
+	prefix := keyspace.History("history", "tick") + "0/"
 	// What an earlier version left: 40 records and a state without a limit.
 	for i := range 40 {
-		old := Record{Job: "tick", ExecutionID: fmt.Sprintf("old-%d", i), ScheduledTime: t0.Add(-time.Hour + time.Duration(i)*time.Second), Outcome: "succeeded"}
+		old := history.Record{Job: "tick", ExecutionID: fmt.Sprintf("old-%d", i), ScheduledTime: t0.Add(-time.Hour + time.Duration(i)*time.Second), Outcome: "succeeded"}
 		data, _ := json.Marshal(old)
 		if _, err := cli.Put(ctx, fmt.Sprintf("%s%03d", prefix, i), string(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	data, _ := json.Marshal(SlotState{HistorySeq: 40})
-	if _, err := cli.Put(ctx, StateKey("history", slot), string(data)); err != nil {
+	data, _ := json.Marshal(history.SlotState{HistorySeq: 40})
+	if _, err := cli.Put(ctx, keyspace.State("history", slot), string(data)); err != nil {
 		t.Fatal(err)
 	}
 	clock := NewManualClock(t0)
@@ -646,7 +651,7 @@ func TestHistoryKeepsItsLimitAndTrimsWhenLowered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hist, err := ReadHistory(ctx, cli, "history", "tick", 0, -1)
+		hist, err := operator.ReadHistory(ctx, cli, "history", "tick", 0, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -671,7 +676,7 @@ func TestTriggerWhileTheFenceIsRaisedRunsOnce(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	ctx := context.Background()
-	early, err := RequestRun(ctx, cli, "raising", []shard.Slot{{Job: "tick"}}) // waiting before anyone holds the slot
+	early, err := operator.RequestRun(ctx, cli, "raising", []shard.Slot{{Job: "tick"}}) // waiting before anyone holds the slot
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -687,26 +692,26 @@ func TestTriggerWhileTheFenceIsRaisedRunsOnce(t *testing.T) {
 		return nil
 	}}})
 	<-hooked // tick's state and triggers have been read
-	late, err := RequestRun(ctx, cli, "raising", []shard.Slot{{Job: "tick"}})
+	late, err := operator.RequestRun(ctx, cli, "raising", []shard.Slot{{Job: "tick"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Watch events come in order: once the member has seen this pause, it
 	// has seen the trigger too.
-	if err := Pause(ctx, cli, "raising", "other"); err != nil {
+	if err := operator.Pause(ctx, cli, "raising", "other"); err != nil {
 		t.Fatal(err)
 	}
 	waitKind(t, rec, "the member to learn of the pause", 1, func(e Event) bool { return e.Kind == Paused && e.Slot.Job == "other" })
 	close(release)
-	evs := waitKind(t, rec, "both manual runs", 2, func(e Event) bool { return e.Kind == Finished && e.Trigger == TriggerManual })
+	evs := waitKind(t, rec, "both manual runs", 2, func(e Event) bool { return e.Kind == Finished && e.Cause == history.CauseManual })
 	// A duplicate would come right behind: give it the time of another run.
-	if _, err := RequestRun(ctx, cli, "raising", []shard.Slot{{Job: "other"}}); err != nil {
+	if _, err := operator.RequestRun(ctx, cli, "raising", []shard.Slot{{Job: "other"}}); err != nil {
 		t.Fatal(err)
 	}
 	evs = waitKind(t, rec, "the marker run", 1, func(e Event) bool { return e.Kind == Finished && e.Slot.Job == "other" })
 	ran := map[string]int{}
 	for _, e := range started(evs, "") {
-		if e.Slot.Job == "tick" && e.Trigger == TriggerManual {
+		if e.Slot.Job == "tick" && e.Cause == history.CauseManual {
 			ran[e.Execution.ID]++
 		}
 	}

@@ -5,40 +5,34 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
-	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/shard"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// state is where a slot is in its life on this member (see doc.go).
-type state int
+// stage is where a slot is in its life on this member (see doc.go).
+type stage int
 
 const (
-	idle        state = iota
+	idle        stage = iota
 	campaigning       // in line for a campaign, or a campaign goroutine is waiting to win
 	leading           // won; fires are in the timer heap unless draining
 	resigning         // a resign goroutine is deleting the key
 )
 
-func (s state) String() string {
+func (s stage) String() string {
 	return [...]string{"idle", "campaigning", "leading", "resigning"}[s]
 }
 
-// job is a catalog job prepared for dispatch.
-type job struct {
-	spec     config.Job
-	schedule config.Schedule
-	executor jobs.Executor
-	fence    jobs.Fence // nil without fence_url or fence_command
-}
-
-// slot is owned by the scheduler's loop goroutine; nothing else touches it.
+// slot is one slot's life on this member. The scheduler's loop goroutine
+// owns every field but two: unrecorded, which its runs' goroutines count
+// down, and an armed run's fate, which a compare-and-swap decides between
+// the loop and the run (see armedRun).
 type slot struct {
 	id    shard.Slot
 	job   *job
-	state state
+	stage stage
 	// gen identifies the current campaign, so a late result of an abandoned
 	// campaign is recognised.
 	gen            uint64
@@ -58,17 +52,15 @@ type slot struct {
 	heapIndex int // -1 when not in the heap
 	// nextScheduled is the scheduled time of the next fire.
 	nextScheduled time.Time
-	// st is the slot's recorded state, loaded when the slot is won.
-	st SlotState
+	// recorded is the slot's state as this member last wrote it (loaded
+	// from etcd when the slot is won).
+	recorded history.SlotState
 	// runs cancels each execution in flight, by run number; nil until the
 	// slot's first run.
 	runs   map[uint64]context.CancelFunc
 	runSeq uint64
-	// queued is the one fire waiting under overlap: queue (or a retry).
-	queued *fire
-	// pending are fires owed on acquisition (catch-up, unfinished, manual),
-	// run one at a time before the schedule's own.
-	pending []fire
+	// owed are the fires waiting for the slot to be free.
+	owed owedFires
 	// lastTakeover says the latest run was owed on acquisition (a catch-up,
 	// or the retry of a fire the previous holder left unfinished): a
 	// scheduled fire that comes while it is in flight joins the backlog
@@ -80,7 +72,7 @@ type slot struct {
 	// carried are the history records of fires skipped while a run of the
 	// slot waited for its start to be recorded: they go with the slot's next
 	// write (see skip).
-	carried []Record
+	carried []history.Record
 	// ahead is the start of the next scheduled fire, recorded ahead of time
 	// (with the previous run's result, or on acquisition), so that fire
 	// starts without an etcd round trip once the write is acknowledged.
@@ -91,14 +83,26 @@ type slot struct {
 	// raising is set while the fences are raised for a new token; the slot
 	// fires only after that succeeded.
 	raising bool
-	// lateTriggers are the manual triggers the control watch reported while
-	// the fences were raised; they join the ones read at acquisition.
-	lateTriggers []fire
 	// backoff delays the next campaign after a failure to raise a fence.
 	backoff bool
 	// removed is set when the catalog no longer has the slot: it is released
 	// after its in-flight runs and then forgotten.
 	removed bool
+}
+
+// owedFires are a slot's fires that wait for it to be free, each kind with
+// its own rule (see dispatch and startWaiting).
+type owedFires struct {
+	// backlog is run one at a time, before the schedule's own fires: what
+	// a new holder owes on acquisition (catch-ups, an unfinished fire, manual
+	// triggers), and under fire-all the scheduled fires that came meanwhile.
+	backlog []fire
+	// queued is the one fire waiting for the running one (overlap: queue,
+	// or a retry).
+	queued *fire
+	// lateTriggers are the manual triggers the control watch reported while
+	// the fences were raised; they join those read at acquisition.
+	lateTriggers []fire
 }
 
 // slotHeap orders leading slots by when the loop next has to look at them
@@ -107,18 +111,22 @@ type slot struct {
 type slotHeap []*slot
 
 func (h slotHeap) Len() int { return len(h) }
+
 func (h slotHeap) Less(i, j int) bool {
 	return h[i].wakeAt.Before(h[j].wakeAt)
 }
+
 func (h slotHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].heapIndex, h[j].heapIndex = i, j
 }
+
 func (h *slotHeap) Push(x any) {
 	s := x.(*slot)
 	s.heapIndex = len(*h)
 	*h = append(*h, s)
 }
+
 func (h *slotHeap) Pop() any {
 	old := *h
 	s := old[len(old)-1]
@@ -137,23 +145,3 @@ type aheadRecord struct {
 	prevStartedID string
 	prevAttempt   int
 }
-
-// armedRun is a fire started ahead of its time (see Config.ArmAhead). Its
-// goroutine waits for the fire's instant (the releaser opens its gate) and
-// then claims the run (waiting → released); until then the loop can take it
-// back (waiting → withdrawn) when it gives the slot up, and the fire stays
-// recorded ahead for the next holder. The compare-and-swap decides which happened, so a run is never
-// both withdrawn and started.
-type armedRun struct {
-	run   uint64
-	ahead *aheadRecord // consumed by the run; given back on withdrawal
-	at    time.Time    // the fire's instant
-	place *place
-	state atomic.Int32
-}
-
-const (
-	armedWaiting int32 = iota
-	armedReleased
-	armedWithdrawn
-)

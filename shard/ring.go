@@ -18,9 +18,7 @@ const (
 	RingPartitions = 7919
 	// ReplicationFactor is the number of points each member has on the ring.
 	// 256 rather than 64: the share of slots that move when a fourth member
-	// joins three varies less (60 random views each, 10,000 slots: at 64 up to
-	// 30.8 %, 90th percentile 28.0 %; at 256 up to 28.7 %, 90th percentile
-	// 26.8 %; ideal 25 %), and kira bench had moved 30.1 % once.
+	// joins three varies less (docs/benchmarks.md, "256 points per member").
 	ReplicationFactor = 256
 	// LoadFactor bounds a member's ring partitions to this multiple of the average.
 	LoadFactor = 1.25

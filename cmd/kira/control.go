@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/scheduler"
+	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -105,9 +105,9 @@ func pauseCommand(args []string, stdout, stderr io.Writer, pause bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if pause {
-		err = scheduler.Pause(ctx, cli, cf.cluster, j.Name)
+		err = operator.Pause(ctx, cli, cf.cluster, j.Name)
 	} else {
-		err = scheduler.Resume(ctx, cli, cf.cluster, j.Name)
+		err = operator.Resume(ctx, cli, cf.cluster, j.Name)
 	}
 	if err != nil {
 		return cf.unreachable(err)
@@ -138,7 +138,7 @@ func triggerCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ids, err := scheduler.RequestRun(ctx, cli, cf.cluster, slots)
+	ids, err := operator.RequestRun(ctx, cli, cf.cluster, slots)
 	if err != nil {
 		return cf.unreachable(err)
 	}
@@ -164,7 +164,7 @@ func historyCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := scheduler.ReadHistory(ctx, cli, cf.cluster, j.Name, partition, n)
+	recs, err := operator.ReadHistory(ctx, cli, cf.cluster, j.Name, partition, n)
 	if err != nil {
 		return cf.unreachable(err)
 	}
@@ -176,7 +176,7 @@ func historyCommand(args []string, stdout, stderr io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCHEDULED\tPART\tOUTCOME\tTRIGGER\tATTEMPT\tTOKEN\tMEMBER\tDURATION\tEXECUTION ID")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ScheduledTime.Format(time.RFC3339), r.Partition, r.Outcome, r.Trigger,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ScheduledTime.Format(time.RFC3339), r.Partition, r.Outcome, r.Cause,
 			r.Attempt, r.Token, r.Member, r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond), r.ExecutionID)
 	}
 	return tw.Flush()

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/scheduler"
+	"github.com/kira-scheduler/kira/operator"
 	"go.uber.org/goleak"
 )
 
@@ -145,7 +145,7 @@ jobs:
 
 // settled reports whether every slot is owned by a live member, and how many
 // slots each member owns.
-func settled(st scheduler.Status, members int) (map[string]int, bool) {
+func settled(st operator.Status, members int) (map[string]int, bool) {
 	live := map[string]bool{}
 	for _, m := range st.Members {
 		live[m.ID] = true
@@ -174,7 +174,7 @@ func TestThreeMembers(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		members = append(members, start(t, "run", "--catalog", cat, "--etcd", ep, "--name", fmt.Sprintf("m%d", i)))
 	}
-	var st scheduler.Status
+	var st operator.Status
 	eventually(t, "slots spread over three members", 30*time.Second, func() bool {
 		st = statusOf(t, ep, "e2e")
 		_, ok := settled(st, 3)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/scheduler"
+	"github.com/kira-scheduler/kira/operator"
 )
 
 const opsCatalog = `cluster: ops
@@ -46,7 +46,7 @@ func TestOperatorWorkflow(t *testing.T) {
 	}
 	// A member with no --catalog runs what is stored.
 	start(t, "run", "--cluster", "ops", "--etcd", ep)
-	var st scheduler.Status
+	var st operator.Status
 	eventually(t, "both slots owned", 20*time.Second, func() bool {
 		st = statusOf(t, ep, "ops")
 		return len(st.Slots) == 2 && st.Slots[0].Owner != "" && st.Slots[1].Owner != ""
@@ -106,13 +106,13 @@ func TestOperatorWorkflow(t *testing.T) {
 	})
 }
 
-func statusOf(t *testing.T, ep, cluster string) scheduler.Status {
+func statusOf(t *testing.T, ep, cluster string) operator.Status {
 	t.Helper()
 	out, code := runKira(t, "status", "--etcd", ep, "--cluster", cluster, "-o", "json")
 	if code != 0 {
 		t.Fatalf("status exit %d: %s", code, out)
 	}
-	var st scheduler.Status
+	var st operator.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status JSON: %v\n%s", err, out)
 	}

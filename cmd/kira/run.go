@@ -12,23 +12,20 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/kira-scheduler/kira/member"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.uber.org/zap"
 )
 
 // EnvEtcdEndpoints is read when --etcd is not given.
@@ -105,7 +102,7 @@ func runCommand(args []string, stderr io.Writer) error {
 		logger.Info("started embedded etcd", "data_dir", f.dataDir, "client_url", f.embeddedClient)
 	}
 
-	r := &runner{flags: f, file: cat, endpoints: endpoints, logger: logger, metrics: newMetrics()}
+	r := &runner{logger: logger, metrics: newMetrics()}
 	if f.httpAddr != "" {
 		srv, err := r.serveHTTP(f.httpAddr)
 		if err != nil {
@@ -113,168 +110,37 @@ func runCommand(args []string, stderr io.Writer) error {
 		}
 		defer srv.Close()
 	}
-	return r.run(ctx)
-}
-
-// embeddedEtcd is the single-node etcd kira run starts when no --etcd is
-// given; kira bench measures against the same configuration by default.
-func embeddedEtcd(f runFlags) etcdnode.Config {
-	return etcdnode.Config{Name: "kira", DataDir: f.dataDir, ListenClientURLs: f.embeddedClient, ListenPeerURLs: f.embeddedPeer,
-		InitialClusterState: "new", InitialClusterToken: "kira-embedded", LogLevel: "error", Quiet: true}
-}
-
-type runner struct {
-	flags     runFlags
-	file      *config.Catalog // from --catalog, or nil
-	endpoints []string
-	logger    *slog.Logger
-	metrics   *metrics
-	current   atomic.Pointer[membership.Member]
-	// staleLease is the lease of an incarnation that lost it and could not
-	// revoke it (etcd had no quorum). Until it expires, its election keys
-	// still hold its slots: the next incarnation revokes it first, so that
-	// after an outage the slots are free at once, not a TTL later.
-	staleLease clientv3.LeaseID
-}
-
-// run keeps a member alive until ctx ends. A member that loses its lease
-// stops everything and joins again as a fresh member with a new id.
-func (r *runner) run(ctx context.Context) error {
-	applied := false
-	for {
-		err := r.runMember(ctx, &applied)
-		if ctx.Err() != nil {
-			r.logger.Info("stopped")
-			return nil
-		}
-		if errors.Is(err, config.ErrNoCatalog) {
-			return fmt.Errorf("kira run: %w: give --catalog FILE or run kira apply -f FILE first", err)
-		}
-		if !errors.Is(err, membership.ErrSessionLost) && !errors.Is(err, scheduler.ErrUntrusted) && !isTransient(err) {
-			return err
-		}
-		if errors.Is(err, membership.ErrSessionLost) || errors.Is(err, scheduler.ErrUntrusted) {
-			r.logger.Warn("lease lost: every execution cancelled; joining again as a new member", "err", err)
-		} else {
-			r.logger.Warn("cannot reach etcd; retrying", "etcd", strings.Join(r.endpoints, ","), "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// isTransient reports errors of talking to etcd that a retry may cure.
-func isTransient(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "etcdserver:") || strings.Contains(err.Error(), "connection")
-}
-
-func (r *runner) runMember(ctx context.Context, applied *bool) error {
-	// A client per incarnation: closing it releases any etcd call that the
-	// previous incarnation left pending on an unreachable server.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: r.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return fmt.Errorf("kira run: etcd client: %w", err)
-	}
-	defer cli.Close()
-	joinCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if r.staleLease != 0 {
-		// Safe: the incarnation that held it has stopped everything.
-		rctx, cancelRevoke := context.WithTimeout(joinCtx, 2*time.Second)
-		_, err := cli.Revoke(rctx, r.staleLease)
-		cancelRevoke()
-		switch {
-		case err == nil:
-			r.logger.Info("revoked the lease of the previous incarnation", "lease", fmt.Sprintf("%x", int64(r.staleLease)))
-			r.staleLease = 0
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			r.staleLease = 0 // expired meanwhile
-		default:
-			return fmt.Errorf("kira run: revoking the previous incarnation's lease: %w", err)
-		}
-	}
-	if r.file != nil && !*applied {
-		// Only if it differs: N replicas started with the same file do not fight.
-		rev, changed, err := config.Store(joinCtx, cli, r.file)
-		if err != nil {
-			return err
-		}
-		if changed {
-			r.logger.Info("applied the catalog file", "file", r.flags.catalog, "revision", rev)
-		}
-		*applied = true
-	}
-	cat, catRev, err := config.LoadStored(joinCtx, cli, r.flags.cluster)
-	if err != nil {
-		return err
-	}
-	host, _ := os.Hostname()
-	id := membership.NewID()
-	m, err := membership.Join(joinCtx, cli, membership.Config{
-		Cluster: cat.Cluster,
-		TTL:     cat.Membership.LeaseTTL,
-		Record: membership.Record{ID: id, Name: r.flags.name, Host: host, HTTP: r.flags.httpAddr, Version: version,
-			StartedAt: time.Now().UTC(), CatalogRevision: catRev},
-	})
-	if err != nil {
-		return err
-	}
-	r.current.Store(m)
-	defer r.current.Store(nil)
-	r.logger.Info("joined", "member", id, "cluster", cat.Cluster, "catalog_revision", catRev, "lease_ttl", cat.Membership.LeaseTTL, "etcd", strings.Join(r.endpoints, ","))
-
-	views := membership.NewViews(cli, cat.Cluster)
-	s, err := scheduler.New(m, views, cat, scheduler.Config{
-		Grace:   r.flags.grace,
-		Logger:  r.logger,
-		OnEvent: r.onEvent,
-		Clock:   scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: r.flags.clockOffset},
-	})
-	if err != nil {
-		m.Leave(context.Background())
-		return err
-	}
-	bgCtx, stopBackground := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); views.Run(bgCtx) }()
-	go func() {
-		defer wg.Done()
-		config.WatchStored(bgCtx, cli, cat.Cluster, catRev, func(next *config.Catalog, rev int64) {
-			if err := s.SetCatalog(next, rev); err != nil {
-				r.logger.Error("cannot run the new catalog; keeping the current one", "revision", rev, "err", err)
+	err := member.Run(ctx, member.Config{
+		Endpoints: endpoints, Cluster: f.cluster, Catalog: cat,
+		Name: f.name, HTTP: f.httpAddr, Version: version, Logger: logger,
+		Scheduler: scheduler.Config{
+			Grace:   f.grace,
+			OnEvent: r.onEvent,
+			Clock:   scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: f.clockOffset},
+		},
+		OnIncarnation: func(inc *member.Incarnation) {
+			if inc == nil {
+				r.current.Store(nil)
 				return
 			}
-			r.logger.Info("converging to a new catalog", "revision", rev)
-			if err := m.SetCatalogRevision(bgCtx, rev); err != nil {
-				r.logger.Warn("could not publish the catalog revision", "err", err)
-			}
-		})
-	}()
-	defer func() { stopBackground(); wg.Wait() }()
+			r.current.Store(inc.Member())
+		},
+	})
+	if errors.Is(err, config.ErrNoCatalog) {
+		return fmt.Errorf("kira run: %w: give --catalog FILE or run kira apply -f FILE first", err)
+	}
+	if err == nil {
+		logger.Info("stopped")
+	}
+	return err
+}
 
-	runErr := s.Run(ctx)
-	// Revoking hands the slots over at once. After a lost lease it gets a
-	// quarter of the TTL: an etcd that answers revokes in milliseconds, and
-	// one that does not (no leader) would only delay the rejoin; the next
-	// incarnation revokes this lease first anyway (staleLease).
-	leaveWait := 5 * time.Second
-	if runErr != nil {
-		leaveWait = min(leaveWait, cat.Membership.LeaseTTL/4)
-	}
-	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), leaveWait)
-	defer cancelLeave()
-	if err := m.Leave(leaveCtx); err != nil && runErr == nil {
-		r.logger.Warn("could not revoke the lease; it will expire on its own", "err", err)
-	} else if err != nil {
-		r.staleLease = m.Lease()
-	} else if runErr == nil {
-		r.logger.Info("left: lease revoked, every slot released", "member", id)
-	}
-	return runErr
+// runner is what kira run serves beside its member: metrics, logs and the
+// health of the current incarnation.
+type runner struct {
+	logger  *slog.Logger
+	metrics *metrics
+	current atomic.Pointer[membership.Member]
 }
 
 func (r *runner) onEvent(e scheduler.Event) {
@@ -287,7 +153,7 @@ func (r *runner) onEvent(e scheduler.Event) {
 	case scheduler.Paused, scheduler.Resumed:
 		r.logger.Info("job "+string(e.Kind), "job", e.Slot.Job)
 	case scheduler.Finished:
-		attrs := []any{"slot", e.Slot.String(), "token", e.Token.String(), "execution_id", e.Execution.ID, "trigger", string(e.Trigger), "attempt", e.Attempt,
+		attrs := []any{"slot", e.Slot.String(), "token", e.Token.String(), "execution_id", e.Execution.ID, "trigger", string(e.Cause), "attempt", e.Attempt,
 			"scheduled", e.Execution.ScheduledTimeText(), "outcome", string(e.Result.Outcome), "code", e.Result.Code}
 		if out := strings.TrimSpace(e.Result.OutputTail); out != "" {
 			attrs = append(attrs, "output", out)
@@ -374,4 +240,11 @@ func (m *metrics) observe(e scheduler.Event) {
 	case scheduler.Skipped:
 		m.skipped.WithLabelValues(e.Slot.Job, e.Reason).Inc()
 	}
+}
+
+// embeddedEtcd is the single-node etcd kira run starts when no --etcd is
+// given; kira bench measures against the same configuration by default.
+func embeddedEtcd(f runFlags) etcdnode.Config {
+	return etcdnode.Config{Name: "kira", DataDir: f.dataDir, ListenClientURLs: f.embeddedClient, ListenPeerURLs: f.embeddedPeer,
+		InitialClusterState: "new", InitialClusterToken: "kira-embedded", LogLevel: "error", Quiet: true}
 }

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kira-scheduler/kira/scheduler"
+	"github.com/kira-scheduler/kira/operator"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -37,7 +37,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) error {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := scheduler.ReadStatus(ctx, cli, *cluster)
+	st, err := operator.ReadStatus(ctx, cli, *cluster)
 	if err != nil {
 		return fmt.Errorf("kira status: %w", cf.unreachable(err))
 	}
@@ -50,7 +50,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func printStatus(w io.Writer, st *scheduler.Status) {
+func printStatus(w io.Writer, st *operator.Status) {
 	fmt.Fprintf(w, "cluster %s at revision %d: %d members, %d slots, catalog revision %d\n", st.Cluster, st.Revision, len(st.Members), len(st.Slots), st.CatalogRevision)
 	if len(st.Paused) > 0 {
 		fmt.Fprintf(w, "paused: %s\n", strings.Join(st.Paused, ", "))

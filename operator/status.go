@@ -1,4 +1,4 @@
-package scheduler
+package operator
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/membership"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -55,24 +56,24 @@ func (st *Status) Slot(job string, partition int) (SlotStatus, bool) {
 // sorted by job, then partition.
 func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, error) {
 	resp, err := kv.Txn(ctx).Then(
-		clientv3.OpGet(membership.MembersPrefix(cluster), clientv3.WithPrefix()),
-		clientv3.OpGet(ElectionPrefix(cluster), clientv3.WithPrefix()),
-		clientv3.OpGet(config.StoreKey(cluster)),
-		clientv3.OpGet(ControlPrefix(cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(keyspace.Members(cluster), clientv3.WithPrefix()),
+		clientv3.OpGet(keyspace.Elections(cluster), clientv3.WithPrefix()),
+		clientv3.OpGet(keyspace.Catalog(cluster)),
+		clientv3.OpGet(keyspace.Control(cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
 		return nil, err
 	}
 	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []membership.Record{}, Slots: []SlotStatus{}, Paused: []string{}}
 	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
-		if job, ok := strings.CutSuffix(strings.TrimPrefix(string(kv.Key), ControlPrefix(cluster)), "/paused"); ok {
+		if job, ok := strings.CutSuffix(strings.TrimPrefix(string(kv.Key), keyspace.Control(cluster)), "/paused"); ok {
 			st.Paused = append(st.Paused, job)
 		}
 	}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		var rec membership.Record
 		if json.Unmarshal(kv.Value, &rec) != nil || rec.ID == "" {
-			rec.ID = strings.TrimPrefix(string(kv.Key), membership.MembersPrefix(cluster))
+			rec.ID = strings.TrimPrefix(string(kv.Key), keyspace.Members(cluster))
 		}
 		st.Members = append(st.Members, rec)
 	}
@@ -98,7 +99,7 @@ func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, e
 		}
 	}
 	// Election keys: election/<job>/<partition>/<lease>; the oldest key leads.
-	prefix := ElectionPrefix(cluster)
+	prefix := keyspace.Elections(cluster)
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		parts := strings.Split(strings.TrimPrefix(string(kv.Key), prefix), "/")
 		if len(parts) != 3 {

@@ -17,7 +17,7 @@ import (
 func BenchmarkReleaseFires(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			r := newReleaser(RealClock{})
+			r := newGates(RealClock{})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { r.run(ctx); close(done) }()

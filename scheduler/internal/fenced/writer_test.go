@@ -1,20 +1,20 @@
-package scheduler
+package fenced
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
-	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnoredGoroutines()...) }
 
 // heldClaim creates key and returns the claim of its holder.
 func heldClaim(t *testing.T, cli *clientv3.Client, key string) fencing.Claim {
@@ -36,18 +36,18 @@ func TestWriterBatchesRepeatedKeysAndLostClaims(t *testing.T) {
 	good := heldClaim(t, cli, "/leader/held")
 	other := heldClaim(t, cli, "/leader/other")
 	lost := fencing.Claim{LeaderKey: "/leader/gone", Token: good.Token} // no such key: fenced
-	w := newStateWriter(cli)
-	put := func(c fencing.Claim, k, v string) fencedWrite {
-		return fencedWrite{claim: c, ops: []clientv3.Op{clientv3.OpPut(k, v)}, done: make(chan error, 1)}
+	w := NewWriter(cli)
+	put := func(c fencing.Claim, k, v string) Write {
+		return Write{Claim: c, Ops: []clientv3.Op{clientv3.OpPut(k, v)}, Done: make(chan error, 1)}
 	}
-	writes := []fencedWrite{
+	writes := []Write{
 		put(good, "/s/a", "1"),
 		put(lost, "/s/b", "1"),
 		put(other, "/s/c", "1"),
 		put(good, "/s/a", "2"), // the same key again: waits for the next batch
 	}
 	for _, fw := range writes {
-		w.enqueue(fw)
+		w.Enqueue(fw)
 	}
 	first, keys := w.next()
 	if len(first) != 3 {
@@ -62,7 +62,7 @@ func TestWriterBatchesRepeatedKeysAndLostClaims(t *testing.T) {
 		w.land(keys)
 	}
 	for i, want := range []error{nil, fencing.ErrFenced, nil, nil} {
-		if err := <-writes[i].done; !errors.Is(err, want) && !(want == nil && err == nil) {
+		if err := <-writes[i].Done; !errors.Is(err, want) && !(want == nil && err == nil) {
 			t.Fatalf("write %d: %v; want %v", i, err, want)
 		}
 	}
@@ -85,13 +85,13 @@ func TestWriterNeverBatchesTwoWritesOfOneSlot(t *testing.T) {
 	cli := etcd.Client(t)
 	ctx := context.Background()
 	slot := heldClaim(t, cli, "/leader/slot")
-	w := newStateWriter(cli)
-	writes := []fencedWrite{
-		{claim: slot, ops: []clientv3.Op{clientv3.OpPut("/state", "1")}, done: make(chan error, 1)},
-		{claim: slot, ops: []clientv3.Op{clientv3.OpPut("/history/000", "2")}, done: make(chan error, 1)},
+	w := NewWriter(cli)
+	writes := []Write{
+		{Claim: slot, Ops: []clientv3.Op{clientv3.OpPut("/state", "1")}, Done: make(chan error, 1)},
+		{Claim: slot, Ops: []clientv3.Op{clientv3.OpPut("/history/000", "2")}, Done: make(chan error, 1)},
 	}
 	for _, fw := range writes {
-		w.enqueue(fw)
+		w.Enqueue(fw)
 	}
 	for range writes {
 		b, keys := w.next()
@@ -108,58 +108,6 @@ func TestWriterNeverBatchesTwoWritesOfOneSlot(t *testing.T) {
 	}
 }
 
-// A slot's state is the newer, by revision, of its state key and its newest
-// record; a record written before records held a state has none.
-func TestStateIsTheNewerOfStateKeyAndRecord(t *testing.T) {
-	etcd := etcdtest.Start(t)
-	cli := etcd.Client(t)
-	ctx := context.Background()
-	slot := shard.Slot{Job: "tick", Partition: 3}
-	put := func(key string, v any) {
-		t.Helper()
-		data, _ := json.Marshal(v)
-		if _, err := cli.Put(ctx, key, string(data)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func() SlotState {
-		t.Helper()
-		st, _, err := readAcquired(ctx, cli, "c", slot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	if st := read(); st != (SlotState{}) {
-		t.Fatalf("state of a slot never run: %+v; want zero", st)
-	}
-	put(StateKey("c", slot), SlotState{HistorySeq: 1, StartedID: "state-1"})
-	put(historyKey("c", slot, 1, 10), storedRecord{Record: Record{ExecutionID: "r1"}, State: &SlotState{HistorySeq: 2, StartedID: "record-2"}})
-	put(historyKey("c", slot, 0, 10), storedRecord{Record: Record{ExecutionID: "r0"}, State: &SlotState{HistorySeq: 1, StartedID: "record-1"}})
-	if st := read(); st.StartedID != "record-1" {
-		t.Fatalf("state %+v; want the newest record's (record-1, written last)", st)
-	}
-	put(StateKey("c", slot), SlotState{HistorySeq: 2, StartedID: "state-2"})
-	if st := read(); st.StartedID != "state-2" {
-		t.Fatalf("state %+v; want the state key's, written after the records", st)
-	}
-	put(historyKey("c", slot, 2, 10), Record{ExecutionID: "old"}) // as an earlier version wrote it
-	if st := read(); st.StartedID != "state-2" {
-		t.Fatalf("state %+v; want the state key's: the newest record holds none", st)
-	}
-	other := shard.Slot{Job: "tick", Partition: 30} // shares the prefix "tick/3" but not "tick/3/"
-	put(historyKey("c", other, 0, 10), storedRecord{Record: Record{ExecutionID: "x"}, State: &SlotState{StartedID: "other"}})
-	if st := read(); st.StartedID != "state-2" {
-		t.Fatalf("state %+v; want slot 3's, not slot 30's", st)
-	}
-	if _, err := cli.Put(ctx, historyKey("c", slot, 3, 10), "{not json"); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := readAcquired(ctx, cli, "c", slot); err == nil || !strings.Contains(err.Error(), "unreadable") {
-		t.Fatalf("newest record unreadable: %v; want an error naming it", err)
-	}
-}
-
 // With transactions in flight together, a slot's writes still commit in the
 // order they were queued, including the resign (the delete of its leader
 // key) after its last results; other slots' writes do not wait for them.
@@ -167,7 +115,7 @@ func TestWriterKeepsEachSlotsOrderWithTransactionsInFlight(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	ctx := context.Background()
-	w := newStateWriter(cli)
+	w := NewWriter(cli)
 	const slots, writes = 8, 40
 	var claims []fencing.Claim
 	for i := 0; i < slots; i++ {
@@ -182,21 +130,21 @@ func TestWriterKeepsEachSlotsOrderWithTransactionsInFlight(t *testing.T) {
 	for n := 0; n < writes; n++ {
 		for i, c := range claims {
 			// Each write is the slot's state and one history key, as the scheduler's are.
-			fw := fencedWrite{claim: c, ops: []clientv3.Op{
+			fw := Write{Claim: c, Ops: []clientv3.Op{
 				clientv3.OpPut(fmt.Sprintf("/state/%d", i), fmt.Sprint(n)),
 				clientv3.OpPut(fmt.Sprintf("/history/%d/%d", i, n), "x"),
 			}}
-			w.enqueue(fw)
+			w.Enqueue(fw)
 		}
 	}
 	for _, c := range claims {
 		done := make(chan error, 1)
-		w.enqueue(fencedWrite{claim: c, ops: []clientv3.Op{clientv3.OpDelete(c.LeaderKey)}, done: done})
+		w.Enqueue(Write{Claim: c, Ops: []clientv3.Op{clientv3.OpDelete(c.LeaderKey)}, Done: done})
 		last = append(last, done)
 	}
 	stop := make(chan struct{})
 	close(stop)
-	w.run(ctx, stop) // commits what is queued, then returns
+	w.Run(ctx, stop) // commits what is queued, then returns
 	for i, done := range last {
 		if err := <-done; err != nil {
 			t.Fatalf("slot %d resign: %v", i, err)
@@ -218,26 +166,26 @@ func TestWriterKeepsEachSlotsOrderWithTransactionsInFlight(t *testing.T) {
 // A write that must wait for its slot's batch in flight does not hold back
 // the writes of other slots queued behind it.
 func TestWriterLetsOtherSlotsPastAWaitingWrite(t *testing.T) {
-	w := newStateWriter(nil)
+	w := NewWriter(nil)
 	a := fencing.Claim{LeaderKey: "/leader/a", Token: 1}
 	b := fencing.Claim{LeaderKey: "/leader/b", Token: 1}
-	put := func(c fencing.Claim, k string) fencedWrite {
-		return fencedWrite{claim: c, ops: []clientv3.Op{clientv3.OpPut(k, "v")}}
+	put := func(c fencing.Claim, k string) Write {
+		return Write{Claim: c, Ops: []clientv3.Op{clientv3.OpPut(k, "v")}}
 	}
-	w.enqueue(put(a, "/state/a"))
+	w.Enqueue(put(a, "/state/a"))
 	first, firstKeys := w.next()
 	if len(first) != 1 {
 		t.Fatalf("first batch %d writes; want 1", len(first))
 	}
-	w.enqueue(put(a, "/history/a/1")) // a's: waits for the first batch
-	w.enqueue(put(b, "/state/b"))
+	w.Enqueue(put(a, "/history/a/1")) // a's: waits for the first batch
+	w.Enqueue(put(b, "/state/b"))
 	second, secondKeys := w.next()
-	if len(second) != 1 || second[0].claim != b {
+	if len(second) != 1 || second[0].Claim != b {
 		t.Fatalf("second batch %v; want b's write alone", second)
 	}
 	w.land(firstKeys)
 	third, _ := w.next()
-	if len(third) != 1 || third[0].claim != a {
+	if len(third) != 1 || third[0].Claim != a {
 		t.Fatalf("third batch %v; want a's second write", third)
 	}
 	w.land(secondKeys)
@@ -247,18 +195,18 @@ func TestWriterLetsOtherSlotsPastAWaitingWrite(t *testing.T) {
 // some writes carry three (a record that trims the history): the write that
 // would pass it leads the next batch.
 func TestWriterBatchStaysWithinTheOperationLimit(t *testing.T) {
-	w := newStateWriter(nil)
+	w := NewWriter(nil)
 	for i := range maxBatch {
 		k := fmt.Sprintf("/s/%d", i)
-		w.enqueue(fencedWrite{claim: fencing.Claim{LeaderKey: "/leader" + k, Token: 1},
-			ops: []clientv3.Op{clientv3.OpPut("/state"+k, "v"), clientv3.OpPut("/history"+k, "v"), clientv3.OpDelete("/history"+k+"/9", clientv3.WithPrefix())}})
+		w.Enqueue(Write{Claim: fencing.Claim{LeaderKey: "/leader" + k, Token: 1},
+			Ops: []clientv3.Op{clientv3.OpPut("/state"+k, "v"), clientv3.OpPut("/history"+k, "v"), clientv3.OpDelete("/history"+k+"/9", clientv3.WithPrefix())}})
 	}
 	seen := 0
 	for seen < maxBatch {
 		b, keys := w.next()
 		ops := 0
 		for _, fw := range b {
-			ops += len(fw.ops)
+			ops += len(fw.Ops)
 		}
 		if len(b) == 0 || ops > maxTxnOps {
 			t.Fatalf("batch of %d writes, %d operations; want 1 to %d operations", len(b), ops, maxTxnOps)
@@ -275,21 +223,21 @@ func TestWriterBatchStaysWithinTheOperationLimit(t *testing.T) {
 // not a stalled one: only when nothing has committed for stalledAfter does
 // the writer count as stalled (fire-all fires then join the backlog).
 func TestWriterIsStalledOnlyWhenNothingCommits(t *testing.T) {
-	w := newStateWriter(nil)
-	if w.stalled() {
+	w := NewWriter(nil)
+	if w.Stalled() {
 		t.Fatal("stalled with nothing in flight")
 	}
 	w.since[1] = time.Now().Add(-2 * stalledAfter)
 	w.landed = time.Now()
-	if w.stalled() {
+	if w.Stalled() {
 		t.Fatal("stalled although a commit landed just now")
 	}
 	w.landed = time.Now().Add(-2 * stalledAfter)
-	if !w.stalled() {
+	if !w.Stalled() {
 		t.Fatal("not stalled: a transaction hung and nothing committed for twice stalledAfter")
 	}
 	delete(w.since, 1)
-	if w.stalled() {
+	if w.Stalled() {
 		t.Fatal("stalled with nothing in flight")
 	}
 }
@@ -310,19 +258,19 @@ func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
 // full, or a write that is waited for now is queued. Then all go in one
 // transaction.
 func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
-	put := func(k string, lazy bool) fencedWrite {
-		return fencedWrite{claim: fencing.Claim{LeaderKey: "/leader" + k, Token: 1}, ops: []clientv3.Op{clientv3.OpPut("/state"+k, "v")},
-			done: make(chan error, 1), lazy: lazy}
+	put := func(k string, lazy bool) Write {
+		return Write{Claim: fencing.Claim{LeaderKey: "/leader" + k, Token: 1}, Ops: []clientv3.Op{clientv3.OpPut("/state"+k, "v")},
+			Done: make(chan error, 1), Lazy: lazy}
 	}
-	w := newStateWriter(nil)
+	w := NewWriter(nil)
 	w.linger = time.Hour
 	for i := range 3 {
-		w.enqueue(put(fmt.Sprint("/lazy/", i), true))
+		w.Enqueue(put(fmt.Sprint("/lazy/", i), true))
 	}
 	if d := w.lingerLeft(); d < 59*time.Minute {
 		t.Fatalf("holds 3 lazy writes for %v; want about the hour of linger", d)
 	}
-	w.enqueue(put("/urgent", false))
+	w.Enqueue(put("/urgent", false))
 	if d := w.lingerLeft(); d != 0 {
 		t.Fatalf("holds an urgent write for %v", d)
 	}
@@ -332,7 +280,7 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 	}
 	w.land(keys)
 	for i := range maxBatch {
-		w.enqueue(put(fmt.Sprint("/full/", i), true))
+		w.Enqueue(put(fmt.Sprint("/full/", i), true))
 	}
 	if d := w.lingerLeft(); d != 0 {
 		t.Fatalf("holds a full batch for %v", d)
@@ -346,19 +294,19 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 	ctx := context.Background()
 	claim := heldClaim(t, cli, "/leader/held")
 	kv := &countingKV{KV: cli}
-	w = newStateWriter(kv)
+	w = NewWriter(kv)
 	w.linger = time.Hour
 	stop := make(chan struct{})
 	ran := make(chan struct{})
-	go func() { w.run(ctx, stop); close(ran) }()
-	var writes []fencedWrite
+	go func() { w.Run(ctx, stop); close(ran) }()
+	var writes []Write
 	for i, lazy := range []bool{true, true, true, false} {
-		fw := fencedWrite{claim: heldClaim(t, cli, fmt.Sprint("/leader/", i)), ops: []clientv3.Op{clientv3.OpPut(fmt.Sprint("/s/", i), "v")}, done: make(chan error, 1), lazy: lazy}
+		fw := Write{Claim: heldClaim(t, cli, fmt.Sprint("/leader/", i)), Ops: []clientv3.Op{clientv3.OpPut(fmt.Sprint("/s/", i), "v")}, Done: make(chan error, 1), Lazy: lazy}
 		writes = append(writes, fw)
-		w.enqueue(fw)
+		w.Enqueue(fw)
 	}
 	for i, fw := range writes {
-		if err := <-fw.done; err != nil {
+		if err := <-fw.Done; err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
@@ -368,16 +316,27 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 	close(stop)
 	<-ran
 
-	w = newStateWriter(kv)
+	w = NewWriter(kv)
 	w.linger = 50 * time.Millisecond
 	stop = make(chan struct{})
 	ran = make(chan struct{})
-	go func() { w.run(ctx, stop); close(ran) }()
-	alone := fencedWrite{claim: claim, ops: []clientv3.Op{clientv3.OpPut("/s/alone", "v")}, done: make(chan error, 1), lazy: true}
-	w.enqueue(alone)
-	if err := <-alone.done; err != nil {
+	go func() { w.Run(ctx, stop); close(ran) }()
+	alone := Write{Claim: claim, Ops: []clientv3.Op{clientv3.OpPut("/s/alone", "v")}, Done: make(chan error, 1), Lazy: true}
+	w.Enqueue(alone)
+	if err := <-alone.Done; err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
 	<-ran
+}
+
+func TestWriterRefusesRatherThanBlocks(t *testing.T) {
+	w := NewWriter(nil)
+	w.limit = 1
+	w.Enqueue(Write{})
+	done := make(chan error, 1)
+	w.Enqueue(Write{Done: done}) // the queue is full: refused at once
+	if err := <-done; !errors.Is(err, ErrBehind) {
+		t.Fatalf("full queue: %v; want ErrBehind", err)
+	}
 }

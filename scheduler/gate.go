@@ -9,47 +9,46 @@ import (
 	"time"
 )
 
-// releaser opens the gates that armed fires wait at, each at its instant
+// gates opens the gates that armed fires wait at, each at its instant
 // (see Config.ArmAhead): one goroutine and one timer, however many fires
 // share an instant; one per process for schedulers on the real clock
-// (useReleaser), one per scheduler otherwise.
+// (useGates), one per scheduler otherwise.
 //
 // Go's timers wake a parked process up to a millisecond late (the runtime
 // sleeps in epoll_wait, whose timeout is in milliseconds), and a timer kept
-// by a busy processor later still. So the releaser wakes spinWindow early
+// by a busy processor later still. So the gates wakes spinWindow early
 // and yields in a loop until the instant, then opens the gate: the fires'
 // goroutines become runnable together, at the instant. Spinning is rationed
 // (at most once per spinEvery), so slots whose jitter spreads their fires
 // over every millisecond cost one timer wake each, not a busy core.
-type releaser struct {
+type gates struct {
 	clock Clock
 	added chan struct{} // rung (capacity one) when a gate is added
 	// firstHold is firstHold, but for tests.
 	firstHold time.Duration
 
 	mu    sync.Mutex
-	gates map[int64]*releaseGate // by instant, Unix ns; removed when opened
+	gates map[int64]*gate // by instant, Unix ns; removed when opened
 	order instants
 }
 
-type releaseGate struct {
+type gate struct {
 	first   []*place // woken before places: see wait
 	places  []*place
 	waiters int // armed runs waiting here
 }
 
 // A place is one armed run's wait at its instant's gate. Each has a channel
-// of its own, so the run waits with a plain receive: waiting in a select on a
-// channel shared by every run of the instant (and on the run's context) had
-// each of them lock the shared channel again on waking, and read its context
-// chain, on the instant (kira bench, CPU profile at 1,000 slots).
+// of its own, so the run waits with a plain receive:: a select on a channel
+// shared by every run of the instant would have each of them lock it again
+// on waking, at the instant.
 type place struct {
 	at     int64 // the instant, Unix ns
 	woken  chan struct{}
 	once   sync.Once
-	opened atomic.Bool // by the releaser, which counted the run in startingFires
+	opened atomic.Bool // by the gates, which counted the run in startingFires
 	// first is the group of slow starts this run belongs to, set (before
-	// opened) when its gate opens; gone (under the releaser's lock) says it
+	// opened) when its gate opens; gone (under the gates's lock) says it
 	// left before that.
 	first *firstStarts
 	gone  bool
@@ -57,7 +56,7 @@ type place struct {
 
 // firstStarts counts the slow starts woken first at an instant that have not
 // started yet; the last to start wakes rest, the instant's other runs, or a
-// timer does after the releaser's firstHold.
+// timer does after the gates's firstHold.
 type firstStarts struct {
 	n     atomic.Int64
 	rest  []*place
@@ -83,7 +82,7 @@ func (f *firstStarts) wakeRest() {
 }
 
 // firstHold bounds how long the other runs of an instant wait for its slow
-// starts (see releaser.open): a fork and exec alone took 1.4 ms (p50, kira
+// starts (see gates.open): a fork and exec alone took 1.4 ms (p50, kira
 // bench --sh-probe), and many commands at one instant must not hold up the
 // others for longer.
 const firstHold = 5 * time.Millisecond
@@ -94,8 +93,8 @@ func (p *place) wake() { p.once.Do(func() { close(p.woken) }) }
 // startingFires counts the fires of this process released at their instant
 // that have not started yet. While there are any, scheduler loops put off
 // recording results and started runs put off their bookkeeping: a second's
-// worth of fires is released at once, and that work otherwise ran between
-// their starts (kira bench: lateness grew with the slots firing together).
+// worth of fires is released at once, and that work would otherwise run
+// between their starts.
 // Process-wide, since members sharing a process share its cores.
 var startingFires = newStartCount(maxStartHold)
 
@@ -170,8 +169,8 @@ const (
 	spinEvery  = 50 * time.Millisecond
 )
 
-func newReleaser(clock Clock) *releaser {
-	return &releaser{clock: clock, added: make(chan struct{}, 1), gates: map[int64]*releaseGate{}, firstHold: firstHold}
+func newGates(clock Clock) *gates {
+	return &gates{clock: clock, added: make(chan struct{}, 1), gates: map[int64]*gate{}, firstHold: firstHold}
 }
 
 // wait registers an armed run for the instant at and returns its place,
@@ -183,16 +182,15 @@ func newReleaser(clock Clock) *releaser {
 // are woken before the others of their instant. Go runs the goroutines made
 // runnable together roughly in the order they were woken, and a second's
 // worth of fires takes milliseconds to go through: a process started last
-// then came out late by that and by its own fork (kira bench --sh-probe at
-// 1,000 slots: 1.5 to 4.4 ms from the instant to the fork, before the
-// fork's own 0.8 to 5.6 ms).
-func (r *releaser) wait(at time.Time, first bool) *place {
+// would come out late by that and by its own fork. Held by
+// TestSlowStartsAreWokenFirst.
+func (r *gates) wait(at time.Time, first bool) *place {
 	k := at.UnixNano()
 	p := &place{at: k, woken: make(chan struct{})}
 	r.mu.Lock()
 	g, ok := r.gates[k]
 	if !ok {
-		g = &releaseGate{}
+		g = &gate{}
 		r.gates[k] = g
 		heap.Push(&r.order, k)
 	}
@@ -204,7 +202,7 @@ func (r *releaser) wait(at time.Time, first bool) *place {
 	g.waiters++
 	r.mu.Unlock()
 	if !ok {
-		ring(r.added)
+		notify(r.added)
 	}
 	return p
 }
@@ -212,7 +210,7 @@ func (r *releaser) wait(at time.Time, first bool) *place {
 // leave ends an armed run's wait at its place. Once the gate is open, the
 // run was counted in startingFires (open counts before it wakes anyone): no
 // lock then, since a second's worth of runs leave together.
-func (r *releaser) leave(p *place) {
+func (r *gates) leave(p *place) {
 	if p.opened.Load() {
 		r.started(p)
 		return
@@ -227,14 +225,14 @@ func (r *releaser) leave(p *place) {
 	r.gates[p.at].waiters-- // left before its gate opened
 }
 
-func (r *releaser) started(p *place) {
+func (r *gates) started(p *place) {
 	if p.first != nil {
 		p.first.started()
 	}
 	startingFires.Add(-1)
 }
 
-func (r *releaser) earliest() (time.Time, bool) {
+func (r *gates) earliest() (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.order) == 0 {
@@ -246,12 +244,11 @@ func (r *releaser) earliest() (time.Time, bool) {
 // open opens every gate whose instant is not after now and wakes the runs
 // waiting there, outside the lock so that arming goes on meanwhile. The slow
 // starts (commands) are woken first, and the others once those have started
-// (their processes exec'd), up to firstHold later: the others' work took the
-// CPU that a new process needs for its exec. kira bench --sh-probe at 1,000
-// slots: a sh -c : started 4.9–5.4 ms late among them, 1.4 ms alone. The
-// releaser does not wait for them: the last slow start to start wakes the
+// (their processes exec'd), up to firstHold later: the others' work would take
+// the CPU a new process needs for its exec. The opener does not wait for
+// them: the last slow start to start wakes the
 // others (see firstStarts).
-func (r *releaser) open(now time.Time) {
+func (r *gates) open(now time.Time) {
 	first, rest := r.due(now)
 	for _, p := range first {
 		p.wake()
@@ -265,10 +262,10 @@ func (r *releaser) open(now time.Time) {
 // startingFires, and returns the places to wake now, in order: the first
 // places of all those gates, then the others unless a slow start is among
 // the first (they are then its firstStarts').
-func (r *releaser) due(now time.Time) (first, rest []*place) {
+func (r *gates) due(now time.Time) (first, rest []*place) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var opened []*releaseGate
+	var opened []*gate
 	for len(r.order) > 0 && r.order[0] <= now.UnixNano() {
 		k := heap.Pop(&r.order).(int64)
 		g := r.gates[k]
@@ -307,7 +304,7 @@ func (r *releaser) due(now time.Time) (first, rest []*place) {
 
 // run opens gates until ctx ends. Fires still waiting then are the
 // scheduler's to cancel (their contexts end with their slots').
-func (r *releaser) run(ctx context.Context) {
+func (r *gates) run(ctx context.Context) {
 	timer := r.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	var lastSpin time.Time
@@ -353,10 +350,14 @@ func (r *releaser) run(ctx context.Context) {
 // instants is a min-heap of Unix ns.
 type instants []int64
 
-func (h instants) Len() int           { return len(h) }
+func (h instants) Len() int { return len(h) }
+
 func (h instants) Less(i, j int) bool { return h[i] < h[j] }
-func (h instants) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *instants) Push(x any)        { *h = append(*h, x.(int64)) }
+
+func (h instants) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+
+func (h *instants) Push(x any) { *h = append(*h, x.(int64)) }
+
 func (h *instants) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -364,33 +365,33 @@ func (h *instants) Pop() any {
 	return x
 }
 
-// sharedReleaser is the releaser of every scheduler in the process that runs
-// on the real clock: members sharing a process (kira bench runs three) then
+// sharedGates is the gates of every scheduler in the process that runs
+// on the real clock: members sharing a process (as in kira bench) then
 // have their fires of one instant released at once, not by three goroutines
 // taking turns on the same cores. It runs while any such scheduler runs.
-var sharedReleaser struct {
+var sharedGates struct {
 	mu     sync.Mutex
-	r      *releaser
+	r      *gates
 	users  int
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// useReleaser returns the releaser for a scheduler on clock, started, and
+// useGates returns the gates for a scheduler on clock, started, and
 // the function that gives it back when the scheduler stops.
-func useReleaser(clock Clock) (*releaser, func()) {
+func useGates(clock Clock) (*gates, func()) {
 	if _, real := clock.(RealClock); !real {
-		r := newReleaser(clock)
+		r := newGates(clock)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { r.run(ctx); close(done) }()
 		return r, func() { cancel(); <-done }
 	}
-	sr := &sharedReleaser
+	sr := &sharedGates
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
 	if sr.users == 0 {
-		sr.r = newReleaser(clock)
+		sr.r = newGates(clock)
 		ctx, cancel := context.WithCancel(context.Background())
 		sr.cancel, sr.done = cancel, make(chan struct{})
 		r, done := sr.r, sr.done

@@ -1,0 +1,106 @@
+package history
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// Trigger says why an execution ran. The values are shown to users.
+type Cause string
+
+const (
+	CauseSchedule Cause = "schedule"
+	CauseCatchup  Cause = "catchup" // a fire missed while nobody held the slot
+	CauseManual   Cause = "manual"  // kira trigger
+	CauseRetry    Cause = "retry"   // a failed attempt, or a fire an ex-holder started but did not finish
+)
+
+// SlotState is what the holder of a slot records in etcd, so the next holder
+// learns what ran. It is written only while the writer holds the slot (the
+// transaction compares the leader key's create revision with the token).
+type SlotState struct {
+	Token  fencing.Token `json:"token"`
+	Member string        `json:"member"`
+	// Started is the scheduled time of the latest fire started (recorded
+	// before it starts), with its execution id and attempt.
+	Started        time.Time `json:"started"`
+	StartedID      string    `json:"started_id,omitempty"`
+	StartedAttempt int       `json:"started_attempt,omitempty"`
+	Finished       time.Time `json:"finished"` // scheduled time of the latest fire finished
+	Outcome        string    `json:"outcome,omitempty"`
+	HistorySeq     int64     `json:"history_seq"`
+	// HistoryLimit is the job's history_limit when the holder last wrote a
+	// record; zero in states written before there was one (those kept 100).
+	HistoryLimit  int   `json:"history_limit,omitempty"`
+	MissedDropped int64 `json:"missed_dropped,omitempty"` // fires dropped for being older than catchup_window
+}
+
+// Unfinished reports whether a fire was started but not recorded as finished.
+func (s SlotState) Unfinished() bool { return s.Started.After(s.Finished) }
+
+// Record is one execution in the history, as kira history prints it.
+type Record struct {
+	Job           string        `json:"job"`
+	Partition     int           `json:"partition"`
+	ExecutionID   string        `json:"execution_id"`
+	Member        string        `json:"member"`
+	Token         fencing.Token `json:"token"`
+	ScheduledTime time.Time     `json:"scheduled_time"`
+	StartedAt     time.Time     `json:"started_at"`
+	FinishedAt    time.Time     `json:"finished_at"`
+	Outcome       string        `json:"outcome"`
+	Attempt       int           `json:"attempt"`
+	Cause         Cause         `json:"trigger"`
+	OutputTail    string        `json:"output_tail,omitempty"`
+	Error         string        `json:"error,omitempty"`
+}
+
+// Outcomes recorded without an execution.
+const (
+	OutcomeSkipped = "skipped" // overlap policy or pause
+	OutcomeMissed  = "missed"  // misfire policy or catchup window
+)
+
+// Stored is a history record as etcd stores it: the record, and the
+// slot's state as of the write that stored it. So a run's result and the
+// start of the slot's next fire recorded ahead are one key written, not a
+// record and a state (docs/benchmarks.md, "a record carries the slot's
+// state"). The state key is written only by writes without a record (a
+// start not recorded with a result, a retraction). The slot's state is the
+// newer of the two by etcd revision (StateFrom).
+type Stored struct {
+	Record
+	State *SlotState `json:"state,omitempty"`
+}
+
+// StateFrom decodes slot s's state from what readAcquired read: its state
+// key and its newest record. The newer of them by revision holds the state;
+// the writer never commits two writes of one slot in one transaction, so
+// they never share one (a record written before there were states in
+// records has none, and the state key, written in its transaction, holds).
+// With neither, the state is the zero state (a slot never run).
+func StateFrom(s shard.Slot, stateKvs, recordKvs []*mvccpb.KeyValue) (SlotState, error) {
+	var st SlotState
+	var rev int64
+	if len(stateKvs) > 0 {
+		if err := json.Unmarshal(stateKvs[0].Value, &st); err != nil {
+			return SlotState{}, fmt.Errorf("history: state of %s is unreadable: %w", s, err)
+		}
+		rev = stateKvs[0].ModRevision
+	}
+	if len(recordKvs) > 0 && recordKvs[0].ModRevision > rev {
+		var r Stored
+		if err := json.Unmarshal(recordKvs[0].Value, &r); err != nil {
+			return SlotState{}, fmt.Errorf("history: newest record of %s (%s) is unreadable: %w", s, recordKvs[0].Key, err)
+		}
+		if r.State != nil {
+			st = *r.State
+		}
+	}
+	return st, nil
+}

@@ -1,0 +1,128 @@
+// Package keyspace is the one place that spells Kira's etcd keys. Every key
+// of a cluster lives under /kira/<cluster>/:
+//
+//	members/<member id>                        member record          member's lease
+//	catalog                                    the stored catalog     none
+//	election/<job>/<partition>/<lease id hex>  candidacy (concurrency.Election)  member's lease
+//	state/<job>/<partition>                    the slot's state       none, fenced writes
+//	history/<job>/<partition>/<seq mod limit>  execution records      none, fenced writes
+//	control/<job>/paused                       exists while paused    none
+//	control/<job>/trigger/<partition>/<uuid>   a manual run request   none
+//
+// A slot's leader is the oldest key of its election; that key's create
+// revision is the slot's fencing token. Fenced writes compare it in the same
+// transaction. The values are JSON; their types live with their writers
+// (membership.Record, config.Catalog, the scheduler's records).
+package keyspace
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kira-scheduler/kira/shard"
+)
+
+// Cluster is the root of a cluster's keys.
+func Cluster(cluster string) string { return "/kira/" + cluster + "/" }
+
+// Members is where member records live, one key per member under its lease.
+func Members(cluster string) string { return Cluster(cluster) + "members/" }
+
+// Member is one member's record.
+func Member(cluster, id string) string { return Members(cluster) + id }
+
+// Catalog is the stored catalog; its mod revision is the catalog revision.
+func Catalog(cluster string) string { return Cluster(cluster) + "catalog" }
+
+// Elections is the root of every slot's election.
+func Elections(cluster string) string { return Cluster(cluster) + "election/" }
+
+// Election is the prefix of one slot's election (concurrency.Election's
+// prefix, without the trailing slash it adds).
+func Election(cluster string, s shard.Slot) string { return Elections(cluster) + s.String() }
+
+// Candidacy is the election key of the member whose lease is lease.
+func Candidacy(cluster string, s shard.Slot, lease int64) string {
+	return fmt.Sprintf("%s/%x", Election(cluster, s), lease)
+}
+
+// ParseCandidacy splits a key under Elections into its slot and lease (hex).
+func ParseCandidacy(cluster, key string) (s shard.Slot, lease string, ok bool) {
+	parts := strings.Split(strings.TrimPrefix(key, Elections(cluster)), "/")
+	if len(parts) != 3 || !strings.HasPrefix(key, Elections(cluster)) {
+		return shard.Slot{}, "", false
+	}
+	p, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return shard.Slot{}, "", false
+	}
+	return shard.Slot{Job: parts[0], Partition: p}, parts[2], true
+}
+
+// State is where a slot's state lives.
+func State(cluster string, s shard.Slot) string { return Cluster(cluster) + "state/" + s.String() }
+
+// History is where a job's execution records live.
+func History(cluster, job string) string { return Cluster(cluster) + "history/" + job + "/" }
+
+// SlotHistory is where one slot's execution records live.
+func SlotHistory(cluster string, s shard.Slot) string {
+	return fmt.Sprintf("%s%d/", History(cluster, s.Job), s.Partition)
+}
+
+// HistoryEntry is where the record with sequence number seq goes: a slot's
+// records are a ring of limit keys, so the oldest is overwritten, never
+// accumulated.
+func HistoryEntry(cluster string, s shard.Slot, seq int64, limit int) string {
+	return historyEntry(cluster, s, seq%int64(limit))
+}
+
+// HistoryBeyond is the first key of a slot's history past a ring of limit
+// keys: the records from there on are left over from a larger limit.
+func HistoryBeyond(cluster string, s shard.Slot, limit int) string {
+	return historyEntry(cluster, s, int64(limit))
+}
+
+func historyEntry(cluster string, s shard.Slot, i int64) string {
+	return fmt.Sprintf("%s%03d", SlotHistory(cluster, s), i)
+}
+
+// Control is the root of a cluster's control keys.
+func Control(cluster string) string { return Cluster(cluster) + "control/" }
+
+// Paused exists while a job is paused.
+func Paused(cluster, job string) string { return Control(cluster) + job + "/paused" }
+
+// Triggers is where a slot's manual run requests wait.
+func Triggers(cluster string, s shard.Slot) string {
+	return fmt.Sprintf("%s%s/trigger/%d/", Control(cluster), s.Job, s.Partition)
+}
+
+// ControlKey is a parsed control key: a job's pause, or a manual run request
+// of one of its partitions.
+type ControlKey struct {
+	Job       string
+	Partition int  // a trigger's
+	Trigger   bool // false: the job's paused key
+}
+
+// ParseControl reads a key under Control; ok is false for any other key.
+func ParseControl(cluster, key string) (ControlKey, bool) {
+	rel, found := strings.CutPrefix(key, Control(cluster))
+	if !found {
+		return ControlKey{}, false
+	}
+	parts := strings.Split(rel, "/")
+	switch {
+	case len(parts) == 2 && parts[1] == "paused" && parts[0] != "":
+		return ControlKey{Job: parts[0]}, true
+	case len(parts) == 4 && parts[1] == "trigger" && parts[0] != "" && parts[3] != "":
+		p, err := strconv.Atoi(parts[2])
+		if err != nil || p < 0 {
+			return ControlKey{}, false
+		}
+		return ControlKey{Job: parts[0], Partition: p, Trigger: true}, true
+	}
+	return ControlKey{}, false
+}

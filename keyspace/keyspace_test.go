@@ -1,0 +1,42 @@
+package keyspace
+
+import (
+	"testing"
+
+	"github.com/kira-scheduler/kira/shard"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Keys that a member parses back (control keys, candidacies) round-trip,
+// and anything else under the prefix, written by hand, is refused.
+func TestParseReadsBackWhatItSpells(t *testing.T) {
+	s := shard.Slot{Job: "report", Partition: 12}
+	got, lease, ok := ParseCandidacy("c", Candidacy("c", s, 0x1f))
+	if !ok || got != s || lease != "1f" {
+		t.Fatalf("ParseCandidacy(Candidacy) = %v %q %v", got, lease, ok)
+	}
+	if ck, ok := ParseControl("c", Paused("c", "report")); !ok || ck != (ControlKey{Job: "report"}) {
+		t.Fatalf("ParseControl(Paused) = %+v %v", ck, ok)
+	}
+	if ck, ok := ParseControl("c", Triggers("c", s)+"some-uuid"); !ok || ck != (ControlKey{Job: "report", Partition: 12, Trigger: true}) {
+		t.Fatalf("ParseControl(trigger) = %+v %v", ck, ok)
+	}
+	for _, junk := range []string{
+		Control("c"), Control("c") + "report", Control("c") + "report/paused/x", Control("c") + "/paused",
+		Triggers("c", s), Control("c") + "report/trigger/x/id", Control("c") + "report/trigger/-1/id", Control("d") + "report/paused",
+	} {
+		if ck, ok := ParseControl("c", junk); ok {
+			t.Errorf("ParseControl(%q) = %+v, want refused", junk, ck)
+		}
+	}
+	for _, junk := range []string{Elections("c") + "report/x/1f", Elections("c") + "report/12", State("c", s)} {
+		if _, _, ok := ParseCandidacy("c", junk); ok {
+			t.Errorf("ParseCandidacy(%q) accepted", junk)
+		}
+	}
+	if got, want := HistoryEntry("c", s, 205, 100), "/kira/c/history/report/12/005"; got != want {
+		t.Errorf("HistoryEntry = %q, want %q", got, want)
+	}
+}

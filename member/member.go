@@ -1,0 +1,313 @@
+// Package member is a Kira member's whole life as a library: join the
+// cluster under a lease, follow the member views and the stored catalog, run
+// the scheduler, and leave. kira run, kira bench and services that embed
+// Kira all use it.
+//
+// A member has one identity per incarnation: Start joins with a fresh id
+// (hostname + UUID) and its own lease. Run keeps a member alive across lost
+// leases by starting a new incarnation each time, so a process that lost its
+// lease comes back as a new member and never acts on the old lease again.
+//
+//	incarnation:  join ──► running ──(ctx ends)──► draining ──► leave (revoke: slots handed over at once)
+//	                          │
+//	                          └──(lease lost)──► everything cancelled ──► leave, bounded ──► Run joins again
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/scheduler"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Config is what a member needs. Endpoints and Cluster are required.
+type Config struct {
+	// Endpoints are the etcd cluster's client URLs.
+	Endpoints []string
+	// Cluster names the catalog the member runs (the catalog's cluster:).
+	Cluster string
+	// Catalog, if set, is stored at start when it differs from the stored
+	// one (N replicas started with the same file do not fight); its
+	// Cluster is used. Without it the stored catalog of Cluster runs.
+	Catalog *config.Catalog
+	// Name is the member's human-readable name; default the hostname.
+	Name string
+	// HTTP is the address the member serves on, published in its record.
+	HTTP string
+	// Version is published in the member record.
+	Version string
+	// Scheduler is the scheduler's configuration (handlers, grace, clock,
+	// events); its Logger defaults to Logger.
+	Scheduler scheduler.Config
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// OnIncarnation, if set, is called with each incarnation once it has
+	// joined, and with nil when it has left.
+	OnIncarnation func(*Incarnation)
+}
+
+// RetryDelay is the pause before Run joins again after a lost lease or an
+// unreachable etcd.
+const RetryDelay = time.Second
+
+// leaveTimeout bounds the lease revoke of a graceful leave.
+const leaveTimeout = 5 * time.Second
+
+// Run keeps a member of the cluster alive until ctx ends (then it returns
+// nil after a graceful leave). A lost lease or an unreachable etcd is
+// retried with a new incarnation; an error no retry can cure (no catalog
+// stored, a catalog this binary cannot run) is returned.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	r := &rejoiner{cfg: cfg}
+	for {
+		err := r.incarnate(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case errors.Is(err, membership.ErrSessionLost) || errors.Is(err, scheduler.ErrUntrusted):
+			cfg.Logger.Warn("lease lost: every execution cancelled; joining again as a new member", "err", err)
+		case isTransient(err):
+			cfg.Logger.Warn("cannot reach etcd; retrying", "etcd", strings.Join(cfg.Endpoints, ","), "err", err)
+		default:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(RetryDelay):
+		}
+	}
+}
+
+// rejoiner carries what one incarnation leaves to the next.
+type rejoiner struct {
+	cfg     Config
+	applied bool // Catalog was stored: once per Run
+	// staleLease is the lease of an incarnation that lost it and could not
+	// revoke it (etcd had no quorum). Until it expires its election keys
+	// still hold its slots: the next incarnation revokes it first, so after
+	// an outage the slots are free at once, not a TTL later.
+	staleLease clientv3.LeaseID
+}
+
+// incarnate runs one incarnation on a client of its own: closing it
+// releases any etcd call the incarnation left pending on an unreachable
+// server.
+func (r *rejoiner) incarnate(ctx context.Context) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: r.cfg.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("member: etcd client: %w", err)
+	}
+	defer cli.Close()
+	if err := r.prepare(ctx, cli); err != nil {
+		return err
+	}
+	cfg := r.cfg
+	if r.applied {
+		cfg.Catalog = nil // stored once: a later kira apply is not undone by a rejoin
+	}
+	inc, err := Start(ctx, cli, cfg)
+	if err != nil {
+		return err
+	}
+	r.applied = true
+	if r.cfg.OnIncarnation != nil {
+		r.cfg.OnIncarnation(inc)
+		defer r.cfg.OnIncarnation(nil)
+	}
+	runErr := inc.Wait(ctx)
+	// After a lost lease the revoke gets a quarter of the TTL: an etcd that
+	// answers revokes in milliseconds, one without a leader would only delay
+	// the rejoin, and the next incarnation revokes this lease first anyway.
+	wait := leaveTimeout
+	if runErr != nil {
+		wait = min(wait, inc.member.TTL()/4)
+	}
+	leaveCtx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	switch err := inc.Leave(leaveCtx); {
+	case err != nil && runErr == nil:
+		r.cfg.Logger.Warn("could not revoke the lease; it will expire on its own", "err", err)
+	case err != nil:
+		r.staleLease = inc.member.Lease()
+	case runErr == nil:
+		r.cfg.Logger.Info("left: lease revoked, every slot released", "member", inc.ID())
+	}
+	return runErr
+}
+
+// prepare revokes the previous incarnation's lease if it is still alive.
+func (r *rejoiner) prepare(ctx context.Context, cli *clientv3.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	if r.staleLease != 0 {
+		// Safe: the incarnation that held it has stopped everything.
+		rctx, cancelRevoke := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cli.Revoke(rctx, r.staleLease)
+		cancelRevoke()
+		switch {
+		case err == nil:
+			r.cfg.Logger.Info("revoked the lease of the previous incarnation", "lease", fmt.Sprintf("%x", int64(r.staleLease)))
+			r.staleLease = 0
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			r.staleLease = 0 // expired meanwhile
+		default:
+			return fmt.Errorf("member: revoking the previous incarnation's lease: %w", err)
+		}
+	}
+	return nil
+}
+
+// isTransient reports errors of talking to etcd that a retry may cure.
+func isTransient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "etcdserver:") || strings.Contains(err.Error(), "connection")
+}
+
+// joinTimeout bounds loading the catalog and joining.
+const joinTimeout = 10 * time.Second
+
+// Incarnation is one joined member: its lease, its views, its catalog watch
+// and its scheduler, all running until Stop or a lost lease.
+type Incarnation struct {
+	member *membership.Member
+	sched  *scheduler.Scheduler
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	done   chan struct{} // closed when the scheduler returned
+	err    error         // the scheduler's, once done
+}
+
+// Start stores cfg.Catalog if it differs from the stored one, joins the
+// cluster with a fresh member id through cli, and starts the member's
+// goroutines on the stored catalog; ctx bounds the joining only. The caller ends it with
+// Stop (graceful) then Leave, or lets a lost lease end it (Done).
+func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cluster := cfg.Cluster
+	if cfg.Catalog != nil {
+		cluster = cfg.Catalog.Cluster
+	}
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	if cfg.Catalog != nil {
+		rev, changed, err := config.Store(ctx, cli, cfg.Catalog)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			cfg.Logger.Info("applied the catalog", "revision", rev)
+		}
+	}
+	cat, catRev, err := config.LoadStored(ctx, cli, cluster)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	name := cfg.Name
+	if name == "" {
+		name = host
+	}
+	id := membership.NewID()
+	m, err := membership.Join(ctx, cli, membership.Config{
+		Cluster: cat.Cluster,
+		TTL:     cat.Membership.LeaseTTL,
+		Record: membership.Record{ID: id, Name: name, Host: host, HTTP: cfg.HTTP, Version: cfg.Version,
+			StartedAt: time.Now().UTC(), CatalogRevision: catRev},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger.Info("joined", "member", id, "cluster", cat.Cluster, "catalog_revision", catRev, "lease_ttl", cat.Membership.LeaseTTL, "etcd", strings.Join(cfg.Endpoints, ","))
+	views := membership.NewViews(cli, cat.Cluster)
+	sc := cfg.Scheduler
+	if sc.Logger == nil {
+		sc.Logger = cfg.Logger
+	}
+	s, err := scheduler.New(m, views, cat, sc)
+	if err != nil {
+		m.Leave(context.Background())
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	inc := &Incarnation{member: m, sched: s, stop: stop, done: make(chan struct{})}
+	inc.wg.Add(3)
+	go func() { defer inc.wg.Done(); views.Run(runCtx) }()
+	go func() { defer inc.wg.Done(); inc.followCatalog(runCtx, cli, cat.Cluster, catRev, cfg.Logger) }()
+	go func() {
+		defer inc.wg.Done()
+		inc.err = s.Run(runCtx)
+		close(inc.done)
+	}()
+	return inc, nil
+}
+
+// followCatalog makes the scheduler converge to every catalog stored after
+// revision from.
+func (inc *Incarnation) followCatalog(ctx context.Context, cli *clientv3.Client, cluster string, from int64, logger *slog.Logger) {
+	config.WatchStored(ctx, cli, cluster, from, func(next *config.Catalog, rev int64) {
+		if err := inc.sched.SetCatalog(next, rev); err != nil {
+			logger.Error("cannot run the new catalog; keeping the current one", "revision", rev, "err", err)
+			return
+		}
+		logger.Info("converging to a new catalog", "revision", rev)
+		if err := inc.member.SetCatalogRevision(ctx, rev); err != nil {
+			logger.Warn("could not publish the catalog revision", "err", err)
+		}
+	})
+}
+
+// ID is the incarnation's member id.
+func (inc *Incarnation) ID() string { return inc.member.ID() }
+
+// Member is the incarnation's membership (lease, trust window).
+func (inc *Incarnation) Member() *membership.Member { return inc.member }
+
+// Scheduler is the incarnation's scheduler.
+func (inc *Incarnation) Scheduler() *scheduler.Scheduler { return inc.sched }
+
+// Done is closed when the scheduler has returned: after Stop, or on its own
+// when the lease was lost or no longer trusted (Err says which).
+func (inc *Incarnation) Done() <-chan struct{} { return inc.done }
+
+// Err is the scheduler's error once Done is closed: nil after Stop.
+func (inc *Incarnation) Err() error { <-inc.done; return inc.err }
+
+// Stop is a graceful stop: no more fires, in-flight runs drain (up to the
+// scheduler's grace), then the goroutines end. Call Leave after it. Stop is
+// idempotent.
+func (inc *Incarnation) Stop() {
+	inc.stop()
+	inc.wg.Wait()
+}
+
+// Wait runs the incarnation until ctx ends (a graceful stop: it returns
+// nil once in-flight runs drained) or the scheduler returns on its own.
+func (inc *Incarnation) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+	case <-inc.done:
+	}
+	inc.Stop()
+	return inc.err
+}
+
+// Leave revokes the lease: every election key of the member goes in one
+// revision, so the next owners take over at once.
+func (inc *Incarnation) Leave(ctx context.Context) error { return inc.member.Leave(ctx) }

@@ -1,0 +1,93 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Pause stops a job's scheduled and catch-up fires on every member until
+// Resume; runs in flight finish, manual triggers still run.
+func Pause(ctx context.Context, kv clientv3.KV, cluster, job string) error {
+	_, err := kv.Put(ctx, keyspace.Paused(cluster, job), time.Now().UTC().Format(time.RFC3339))
+	return err
+}
+
+// Resume lets a paused job fire again from its next scheduled time.
+func Resume(ctx context.Context, kv clientv3.KV, cluster, job string) error {
+	_, err := kv.Delete(ctx, keyspace.Paused(cluster, job))
+	return err
+}
+
+// IsPaused reports whether a job is paused.
+func IsPaused(ctx context.Context, kv clientv3.KV, cluster, job string) (bool, error) {
+	resp, err := kv.Get(ctx, keyspace.Paused(cluster, job), clientv3.WithCountOnly())
+	if err != nil {
+		return false, err
+	}
+	return resp.Count > 0, nil
+}
+
+type triggerRequest struct {
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// RequestRun requests one manual run of each given slot now, by whichever
+// member holds it, and returns the execution ids the runs will have.
+func RequestRun(ctx context.Context, kv clientv3.KV, cluster string, slots []shard.Slot) ([]string, error) {
+	data, _ := json.Marshal(triggerRequest{RequestedAt: time.Now().UTC()})
+	var ops []clientv3.Op
+	for _, s := range slots {
+		ops = append(ops, clientv3.OpPut(keyspace.Triggers(cluster, s)+uuid.NewString(), string(data)))
+	}
+	resp, err := kv.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(slots))
+	for i, s := range slots {
+		ids[i] = jobs.ManualExecutionID(s.Job, s.Partition, resp.Header.Revision)
+	}
+	return ids, nil
+}
+
+// ReadHistory returns up to n records of job (all partitions, or one when
+// partition >= 0), newest first.
+func ReadHistory(ctx context.Context, kv clientv3.KV, cluster, job string, partition, n int) ([]history.Record, error) {
+	prefix := keyspace.History(cluster, job)
+	if partition >= 0 {
+		prefix += fmt.Sprintf("%d/", partition)
+	}
+	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := []history.Record{}
+	for _, kv := range resp.Kvs {
+		var r history.Record
+		if json.Unmarshal(kv.Value, &r) == nil && strings.HasPrefix(string(kv.Key), prefix) {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.StartedAt.Equal(b.StartedAt) {
+			return a.StartedAt.After(b.StartedAt)
+		}
+		return a.ScheduledTime.After(b.ScheduledTime)
+	})
+	if n >= 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
+}

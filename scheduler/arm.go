@@ -1,0 +1,71 @@
+package scheduler
+
+import (
+	"container/heap"
+	"sync/atomic"
+	"time"
+)
+
+// arm starts the slot's next fire ahead of its time if nothing could change
+// the dispatch decision before then: the slot is free, the fire's start is
+// already recorded (so it needs no etcd round trip), the job is not paused,
+// and the lease is trusted past the fire's time. The run's goroutine waits
+// for the instant, so the loop's per-fire work and its wake-up are not in
+// the fire's lateness.
+func (s *Scheduler) arm(sl *slot, now time.Time) bool {
+	a := sl.ahead
+	if a == nil || !a.scheduled.Equal(sl.nextScheduled) || sl.busy() || sl.owed.queued != nil || sl.raising ||
+		s.paused[sl.id.Job] || s.member.TrustLeft() <= sl.next.Sub(now) {
+		return false
+	}
+	at, f := sl.next, sl.scheduledFire()
+	s.scheduleNext(sl, f.scheduled)
+	if sl.nextScheduled.IsZero() && sl.heapIndex >= 0 {
+		heap.Remove(&s.heap, sl.heapIndex)
+	}
+	s.startAt(sl, f, at)
+	if s.armedHook != nil {
+		s.armedHook(sl.id)
+	}
+	return true
+}
+
+// disarm takes back the slot's armed fire if it has not started,
+// when the slot is given up or its schedule changed: the start recorded ahead
+// is the slot's again (see endLeadership and retractAhead for what becomes of
+// it). A fire that already started is left to finish.
+func (s *Scheduler) disarm(sl *slot) {
+	a := sl.armed
+	if a == nil || !a.fate.CompareAndSwap(armedWaiting, armedWithdrawn) {
+		return
+	}
+	sl.armed = nil
+	if cancel, ok := sl.runs[a.run]; ok {
+		cancel()
+		delete(sl.runs, a.run)
+		s.running--
+	}
+	sl.ahead = a.ahead
+}
+
+// armedRun is a fire started ahead of its time (see Config.ArmAhead). Its
+// goroutine waits for the fire's instant (the releaser opens its gate) and
+// then claims the run (waiting → released); until then the loop can take it
+// back (waiting → withdrawn) when it gives the slot up, and the fire stays
+// recorded ahead for the next holder. The compare-and-swap decides which happened, so a run is never
+// both withdrawn and started.
+type armedRun struct {
+	run   uint64
+	ahead *aheadRecord // consumed by the run; given back on withdrawal
+	at    time.Time    // the fire's instant
+	place *place
+	// fate is armedWaiting until the loop withdraws the run or its
+	// goroutine starts it, whichever swaps first.
+	fate atomic.Int32
+}
+
+const (
+	armedWaiting int32 = iota
+	armedStarted
+	armedWithdrawn
+)

@@ -1,0 +1,116 @@
+package scheduler
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/shard"
+)
+
+// job is a catalog job prepared for dispatch.
+type job struct {
+	spec     config.Job
+	schedule config.Schedule
+	executor jobs.Executor
+	fence    jobs.Fence // nil without fence_url or fence_command
+}
+
+// prepareJobs parses a catalog's jobs into dispatchable form.
+func prepareJobs(cat *config.Catalog, handlers jobs.Handlers) (map[string]*job, error) {
+	out := map[string]*job{}
+	for _, spec := range cat.Jobs {
+		if spec.Partitions < 1 {
+			return nil, fmt.Errorf("scheduler: job %s has %d partitions; a catalog from config.Parse has at least 1", spec.Name, spec.Partitions)
+		}
+		sched, err := spec.ParsedSchedule()
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: job %s: %w", spec.Name, err)
+		}
+		if spec.HistoryLimit <= 0 { // a catalog built in code, not parsed
+			spec.HistoryLimit = config.DefaultHistoryLimit
+		}
+		ex, err := jobs.ForJob(spec, handlers)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec)}
+	}
+	return out, nil
+}
+
+// install makes prepared the set of jobs: new slots are created, slots of
+// removed jobs (or partitions) are marked removed (released after their
+// in-flight runs, then dropped), and slots of changed jobs take the new
+// definition, a new schedule taking effect from its next fire after now.
+func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
+	s.jobs = prepared
+	for id, sl := range s.slots {
+		j, ok := prepared[id.Job]
+		if !ok || id.Partition >= j.spec.Partitions {
+			sl.removed = true
+			continue
+		}
+		changed := !reflect.DeepEqual(sl.job.spec, j.spec)
+		sl.job, sl.removed = j, false
+		if changed && sl.heapIndex >= 0 && !now.IsZero() {
+			// A fire armed under the old schedule is taken back; one that
+			// already started is not fired again under the new one.
+			s.disarm(sl)
+			from := now
+			if sl.armed != nil {
+				from = latest(now, sl.armed.ahead.scheduled)
+			}
+			s.scheduleNext(sl, from)
+		}
+	}
+	for name, j := range prepared {
+		for p := 0; p < j.spec.Partitions; p++ {
+			id := shard.Slot{Job: name, Partition: p}
+			if _, ok := s.slots[id]; !ok {
+				s.slots[id] = &slot{id: id, job: j, heapIndex: -1}
+			}
+		}
+	}
+}
+
+// SetCatalog makes the scheduler converge to cat, stored at revision rev,
+// without a restart: added jobs start, removed jobs stop after their
+// in-flight runs, changed jobs take effect at their next fire. A catalog
+// whose jobs cannot be prepared (an unregistered handler) is refused whole.
+func (s *Scheduler) SetCatalog(cat *config.Catalog, rev int64) error {
+	prepared, err := prepareJobs(cat, s.cfg.Handlers)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.nextCatalog, s.nextCatalogRev = prepared, rev
+	s.mu.Unlock()
+	notify(s.catalogChanged)
+	return nil
+}
+
+func (s *Scheduler) catalogUpdated() {
+	s.mu.Lock()
+	prepared, rev := s.nextCatalog, s.nextCatalogRev
+	s.nextCatalog = nil
+	s.mu.Unlock()
+	if prepared == nil {
+		return
+	}
+	s.install(prepared, s.cfg.Clock.Now())
+	s.mu.Lock()
+	s.catalogRev = rev
+	s.mu.Unlock()
+	s.emit(Event{Kind: CatalogApplied, Count: int(rev), At: s.cfg.Clock.Now()})
+	s.applyView(s.views.Latest())
+}
+
+// dropIfRemoved forgets a slot of a removed job once nothing refers to it.
+func (s *Scheduler) dropIfRemoved(sl *slot) {
+	if sl.removed && sl.stage == idle && len(sl.runs) == 0 {
+		delete(s.slots, sl.id)
+	}
+}

@@ -1,0 +1,93 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/shard"
+)
+
+// raiseTimeout bounds raising the fences of a newly won slot.
+const raiseTimeout = 30 * time.Second
+
+type raisedFence struct {
+	slot     shard.Slot
+	token    fencing.Token
+	recorded history.SlotState
+	triggers []fire
+	err      error
+}
+
+// raiseFences prepares a newly won slot off the loop: it loads the slot's
+// recorded state and waiting manual triggers, then runs the job's fence_url or
+// fence_command and the OnAcquire hook. The slot fires only when all that
+// succeeded (raiseEnded).
+func (s *Scheduler) raiseFences(sl *slot) {
+	sl.raising = true
+	ctx, cancel := context.WithTimeout(sl.leadCtx, raiseTimeout)
+	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
+	cluster, kv := s.member.Cluster(), s.cli
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		st, triggers, err := readAcquired(ctx, kv, cluster, id)
+		if err == nil && fence != nil {
+			err = fence.Raise(ctx, id.Job, id.Partition, claim)
+		}
+		if err == nil && hook != nil {
+			err = hook(fencing.WithClaim(ctx, claim), id, claim)
+		}
+		select {
+		case s.raised <- raisedFence{slot: id, token: claim.Token, recorded: st, triggers: triggers, err: err}:
+		case <-s.stopped:
+		}
+	}()
+}
+
+func (s *Scheduler) raiseEnded(r raisedFence) {
+	sl := s.slots[r.slot]
+	if sl.stage != leading || sl.token != r.token || !sl.raising {
+		return // the slot was given up meanwhile
+	}
+	sl.raising = false
+	triggers := r.triggers
+	for _, f := range sl.owed.lateTriggers {
+		if !slices.ContainsFunc(triggers, func(g fire) bool { return g.triggerKey == f.triggerKey }) {
+			triggers = append(triggers, f)
+		}
+	}
+	sl.owed.lateTriggers = nil
+	for _, f := range triggers {
+		// Their watch events, if they come now, are not dispatched again.
+		s.triggering[f.triggerKey] = true
+	}
+	if r.err != nil {
+		s.forgetTriggers(triggers)
+		s.cfg.Logger.Warn("could not raise the fence; giving the slot up", "slot", sl.id.String(), "token", sl.token.String(), "err", r.err)
+		sl.backoff = true
+		s.endLeadership(sl, Released, "fence not raised: "+r.err.Error())
+		return
+	}
+	now := s.cfg.Clock.Now()
+	s.emit(Event{Kind: Raised, Slot: sl.id, Token: sl.token, At: now})
+	if !sl.wanted {
+		s.forgetTriggers(triggers)
+		s.endLeadership(sl, Released, "not preferred in the current view")
+		return
+	}
+	s.acquired(sl, r.recorded, triggers, now)
+}
+
+// forgetTriggers unmarks triggers this member will not run (the slot is
+// given up): the next holder reads them at acquisition.
+func (s *Scheduler) forgetTriggers(fs []fire) {
+	for _, f := range fs {
+		if f.triggerKey != "" {
+			delete(s.triggering, f.triggerKey)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package scheduler
+
+import (
+	"errors"
+	"iter"
+	"sync/atomic"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
+	"github.com/kira-scheduler/kira/shard"
+)
+
+type finishedRun struct {
+	slot       shard.Slot
+	run        uint64
+	fire       fire
+	exec       jobs.Execution
+	res        jobs.Result
+	started    time.Time
+	finished   time.Time
+	notStarted bool // its start could not be recorded, so it did not run
+}
+
+// finishedRuns is where execution goroutines leave their results, for the
+// loop to take in batches: put never blocks, and rings bell (capacity one) so
+// the loop knows there is something to take. A lock-free stack: thousands of
+// runs of one second end together, and must not queue for a lock.
+type finishedRuns struct {
+	head atomic.Pointer[finishedNode]
+	bell chan struct{}
+}
+
+type finishedNode struct {
+	run  finishedRun
+	next *finishedNode
+}
+
+func newFinishedRuns() *finishedRuns { return &finishedRuns{bell: make(chan struct{}, 1)} }
+
+func (f *finishedRuns) put(r finishedRun) {
+	n := &finishedNode{run: r}
+	for {
+		n.next = f.head.Load()
+		if f.head.CompareAndSwap(n.next, n) {
+			break
+		}
+	}
+	notify(f.bell)
+}
+
+// take returns what was put since the last take, in the order it was put.
+// It reverses the list in place rather than copying it into a slice, which
+// would allocate on every take of a whole second's runs.
+// Held by TestFinishedRunsAreTakenInOrder.
+func (f *finishedRuns) take() iter.Seq[finishedRun] {
+	var oldest *finishedNode
+	for n := f.head.Swap(nil); n != nil; {
+		next := n.next
+		n.next = oldest
+		oldest, n = n, next
+	}
+	return func(yield func(finishedRun) bool) {
+		for n := oldest; n != nil; n = n.next {
+			if !yield(n.run) {
+				return
+			}
+		}
+	}
+}
+
+func (s *Scheduler) runEnded(fr finishedRun) {
+	if fr.fire.triggerKey != "" {
+		delete(s.triggering, fr.fire.triggerKey)
+	}
+	sl, ok := s.slots[fr.slot]
+	if !ok {
+		return
+	}
+	if cancel, ok := sl.runs[fr.run]; ok {
+		cancel()
+		delete(sl.runs, fr.run)
+		s.running--
+	}
+	if sl.armed != nil && sl.armed.run == fr.run {
+		sl.armed = nil
+	}
+	now := s.cfg.Clock.Now()
+	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Cause: fr.fire.cause, Attempt: fr.fire.attempt, StartedAt: fr.started, At: now})
+	holds := sl.stage == leading && sl.token == fr.exec.Token
+	if holds {
+		if fr.fire.cause != history.CauseManual && !fr.notStarted && !fr.fire.scheduled.Before(sl.recorded.Finished) {
+			sl.recorded.Finished, sl.recorded.Outcome = fr.fire.scheduled, string(fr.res.Outcome)
+		}
+		r := history.Record{ExecutionID: fr.exec.ID, ScheduledTime: fr.fire.scheduled, StartedAt: fr.started, FinishedAt: fr.finished,
+			Outcome: string(fr.res.Outcome), Attempt: fr.fire.attempt, Cause: fr.fire.cause, OutputTail: fr.res.OutputTail}
+		if r.StartedAt.IsZero() {
+			r.StartedAt = fr.finished
+		}
+		if fr.res.Err != nil {
+			r.Error = fr.res.Err.Error()
+		}
+		var done chan error
+		if fr.res.Outcome != jobs.Fenced {
+			if a := s.recordAhead(sl); a != nil {
+				done = a.done
+			}
+		}
+		s.recordWith(sl, r, nil, done)
+	}
+	if fr.res.Outcome == jobs.Fenced && holds {
+		// A protected resource saw a newer token: we are not the holder any
+		// more, whatever etcd told us. Stop this slot's work and recheck.
+		s.endLeadership(sl, Released, "fenced by a protected resource")
+		return
+	}
+	switch {
+	case holds && fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.cause != history.CauseManual && sl.job.spec.Misfire == config.MisfireFireAll &&
+		!errors.Is(fr.res.Err, fenced.ErrBehind):
+		s.startAgainLater(sl, fr.fire, fr.finished)
+	case holds && (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max:
+		s.retryLater(sl, fr.fire, fr.finished)
+	}
+	if sl.stage == leading && !sl.wanted && len(sl.runs) == 0 {
+		s.endLeadership(sl, Released, "not preferred in the current view")
+		return
+	}
+	s.startWaiting(sl, now)
+}

@@ -1,0 +1,94 @@
+package scheduler
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/shard"
+)
+
+// fire is one execution to start: a scheduled time, why, and which attempt.
+type fire struct {
+	scheduled time.Time
+	cause     history.Cause
+	attempt   int
+	id        string // execution id; derived from the scheduled time unless manual
+	// triggerKey is the control key of a manual trigger, deleted with its start.
+	triggerKey string
+	// takeover marks the fires a new holder owes on acquisition (catchUp's).
+	takeover bool
+}
+
+// JitterOffset is the slot's fixed delay within the job's jitter: derived
+// from the slot alone, so every member fires the slot at the same instant.
+// A fire is due at its scheduled time plus this offset; its lateness is
+// counted from then.
+func JitterOffset(j config.Job, id shard.Slot) time.Duration {
+	if j.Jitter <= 0 {
+		return 0
+	}
+	return time.Duration(xxhash.Sum64String(id.String()) % uint64(j.Jitter))
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// scheduleNext puts a leading slot in the heap for its next scheduled time after t.
+func (s *Scheduler) scheduleNext(sl *slot, t time.Time) {
+	sl.nextScheduled = sl.job.schedule.Next(t.UTC())
+	if sl.nextScheduled.IsZero() {
+		return // a schedule that never fires again
+	}
+	sl.next = sl.nextScheduled.Add(JitterOffset(sl.job.spec, sl.id))
+	sl.wakeAt = sl.next.Add(-s.cfg.ArmAhead)
+	if sl.heapIndex >= 0 {
+		heap.Fix(&s.heap, sl.heapIndex)
+	} else {
+		heap.Push(&s.heap, sl)
+	}
+}
+
+// fireDue dispatches every slot whose fire time has come, and arms the free
+// slots whose fire time is less than ArmAhead away.
+func (s *Scheduler) fireDue() {
+	now := s.cfg.Clock.Now()
+	for len(s.heap) > 0 && !s.heap[0].wakeAt.After(now) {
+		sl := s.heap[0]
+		if sl.next.After(now) {
+			if !s.arm(sl, now) {
+				sl.wakeAt = sl.next // dispatched at its time instead
+				heap.Fix(&s.heap, sl.heapIndex)
+			}
+			continue
+		}
+		f := sl.scheduledFire()
+		scheduled := f.scheduled
+		next := sl.job.schedule.Next(scheduled)
+		if !next.IsZero() && !next.Add(JitterOffset(sl.job.spec, sl.id)).After(now) {
+			// The loop fell behind (a stalled process, a jumped clock): the
+			// fires in between are missed, not burst through.
+			s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "fell behind schedule", At: now})
+			s.scheduleNext(sl, now)
+		} else {
+			s.scheduleNext(sl, scheduled)
+		}
+		if sl.nextScheduled.IsZero() && sl.heapIndex >= 0 {
+			heap.Remove(&s.heap, sl.heapIndex)
+		}
+		s.dispatch(sl, f, now)
+	}
+}
+
+// scheduledFire is the slot's next fire by its schedule.
+func (sl *slot) scheduledFire() fire {
+	t := sl.nextScheduled
+	return fire{scheduled: t, cause: history.CauseSchedule, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)}
+}

@@ -1,0 +1,426 @@
+package fenced
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kira-scheduler/kira/fencing"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Write is a set of operations to commit only while claim holds.
+type Write struct {
+	Claim fencing.Claim
+	Ops   []clientv3.Op
+	Done  chan error // buffered; nil when nobody waits
+	// Lazy says nothing waits for this write soon (a record, or a start
+	// recorded ahead of a fire still far off): the writer may hold it for up
+	// to Linger to commit it with others.
+	Lazy   bool
+	queued time.Time // set by Enqueue
+}
+
+// linger is how long the writer holds lazy writes, while nothing else is
+// queued, to commit them together. Slots that fire together queue their
+// writes together; without it, slots whose fires are spread over the second
+// (jitter) would each have a transaction of their own (docs/benchmarks.md).
+// Held by TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite.
+const linger = 20 * time.Millisecond
+
+// maxBatch and maxTxnOps bound the writes committed in one transaction:
+// etcd allows 128 operations (and 128 comparisons) per transaction by
+// default, and a write has one comparison and usually one operation (a
+// record, or a state), two with a trigger it consumes or records it trims.
+const (
+	maxBatch  = 64
+	maxTxnOps = 128
+)
+
+// maxInFlight bounds the transactions the writer has in flight at once. One
+// at a time would cap a member at maxBatch writes per etcd round trip.
+// Held by TestWriterKeepsEachSlotsOrderWithTransactionsInFlight.
+const maxInFlight = 4
+
+// maxQueued bounds the writes waiting for the writer: past it, etcd is far
+// behind and a write is refused rather than queued (ErrBehind).
+const maxQueued = 1 << 16
+
+// Writer commits fenced writes, batching those that are queued together
+// into one transaction (slots that fire together cost one round trip), with
+// up to maxInFlight transactions in flight. The writes of one slot commit in
+// the order they were queued: a write that shares a leader key or a written
+// key with a batch in flight stays queued until that batch lands (see next).
+// That includes a resign (the delete of the leader key), which must not
+// overtake the slot's last results.
+type Writer struct {
+	kv     clientv3.KV
+	limit  int
+	linger time.Duration // see linger
+	bell   chan struct{} // rung (capacity one) when a write is queued
+
+	mu       sync.Mutex
+	changed  *sync.Cond // a batch in flight ended
+	queue    []Write
+	urgent   int               // writes in queue that are not lazy
+	flying   map[string]int    // order keys of the batches in flight
+	inFlight int               // batches in flight
+	since    map[int]time.Time // when each commit in flight began
+	landed   time.Time         // when a commit last succeeded
+	seq      int
+
+	// failing is set while etcd answers the writer's transactions with errors.
+	failing atomic.Bool
+}
+
+// stalledAfter is how long a transaction may hang before the writer counts
+// as stalled (etcd electing a leader or unreachable) rather than slow: far
+// above a loaded etcd's commit latency, well below a missed fire.
+const stalledAfter = 500 * time.Millisecond
+
+// stalled reports whether etcd is failing the writer's transactions, or one
+// has hung for stalledAfter while none succeeded. A loaded etcd keeps
+// committing, even if each transaction waits long in its queue: counting
+// that as stalled would turn fire-all fires into a backlog whose starts
+// each cost a write, a spiral. Held by TestWriterIsStalledOnlyWhenNothingCommits.
+func (w *Writer) Stalled() bool {
+	if w.failing.Load() {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if time.Since(w.landed) < stalledAfter {
+		return false
+	}
+	for _, t := range w.since {
+		if time.Since(t) > stalledAfter {
+			return true
+		}
+	}
+	return false
+}
+
+func NewWriter(kv clientv3.KV) *Writer {
+	w := &Writer{kv: kv, limit: maxQueued, linger: linger, bell: make(chan struct{}, 1), flying: map[string]int{}, since: map[int]time.Time{}}
+	w.changed = sync.NewCond(&w.mu)
+	return w
+}
+
+// ErrBehind is returned for a write refused because the writer's queue
+// is full: etcd is slow or unreachable.
+var ErrBehind = errors.New("fenced: state writer is behind (etcd slow or unreachable)")
+
+// enqueue hands fw to the writer without ever blocking the loop: when the
+// queue is full, fw is refused at once (a start waiting for it does not run;
+// a record is lost and counted by its caller's logs). A loop blocked here
+// could not notice that its lease is gone.
+func (w *Writer) Enqueue(fw Write) {
+	w.mu.Lock()
+	if len(w.queue) >= w.limit {
+		w.mu.Unlock()
+		reply(fw, ErrBehind)
+		return
+	}
+	fw.queued = time.Now()
+	w.queue = append(w.queue, fw)
+	if !fw.Lazy {
+		w.urgent++
+	}
+	w.mu.Unlock()
+	notify(w.bell)
+}
+
+// commitTimeout bounds one transaction of the writer; lease expiry and the
+// fence make a late commit harmless, a hung one would only delay the rest.
+const commitTimeout = 5 * time.Second
+
+// run commits writes until stop is closed, then commits what is already
+// queued, so the last results of a graceful stop are kept. Cancelling ctx
+// abandons the rest: the commits in flight are cut short and every write still
+// queued is answered ErrAbandoned. A member that lost its lease does
+// that: its fenced writes could only fail, or wait out commitTimeout each on
+// an etcd that cannot answer, while its successor waits for it to leave.
+func (w *Writer) Run(ctx context.Context, stop <-chan struct{}) {
+	var commits sync.WaitGroup
+	defer commits.Wait()
+	stopping := false
+	lingering := time.NewTimer(time.Hour)
+	defer lingering.Stop()
+	for {
+		if d := w.lingerLeft(); d > 0 && !stopping {
+			lingering.Reset(d)
+			select {
+			case <-w.bell: // perhaps an urgent write
+			case <-lingering.C:
+			case <-stop:
+				stopping = true
+			}
+			continue
+		}
+		b, keys := w.next()
+		if b == nil {
+			if stopping {
+				return
+			}
+			select {
+			case <-w.bell:
+			case <-stop:
+				stopping = true
+			}
+			continue
+		}
+		if stopping && ctx.Err() != nil {
+			for _, fw := range b {
+				reply(fw, ErrAbandoned)
+			}
+			w.land(keys)
+			continue
+		}
+		commits.Add(1)
+		go func() {
+			defer commits.Done()
+			w.commitBatch(ctx, b)
+			w.land(keys)
+		}()
+	}
+}
+
+// ErrAbandoned answers the writes a member gave up when it lost its lease.
+var ErrAbandoned = errors.New("fenced: state write abandoned: the lease was lost")
+
+// orderKeys are the keys that order fw against other writes: its slot's
+// leader key and every key it writes.
+func orderKeys(fw Write) []string {
+	keys := []string{fw.Claim.LeaderKey}
+	for _, op := range fw.Ops {
+		keys = append(keys, string(op.KeyBytes()))
+	}
+	return keys
+}
+
+// maxScan bounds how far into the queue one batch looks past writes that
+// must wait.
+const maxScan = 4 * maxBatch
+
+// next waits for a free transaction slot and takes the next batch off the
+// queue, marking its order keys as in flight (land unmarks them); it returns
+// nil when the queue is empty. A batch holds writes in queue order, up to
+// maxBatch, leaving in the queue (in order) each write that shares an order
+// key with a batch in flight, with a write left behind or with a write in
+// the batch: etcd refuses a transaction that writes a key twice, and two
+// writes of one slot in one transaction would share a revision, which
+// history.StateFrom needs to tell them apart. So each slot's writes commit in the
+// order they were queued, each at a revision of its own, and
+// the others need not wait for them: consecutive batches often share a few
+// slots, and waiting on those would make the writer serial with tiny
+// batches. Held by TestWriterLetsOtherSlotsPastAWaitingWrite.
+func (w *Writer) next() ([]Write, []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		for w.inFlight >= maxInFlight {
+			w.changed.Wait()
+		}
+		if len(w.queue) == 0 {
+			return nil, nil
+		}
+		if b, keys := w.takeLocked(); len(b) > 0 {
+			w.inFlight++
+			for _, k := range keys {
+				w.flying[k]++
+			}
+			return b, keys
+		}
+		w.changed.Wait() // everything queued waits for a batch in flight
+	}
+}
+
+func (w *Writer) takeLocked() (b []Write, keys []string) {
+	held := map[string]bool{}  // order keys of writes left in the queue
+	taken := map[string]bool{} // order keys of the writes in the batch
+	var left []Write
+	i, ops := 0, 0
+	for ; i < len(w.queue) && i < maxScan && len(b) < maxBatch; i++ {
+		fw := w.queue[i]
+		if ops+len(fw.Ops) > maxTxnOps {
+			break // it leads the next batch
+		}
+		ok := true
+		order := orderKeys(fw)
+		for _, k := range order {
+			if w.flying[k] > 0 || held[k] || taken[k] {
+				ok = false
+			}
+		}
+		if !ok {
+			left = append(left, fw)
+			for _, k := range order {
+				held[k] = true
+			}
+			continue
+		}
+		b = append(b, fw)
+		if !fw.Lazy {
+			w.urgent--
+		}
+		ops += len(fw.Ops)
+		keys = append(keys, order...)
+		for _, k := range order {
+			taken[k] = true
+		}
+	}
+	// The writes left behind go back in front of the rest, in order.
+	start := i - len(left)
+	copy(w.queue[start:i], left)
+	clear(w.queue[:start])
+	w.queue = w.queue[start:]
+	if len(w.queue) == 0 {
+		w.queue = nil
+	}
+	return b, keys
+}
+
+// lingerLeft is how much longer the writer may hold what is queued: only
+// lazy writes, fewer than a batch, the oldest queued less than linger ago.
+func (w *Writer) lingerLeft() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queue) == 0 || len(w.queue) >= maxBatch || w.urgent > 0 {
+		return 0
+	}
+	return w.linger - time.Since(w.queue[0].queued)
+}
+
+// land marks a batch's order keys as no longer in flight.
+func (w *Writer) land(keys []string) {
+	w.mu.Lock()
+	w.inFlight--
+	for _, k := range keys {
+		if w.flying[k]--; w.flying[k] == 0 {
+			delete(w.flying, k)
+		}
+	}
+	w.mu.Unlock()
+	w.changed.Broadcast()
+}
+
+func (w *Writer) commitBatch(ctx context.Context, b []Write) {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	w.commit(ctx, b)
+}
+
+func fenceCompare(c fencing.Claim) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(c.LeaderKey), "=", int64(c.Token))
+}
+
+// commit commits a batch in one transaction. If that fails because some
+// claims no longer hold, it reads which hold (one request), refuses the
+// writes of the others with ErrFenced and commits the rest together.
+func (w *Writer) commit(ctx context.Context, b []Write) {
+	if w.commitAll(ctx, b) || len(b) == 1 {
+		return
+	}
+	claims := map[fencing.Claim]bool{}
+	var gets []clientv3.Op
+	var order []fencing.Claim
+	for _, fw := range b {
+		if _, ok := claims[fw.Claim]; !ok {
+			claims[fw.Claim] = false
+			order = append(order, fw.Claim)
+			gets = append(gets, clientv3.OpGet(fw.Claim.LeaderKey))
+		}
+	}
+	resp, err := w.kv.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		for _, fw := range b {
+			reply(fw, fmt.Errorf("fenced: state write: %w", err))
+		}
+		return
+	}
+	for i, c := range order {
+		kvs := resp.Responses[i].GetResponseRange().Kvs
+		claims[c] = len(kvs) == 1 && kvs[0].CreateRevision == int64(c.Token)
+	}
+	var holding []Write
+	for _, fw := range b {
+		if claims[fw.Claim] {
+			holding = append(holding, fw)
+		} else {
+			reply(fw, fmt.Errorf("%w: state write for %s", fencing.ErrFenced, fw.Claim.LeaderKey))
+		}
+	}
+	if len(holding) > 0 && !w.commitAll(ctx, holding) {
+		for _, fw := range holding { // a claim ended in between: one by one
+			w.commitAll(ctx, []Write{fw})
+		}
+	}
+}
+
+// commitAll commits b in one transaction if every claim holds, answering
+// every write; it reports whether it did. A single write is always answered.
+func (w *Writer) commitAll(ctx context.Context, b []Write) bool {
+	var cmps []clientv3.Cmp
+	var ops []clientv3.Op
+	seen := map[fencing.Claim]bool{}
+	for _, fw := range b {
+		if !seen[fw.Claim] {
+			seen[fw.Claim] = true
+			cmps = append(cmps, fenceCompare(fw.Claim))
+		}
+		ops = append(ops, fw.Ops...)
+	}
+	w.mu.Lock()
+	w.seq++
+	id := w.seq
+	w.since[id] = time.Now()
+	w.mu.Unlock()
+	resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	w.mu.Lock()
+	delete(w.since, id)
+	if err == nil {
+		w.landed = time.Now()
+	}
+	w.mu.Unlock()
+	w.failing.Store(err != nil)
+	switch {
+	case err == nil && resp.Succeeded:
+		for _, fw := range b {
+			reply(fw, nil)
+		}
+		return true
+	case len(b) > 1:
+		return false
+	case err != nil:
+		reply(b[0], fmt.Errorf("fenced: state write: %w", err))
+	default:
+		reply(b[0], fmt.Errorf("%w: state write for %s", fencing.ErrFenced, b[0].Claim.LeaderKey))
+	}
+	return true
+}
+
+func reply(fw Write, err error) {
+	if fw.Done != nil {
+		fw.Done <- err
+	}
+}
+
+// ring sends on a bell, a channel of capacity one, without blocking: a bell
+// already rung and not yet answered says the same.
+func notify(bell chan<- struct{}) {
+	select {
+	case bell <- struct{}{}:
+	default:
+	}
+}
+
+// Queued reports how many writes wait in the queue, and how many
+// transactions are in flight.
+func (w *Writer) Queued() (queued, inFlight int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue), w.inFlight
+}

@@ -1,0 +1,117 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// resignTimeout bounds releasing one slot; lease expiry is the safety net.
+const resignTimeout = 5 * time.Second
+
+type resignedSlot struct {
+	slot shard.Slot
+	gen  uint64
+}
+
+// endLeadership cancels the slot's executions and releases its key.
+func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
+	if sl.heapIndex >= 0 {
+		heap.Remove(&s.heap, sl.heapIndex)
+	}
+	sl.raising = false
+	s.forgetTriggers(sl.owed.lateTriggers)
+	s.forgetTriggers(sl.owed.backlog)
+	if sl.owed.queued != nil {
+		s.forgetTriggers([]fire{*sl.owed.queued})
+	}
+	sl.owed.lateTriggers, sl.owed.queued, sl.owed.backlog = nil, nil, nil
+	sl.cancelLead()
+	delete(s.byKey, sl.leaderKey)
+	s.setSnapshot(sl.id, 0, false)
+	s.emit(Event{Kind: kind, Slot: sl.id, Token: sl.token, Reason: reason, At: s.cfg.Clock.Now()})
+	if kind == Lost {
+		sl.stage, sl.ahead, sl.carried = idle, nil, nil // fenced out anyway
+		return
+	}
+	if c := sl.takeCarried(); len(c) > 0 {
+		// Ahead of the resign, which the writer keeps in this order.
+		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: s.recordOps(sl, c)})
+	}
+	// A start recorded ahead is left as it is: the fire is in the future, and
+	// the next holder, taking over within milliseconds of the resign, runs it
+	// on schedule (catchUp does not take a future start for an unfinished one).
+	sl.ahead = nil
+	s.resignAsync(sl, sl.election)
+}
+
+// resignAsync deletes the slot's key off the loop; the slot stays in
+// resigning until that is done so a new campaign (same lease, same key)
+// cannot race with the delete. The delete is a fenced write of the state
+// writer, so it commits after this slot's writes still queued (the result of
+// a run that just ended, a start recorded ahead): resigning before them would
+// fence them out, and the next owner would run that fire again.
+// Held by the chaos suite's TestRollingRestart (no replay after a handover).
+func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election) {
+	sl.gen++
+	sl.stage = resigning
+	id, gen := sl.id, sl.gen
+	done := make(chan error, 1)
+	claim := fencing.Claim{LeaderKey: e.Key(), Token: fencing.Token(e.Rev())} // the election's own: the slot's may be an older one
+	s.writer.Enqueue(fenced.Write{Claim: claim, Ops: []clientv3.Op{clientv3.OpDelete(claim.LeaderKey)}, Done: done})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := <-done; err != nil && !errors.Is(err, fencing.ErrFenced) {
+			resign(s.cleanupCtx, e) // the writer could not: delete it directly
+		}
+		select {
+		case s.resigned <- resignedSlot{slot: id, gen: gen}:
+		case <-s.stopped:
+		}
+	}()
+}
+
+func resign(ctx context.Context, e *concurrency.Election) {
+	ctx, cancel := context.WithTimeout(ctx, resignTimeout)
+	defer cancel()
+	_ = e.Resign(ctx)
+}
+
+func (s *Scheduler) resignEnded(r resignedSlot) {
+	sl := s.slots[r.slot]
+	if sl.stage == resigning && sl.gen == r.gen {
+		sl.stage = idle
+		s.reconcile(sl)
+		s.dropIfRemoved(sl)
+	}
+}
+
+// lose ends everything at once: the lease can no longer be trusted.
+func (s *Scheduler) lose(cause error) error {
+	s.cancelCleanup()
+	for _, sl := range s.slots {
+		switch sl.stage {
+		case leading:
+			if sl.heapIndex >= 0 {
+				heap.Remove(&s.heap, sl.heapIndex)
+			}
+			sl.cancelLead()
+			delete(s.byKey, sl.leaderKey)
+			s.setSnapshot(sl.id, 0, false)
+			s.emit(Event{Kind: Lost, Slot: sl.id, Token: sl.token, Reason: cause.Error(), At: s.cfg.Clock.Now()})
+			sl.stage = idle
+		case campaigning:
+			s.abandonCampaign(sl)
+		}
+	}
+	s.cfg.Logger.Error("lost the lease: cancelled every execution", "member", s.member.ID(), "err", cause)
+	return cause
+}

@@ -1,0 +1,147 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func (sl *slot) claim() fencing.Claim { return fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token} }
+
+// stateOp is the put of the slot's current state into its state key, for a
+// write without a record (see history.Stored).
+func (s *Scheduler) stateOp(sl *slot) clientv3.Op {
+	sl.recorded.Token, sl.recorded.Member = sl.token, s.member.ID()
+	data, _ := json.Marshal(sl.recorded)
+	return clientv3.OpPut(keyspace.State(s.member.Cluster(), sl.id), string(data))
+}
+
+// record writes an execution record (and the slot's state) under the fence.
+func (s *Scheduler) record(sl *slot, r history.Record, extra []clientv3.Op) {
+	s.recordWith(sl, r, extra, nil)
+}
+
+func (s *Scheduler) recordWith(sl *slot, r history.Record, extra []clientv3.Op, done chan error) {
+	limit := sl.job.spec.HistoryLimit
+	if sl.recorded.HistoryLimit != limit {
+		// The limit changed, or the state predates it: drop the records the
+		// new ring will never overwrite.
+		extra = append(slices.Clip(extra), historyTrim(s.member.Cluster(), sl.id, limit))
+		sl.recorded.HistoryLimit = limit
+	}
+	ops := append(s.recordOps(sl, append(sl.takeCarried(), r)), extra...)
+	lazy := done == nil // a record: nothing waits for it
+	if a := sl.ahead; a != nil && done == a.done {
+		lazy = sl.next.Sub(s.cfg.Clock.Now()) > lingerAhead // with a start recorded ahead
+	}
+	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: ops, Done: done, Lazy: lazy})
+}
+
+// recordOps are the puts of records into the slot's history ring, at its
+// next sequence numbers (see lastPutPerKey), each with the slot's state as of
+// this write, which they hold from then on (history.Stored): the body of a
+// record, and no put of the state key.
+func (s *Scheduler) recordOps(sl *slot, records []history.Record) []clientv3.Op {
+	first := sl.recorded.HistorySeq
+	sl.recorded.HistorySeq += int64(len(records))
+	sl.recorded.Token, sl.recorded.Member = sl.token, s.member.ID()
+	st := sl.recorded
+	puts := make([]clientv3.Op, 0, len(records))
+	for i, r := range records {
+		r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
+		data, _ := json.Marshal(history.Stored{Record: r, State: &st})
+		puts = append(puts, clientv3.OpPut(keyspace.HistoryEntry(s.member.Cluster(), sl.id, first+int64(i), sl.job.spec.HistoryLimit), string(data)))
+	}
+	return lastPutPerKey(puts)
+}
+
+// lastPutPerKey keeps, of puts to the same key, the last: records carried
+// past the length of the ring overwrite each other, and etcd refuses a
+// transaction that writes a key twice.
+func lastPutPerKey(puts []clientv3.Op) []clientv3.Op {
+	last := make(map[string]int, len(puts))
+	for i, op := range puts {
+		last[string(op.KeyBytes())] = i
+	}
+	out := puts[:0]
+	for i, op := range puts {
+		if last[string(op.KeyBytes())] == i {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// recordAhead marks the slot's next scheduled fire as started, in the state
+// being written now, and returns the record the fire will wait on. A holder
+// that stops before that fire leaves it recorded as started: the next holder
+// re-runs it with the same execution id, which is safe, and starts nothing
+// twice. Only when nothing of the slot runs: a record for a later fire would
+// otherwise hide a run still in flight.
+func (s *Scheduler) recordAhead(sl *slot) *aheadRecord {
+	if len(sl.runs) > 0 || len(sl.owed.backlog) > 0 || sl.owed.queued != nil || sl.heapIndex < 0 || sl.nextScheduled.IsZero() ||
+		!sl.nextScheduled.After(sl.recorded.Started) {
+		return nil
+	}
+	next := sl.nextScheduled
+	a := &aheadRecord{scheduled: next, done: make(chan error, 1),
+		prevStarted: sl.recorded.Started, prevStartedID: sl.recorded.StartedID, prevAttempt: sl.recorded.StartedAttempt}
+	sl.recorded.Started, sl.recorded.StartedID, sl.recorded.StartedAttempt = next, jobs.ExecutionID(sl.id.Job, sl.id.Partition, next), 1
+	sl.ahead = a
+	return a
+}
+
+// retractAhead takes back a start recorded ahead for a fire that will not
+// run here, so the next holder does not take it for a started fire. It
+// returns the write's answer channel (nil when there was nothing to take back).
+func (s *Scheduler) retractAhead(sl *slot) chan error {
+	a := sl.ahead
+	sl.ahead = nil
+	if a == nil || !sl.recorded.Started.Equal(a.scheduled) {
+		return nil
+	}
+	sl.recorded.Started, sl.recorded.StartedID, sl.recorded.StartedAttempt = a.prevStarted, a.prevStartedID, a.prevAttempt
+	done := make(chan error, 1)
+	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Done: done})
+	return done
+}
+
+// readAcquired reads what a new holder needs of slot s, its recorded state
+// (its state key and its newest record) and the manual triggers waiting for
+// it, in one transaction: one round trip, and all as of one revision. A
+// rebalance does this for thousands of slots at once.
+func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (history.SlotState, []fire, error) {
+	newest := clientv3.OpGet(keyspace.SlotHistory(cluster, s), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	resp, err := kv.Txn(ctx).Then(clientv3.OpGet(keyspace.State(cluster, s)), newest, triggersOp(cluster, s)).Commit()
+	if err != nil {
+		return history.SlotState{}, nil, err
+	}
+	st, err := history.StateFrom(s, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
+	if err != nil {
+		return history.SlotState{}, nil, err
+	}
+	return st, triggersFrom(s, resp.Responses[2].GetResponseRange().Kvs), nil
+}
+
+// historyTrim deletes a slot's records at or past limit in the ring: after
+// the limit was lowered, they would never be overwritten.
+func historyTrim(cluster string, s shard.Slot, limit int) clientv3.Op {
+	slotPrefix := keyspace.SlotHistory(cluster, s)
+	return clientv3.OpDelete(fmt.Sprintf("%s%03d", slotPrefix, limit), clientv3.WithRange(clientv3.GetPrefixRangeEnd(slotPrefix)))
+}
+
+// lingerAhead is how far off a fire must be for its start recorded ahead to
+// be lazy: its record then lands (linger and a loaded etcd's round trip)
+// well before the fire is armed.
+const lingerAhead = 500 * time.Millisecond
