@@ -118,8 +118,9 @@ func (r *rejoiner) incarnate(ctx context.Context) error {
 		return err
 	}
 	cfg := r.cfg
-	if r.applied {
-		cfg.Catalog = nil // stored once: a later kira apply is not undone by a rejoin
+	if r.applied && cfg.Catalog != nil {
+		// Stored once: a later kira apply is not undone by a rejoin.
+		cfg.Cluster, cfg.Catalog = cfg.Catalog.Cluster, nil
 	}
 	inc, err := Start(ctx, cli, cfg)
 	if err != nil {

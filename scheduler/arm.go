@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"sync/atomic"
 	"time"
 )
@@ -20,8 +19,8 @@ func (s *Scheduler) arm(sl *slot, now time.Time) bool {
 	}
 	at, f := sl.next, sl.scheduledFire()
 	s.scheduleNext(sl, f.scheduled)
-	if sl.nextScheduled.IsZero() && sl.heapIndex >= 0 {
-		heap.Remove(&s.heap, sl.heapIndex)
+	if sl.nextScheduled.IsZero() {
+		s.unschedule(sl)
 	}
 	s.startAt(sl, f, at)
 	if s.armedHook != nil {
@@ -49,9 +48,9 @@ func (s *Scheduler) disarm(sl *slot) {
 }
 
 // armedRun is a fire started ahead of its time (see Config.ArmAhead). Its
-// goroutine waits for the fire's instant (the releaser opens its gate) and
-// then claims the run (waiting → released); until then the loop can take it
-// back (waiting → withdrawn) when it gives the slot up, and the fire stays
+// goroutine waits for the fire's instant (its gate opens then) and
+// then claims the run (waiting → started); until then the loop can take it
+// back (waiting → withdrawn: disarm) when it gives the slot up, and the fire stays
 // recorded ahead for the next holder. The compare-and-swap decides which happened, so a run is never
 // both withdrawn and started.
 type armedRun struct {
@@ -59,7 +58,7 @@ type armedRun struct {
 	ahead *aheadRecord // consumed by the run; given back on withdrawal
 	at    time.Time    // the fire's instant
 	place *place
-	// fate is armedWaiting until the loop withdraws the run or its
+	// fate is armedWaiting until the loop disarms the run or its
 	// goroutine starts it, whichever swaps first.
 	fate atomic.Int32
 }

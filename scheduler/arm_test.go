@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/kiratest"
+
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/jobs"
@@ -34,7 +36,7 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 	// time); its result records 12:00:20 as started ahead.
 	advance(t, rec, clock, sec(10).Sub(t0))
 	waitKind(t, rec, "the first run recorded", 1, func(e Event) bool { return e.Kind == Finished })
-	<-entered
+	kiratest.Receive(t, entered, 10*time.Second, "entered")
 
 	clock.Advance(sec(20).Sub(clock.Now()) - DefaultArmAhead/2)
 	if s := <-armed; s != (shard.Slot{Job: "tick"}) {
@@ -51,11 +53,11 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 		t.Fatalf("started at %v for %v; want at its time, 12:00:20", e.At, e.Execution.ScheduledTime)
 	}
 	waitKind(t, rec, "the armed fire recorded", 2, func(e Event) bool { return e.Kind == Finished })
-	<-entered
+	kiratest.Receive(t, entered, 10*time.Second, "entered")
 
 	// Armed for 12:00:30, then stopped.
 	clock.Advance(sec(30).Sub(clock.Now()) - DefaultArmAhead/2)
-	<-armed
+	kiratest.Receive(t, armed, 10*time.Second, "armed")
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +101,8 @@ func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 	case <-time.After(3 * spinWindow): // longer than a spin: the releaser waits on its timer by then
 	}
 	clock.Advance(time.Nanosecond)
-	<-early.woken
-	<-early2.woken
+	kiratest.Receive(t, early.woken, 10*time.Second, "early.woken")
+	kiratest.Receive(t, early2.woken, 10*time.Second, "early2.woken")
 	if n := startingFires.Load(); n != 2 {
 		t.Fatalf("%d fires starting after the gate opened; want the 2 that waited", n)
 	}
@@ -116,7 +118,7 @@ func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 	default:
 	}
 	clock.Advance(time.Second)
-	<-late.woken
+	kiratest.Receive(t, late.woken, 10*time.Second, "late.woken")
 	if n := startingFires.Load(); n != 0 {
 		t.Fatalf("%d fires starting after a gate nobody waits at opened; want 0", n)
 	}
@@ -165,8 +167,8 @@ func TestOthersWaitForTheSlowStarts(t *testing.T) {
 	at := t0.Add(time.Second)
 	slow, slow2, fast := r.wait(at, true), r.wait(at, true), r.wait(at, false)
 	r.open(at)
-	<-slow.woken
-	<-slow2.woken
+	kiratest.Receive(t, slow.woken, 10*time.Second, "slow.woken")
+	kiratest.Receive(t, slow2.woken, 10*time.Second, "slow2.woken")
 	r.leave(slow)
 	select {
 	case <-fast.woken:
@@ -174,7 +176,7 @@ func TestOthersWaitForTheSlowStarts(t *testing.T) {
 	default:
 	}
 	r.leave(slow2)
-	<-fast.woken
+	kiratest.Receive(t, fast.woken, 10*time.Second, "fast.woken")
 	r.leave(fast)
 
 	// The hold ends the wait for a slow start that never starts.
@@ -182,7 +184,7 @@ func TestOthersWaitForTheSlowStarts(t *testing.T) {
 	at = at.Add(time.Second)
 	slow, fast = r.wait(at, true), r.wait(at, false)
 	r.open(at)
-	<-fast.woken
+	kiratest.Receive(t, fast.woken, 10*time.Second, "fast.woken")
 	r.leave(fast)
 	r.leave(slow)
 	r.firstHold = time.Hour
@@ -191,7 +193,7 @@ func TestOthersWaitForTheSlowStarts(t *testing.T) {
 	slow, fast = r.wait(at, true), r.wait(at, false)
 	r.leave(slow) // its context ended, say
 	r.open(at)    // would wait an hour for it
-	<-fast.woken
+	kiratest.Receive(t, fast.woken, 10*time.Second, "fast.woken")
 	r.leave(fast)
 	if n := startingFires.Load(); n != 0 {
 		t.Fatalf("%d fires starting after all left; want 0", n)

@@ -193,7 +193,7 @@ func confirmLeadership(ctx context.Context, session *concurrency.Session, e *con
 	return nil
 }
 
-// withdraw deletes this member's candidacy for a slot. A campaign cancelled
+// deleteCandidacy deletes this member's candidacy for a slot. A campaign cancelled
 // during its first transaction may have created the key without learning it
 // (and then Resign does nothing), which would block the preferred member
 // until our lease ends; deleting our own key is always safe once we gave up.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/kiratest"
+
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
@@ -87,14 +89,14 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 	// rings (nothing else rings the bell yet: no campaign has a goroutine).
 	s.abandonCampaign(line[2])
 	s.startCampaign(line[2], time.Millisecond)
-	<-s.campaignsDue.bell
+	kiratest.Receive(t, s.campaignsDue.bell, 10*time.Second, "s.campaignsDue.bell")
 	s.campaignsFreed()
 	if last := s.waiting[len(s.waiting)-1]; last.sl != line[2] || last.gen != line[2].gen || line[2].cancelCampaign != nil {
 		t.Fatal("a delayed campaign did not join the line once due")
 	}
 
 	// One place comes free: the next in line takes it, no other.
-	<-s.campaigning
+	kiratest.Receive(t, s.campaigning, 10*time.Second, "s.campaigning")
 	s.campaignsFreed()
 	if line[1].cancelCampaign == nil {
 		t.Fatal("the first campaign in line did not start when a place came free")
@@ -139,7 +141,7 @@ func TestCarriedRecordsAreWrittenWhenLeadershipEnds(t *testing.T) {
 	go func() { s.writer.Run(context.Background(), stop); close(written) }()
 	defer func() { close(stop); <-written }()
 	s.endLeadership(sl, Released, "not preferred in the current view")
-	<-s.resigned
+	kiratest.Receive(t, s.resigned, 10*time.Second, "s.resigned")
 	close(s.stopped)
 	s.wg.Wait()
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/kiratest"
+
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/jobs"
@@ -24,7 +26,7 @@ func TestCatalogConvergesWithoutRestart(t *testing.T) {
 	waitKind(t, rec, "both ready", 2, func(e Event) bool { return e.Kind == Raised })
 	clock.Advance(10 * time.Second) // 12:00:10: old starts and blocks, kept runs
 	waitKind(t, rec, "old running", 1, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "old" })
-	<-g.entered
+	kiratest.Receive(t, g.entered, 10*time.Second, "g.entered")
 
 	// v2: old removed, kept every 30s instead of 10s, added new.
 	kept2 := kept

@@ -32,7 +32,11 @@ func BenchmarkReleaseFires(b *testing.B) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						<-p.woken
+						select {
+						case <-p.woken:
+						case <-time.After(10 * time.Second):
+							b.Error("a gate never opened")
+						}
 						late[j] = time.Since(at)
 						r.leave(p)
 					}()

@@ -56,6 +56,13 @@ func (s *Scheduler) scheduleNext(sl *slot, t time.Time) {
 	}
 }
 
+// unschedule takes a slot out of the timer heap, if it is there.
+func (s *Scheduler) unschedule(sl *slot) {
+	if sl.heapIndex >= 0 {
+		heap.Remove(&s.heap, sl.heapIndex)
+	}
+}
+
 // fireDue dispatches every slot whose fire time has come, and arms the free
 // slots whose fire time is less than ArmAhead away.
 func (s *Scheduler) fireDue() {
@@ -80,8 +87,8 @@ func (s *Scheduler) fireDue() {
 		} else {
 			s.scheduleNext(sl, scheduled)
 		}
-		if sl.nextScheduled.IsZero() && sl.heapIndex >= 0 {
-			heap.Remove(&s.heap, sl.heapIndex)
+		if sl.nextScheduled.IsZero() {
+			s.unschedule(sl)
 		}
 		s.dispatch(sl, f, now)
 	}

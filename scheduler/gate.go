@@ -9,14 +9,14 @@ import (
 	"time"
 )
 
-// gates opens the gates that armed fires wait at, each at its instant
-// (see Config.ArmAhead): one goroutine and one timer, however many fires
-// share an instant; one per process for schedulers on the real clock
+// gates are the gates that armed fires wait at, and their opener, which
+// opens each at its instant (see Config.ArmAhead): one goroutine and one
+// timer, however many fires share an instant; one per process for schedulers on the real clock
 // (useGates), one per scheduler otherwise.
 //
 // Go's timers wake a parked process up to a millisecond late (the runtime
 // sleeps in epoll_wait, whose timeout is in milliseconds), and a timer kept
-// by a busy processor later still. So the gates wakes spinWindow early
+// by a busy processor later still. So the opener wakes spinWindow early
 // and yields in a loop until the instant, then opens the gate: the fires'
 // goroutines become runnable together, at the instant. Spinning is rationed
 // (at most once per spinEvery), so slots whose jitter spreads their fires
@@ -39,16 +39,16 @@ type gate struct {
 }
 
 // A place is one armed run's wait at its instant's gate. Each has a channel
-// of its own, so the run waits with a plain receive:: a select on a channel
+// of its own, so the run waits with a plain receive: a select on a channel
 // shared by every run of the instant would have each of them lock it again
 // on waking, at the instant.
 type place struct {
 	at     int64 // the instant, Unix ns
 	woken  chan struct{}
 	once   sync.Once
-	opened atomic.Bool // by the gates, which counted the run in startingFires
+	opened atomic.Bool // by the opener, which counted the run in startingFires
 	// first is the group of slow starts this run belongs to, set (before
-	// opened) when its gate opens; gone (under the gates's lock) says it
+	// opened) when its gate opens; gone (under the gates' lock) says it
 	// left before that.
 	first *firstStarts
 	gone  bool
@@ -56,7 +56,7 @@ type place struct {
 
 // firstStarts counts the slow starts woken first at an instant that have not
 // started yet; the last to start wakes rest, the instant's other runs, or a
-// timer does after the gates's firstHold.
+// timer does after the gates' firstHold.
 type firstStarts struct {
 	n     atomic.Int64
 	rest  []*place
@@ -90,15 +90,15 @@ const firstHold = 5 * time.Millisecond
 // wake ends the wait: the gate opened, or the run's context ended.
 func (p *place) wake() { p.once.Do(func() { close(p.woken) }) }
 
-// startingFires counts the fires of this process released at their instant
+// startingFires counts the fires of this process whose gate opened at their instant
 // that have not started yet. While there are any, scheduler loops put off
 // recording results and started runs put off their bookkeeping: a second's
-// worth of fires is released at once, and that work would otherwise run
+// worth of fires is woken at once, and that work would otherwise run
 // between their starts.
 // Process-wide, since members sharing a process share its cores.
 var startingFires = newStartCount(maxStartHold)
 
-// maxStartHold bounds how long the fires of one release hold up other work
+// maxStartHold bounds how long the fires of one opened gate hold up other work
 // (settled): a fire whose start waits on etcd must not hold up everything.
 const maxStartHold = 50 * time.Millisecond
 
@@ -365,9 +365,9 @@ func (h *instants) Pop() any {
 	return x
 }
 
-// sharedGates is the gates of every scheduler in the process that runs
+// sharedGates are the gates of every scheduler in the process that runs
 // on the real clock: members sharing a process (as in kira bench) then
-// have their fires of one instant released at once, not by three goroutines
+// have their fires of one instant woken at once, not by three goroutines
 // taking turns on the same cores. It runs while any such scheduler runs.
 var sharedGates struct {
 	mu     sync.Mutex

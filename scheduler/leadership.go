@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"time"
@@ -21,22 +20,25 @@ type resignedSlot struct {
 	gen  uint64
 }
 
-// endLeadership cancels the slot's executions and releases its key.
-func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
-	if sl.heapIndex >= 0 {
-		heap.Remove(&s.heap, sl.heapIndex)
-	}
+// dropLeadership is the one way a slot stops being led here: it leaves the
+// timer heap, forgets the fires it owed (their manual triggers are the next
+// holder's), cancels its executions' context, and reports kind (Released
+// or Lost). The slot's key is the caller's to release.
+func (s *Scheduler) dropLeadership(sl *slot, kind EventKind, reason string) {
+	s.unschedule(sl)
 	sl.raising = false
-	s.forgetTriggers(sl.owed.lateTriggers)
-	s.forgetTriggers(sl.owed.backlog)
-	if sl.owed.queued != nil {
-		s.forgetTriggers([]fire{*sl.owed.queued})
-	}
-	sl.owed.lateTriggers, sl.owed.queued, sl.owed.backlog = nil, nil, nil
+	s.forgetTriggers(sl.owed.clear())
 	sl.cancelLead()
 	delete(s.byKey, sl.leaderKey)
 	s.setSnapshot(sl.id, 0, false)
 	s.emit(Event{Kind: kind, Slot: sl.id, Token: sl.token, Reason: reason, At: s.cfg.Clock.Now()})
+}
+
+// endLeadership drops the slot's leadership and releases its key, after
+// the records it still carries. A slot Lost is fenced out anyway: it
+// releases nothing.
+func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
+	s.dropLeadership(sl, kind, reason)
 	if kind == Lost {
 		sl.stage, sl.ahead, sl.carried = idle, nil, nil // fenced out anyway
 		return
@@ -100,13 +102,7 @@ func (s *Scheduler) lose(cause error) error {
 	for _, sl := range s.slots {
 		switch sl.stage {
 		case leading:
-			if sl.heapIndex >= 0 {
-				heap.Remove(&s.heap, sl.heapIndex)
-			}
-			sl.cancelLead()
-			delete(s.byKey, sl.leaderKey)
-			s.setSnapshot(sl.id, 0, false)
-			s.emit(Event{Kind: Lost, Slot: sl.id, Token: sl.token, Reason: cause.Error(), At: s.cfg.Clock.Now()})
+			s.dropLeadership(sl, Lost, cause.Error())
 			sl.stage = idle
 		case campaigning:
 			s.abandonCampaign(sl)

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"context"
 	"time"
 
@@ -9,9 +8,11 @@ import (
 	"github.com/kira-scheduler/kira/shard"
 )
 
+// loop is the running phase: the one goroutine that owns every slot. Each
+// case of its select is one call; it returns nil when ctx ends, or the
+// cause when the lease is lost or no longer trusted (after lose).
 func (s *Scheduler) loop(ctx context.Context) error {
-	clock := s.cfg.Clock
-	timer := clock.NewTimer(time.Hour)
+	timer := s.cfg.Clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	// Trust is judged by the member's clock (monotonic), never by the
 	// scheduling clock: a member whose wall clock is off keeps a sound
@@ -20,56 +21,30 @@ func (s *Scheduler) loop(ctx context.Context) error {
 	defer trustTimer.Stop()
 	s.applyView(s.views.Latest())
 	for {
-		now := clock.Now()
-		trust := s.member.TrustLeft()
-		if trust <= 0 {
-			select {
-			case <-s.member.Done():
-				return s.lose(membership.ErrSessionLost)
-			default:
-				return s.lose(ErrUntrusted)
-			}
+		if err := s.checkTrust(trustTimer); err != nil {
+			return err
 		}
-		trustTimer.Reset(trust)
-		wake := now.Add(time.Hour)
-		if len(s.heap) > 0 && s.heap[0].wakeAt.Before(wake) {
-			wake = s.heap[0].wakeAt
-		}
-		timer.ResetAt(wake)
-		// Results wait while fires released at their instant are starting
-		// (see startingFires).
-		bell := s.finished.bell
-		var settled <-chan struct{}
-		if c := startingFires.settled(); !isClosed(c) {
-			bell, settled = nil, c
-		}
+		timer.ResetAt(s.nextWake())
+		finished, settled := s.finishedOrSettled()
 		select {
-		case <-settled: // the starts are done: results next
 		case <-ctx.Done():
 			return nil
-		case <-trustTimer.C:
-			// The top of the loop finds out whether an ack came in time.
 		case <-s.member.Done():
 			return s.lose(membership.ErrSessionLost)
+		case <-trustTimer.C: // the top of the loop checks the window again
+		case <-settled: // the instant's fires have started: results next
 		case <-s.views.Changed():
-			v := s.views.Latest()
-			if s.seenSelf && !v.Contains(s.member.ID()) {
-				// Our record lives under our lease: it vanished, so did the
-				// lease, even if no keepalive has told the session yet.
-				return s.lose(membership.ErrSessionLost)
+			if err := s.viewChanged(); err != nil {
+				return err
 			}
-			s.seenSelf = s.seenSelf || v.Contains(s.member.ID())
-			s.applyView(v)
 		case <-timer.C():
 			s.fireDue()
 		case r := <-s.results:
 			s.campaignEnded(r)
 		case <-s.campaignsDue.bell:
 			s.campaignsFreed()
-		case <-bell:
-			for f := range s.finished.take() {
-				s.runEnded(f)
-			}
+		case <-finished:
+			s.takeFinished()
 		case r := <-s.resigned:
 			s.resignEnded(r)
 		case r := <-s.raised:
@@ -83,13 +58,74 @@ func (s *Scheduler) loop(ctx context.Context) error {
 		case c := <-s.created:
 			s.ownKeyCreated(c)
 		case d := <-s.deleted:
-			// The same lease always campaigns with the same key, so only a
-			// delete after our key's creation ends our current leadership.
-			if sl, ok := s.byKey[d.key]; ok && sl.stage == leading && d.rev > int64(sl.token) {
-				s.endLeadership(sl, Lost, "election key deleted")
-				s.reconcile(sl)
-			}
+			s.ownKeyDeleted(d)
 		}
+	}
+}
+
+// checkTrust loses everything once the member cannot prove its lease alive,
+// and otherwise times the window's end.
+func (s *Scheduler) checkTrust(trustTimer *time.Timer) error {
+	trust := s.member.TrustLeft()
+	if trust > 0 {
+		trustTimer.Reset(trust)
+		return nil
+	}
+	select {
+	case <-s.member.Done():
+		return s.lose(membership.ErrSessionLost)
+	default:
+		return s.lose(ErrUntrusted)
+	}
+}
+
+// nextWake is when the loop next has to look at a slot: the top of the
+// heap, or an hour from now.
+func (s *Scheduler) nextWake() time.Time {
+	wake := s.cfg.Clock.Now().Add(time.Hour)
+	if len(s.heap) > 0 && s.heap[0].wakeAt.Before(wake) {
+		wake = s.heap[0].wakeAt
+	}
+	return wake
+}
+
+// finishedOrSettled returns the channels the loop waits on for results:
+// finished runs, unless fires whose gate opened are still starting
+// (see startingFires), in which case settled says when they have.
+func (s *Scheduler) finishedOrSettled() (finished, settled <-chan struct{}) {
+	if c := startingFires.settled(); !isClosed(c) {
+		return nil, c
+	}
+	return s.finished.bell, nil
+}
+
+// takeFinished takes every run that ended since the last take.
+func (s *Scheduler) takeFinished() {
+	for f := range s.finished.take() {
+		s.runEnded(f)
+	}
+}
+
+// viewChanged applies the latest view. A view without this member, once it
+// has been in one, means its lease is gone: its record lives under the
+// lease, even if no keepalive has told the session yet.
+func (s *Scheduler) viewChanged() error {
+	v := s.views.Latest()
+	if s.seenSelf && !v.Contains(s.member.ID()) {
+		return s.lose(membership.ErrSessionLost)
+	}
+	s.seenSelf = s.seenSelf || v.Contains(s.member.ID())
+	s.applyView(v)
+	return nil
+}
+
+// ownKeyDeleted ends the leadership whose key was deleted behind our back.
+// The same lease always campaigns with the same key, so only a delete after
+// our key's creation ends our current leadership.
+func (s *Scheduler) ownKeyDeleted(d deletedKey) {
+	if sl, ok := s.byKey[d.key]; ok && sl.stage == leading && d.rev > int64(sl.token) {
+		s.endLeadership(sl, Lost, "election key deleted")
+		s.reconcile(sl)
 	}
 }
 
@@ -122,9 +158,7 @@ func (s *Scheduler) reconcile(sl *slot) {
 	case !sl.wanted && sl.stage == campaigning:
 		s.abandonCampaign(sl)
 	case !sl.wanted && sl.stage == leading:
-		if sl.heapIndex >= 0 {
-			heap.Remove(&s.heap, sl.heapIndex)
-		}
+		s.unschedule(sl)
 		s.disarm(sl)
 		if len(sl.runs) == 0 {
 			s.endLeadership(sl, Released, "not preferred in the current view")

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"context"
 	"time"
 )
@@ -12,81 +11,113 @@ import (
 // membership.ErrSessionLost or ErrUntrusted after cancelling everything).
 // After Run returns the member should Leave: revoking its lease deletes every
 // election key it holds in one revision, so the next owners take over at once.
+//
+// A run goes through three phases: running (the loop), draining (a graceful
+// stop only: idle slots handed over, in-flight runs finish) and closing
+// (every slot dropped, owned goroutines waited for, the last writes
+// committed).
 func (s *Scheduler) Run(ctx context.Context) error {
 	defer s.cancelCleanup()
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	s.wg.Add(2)
-	go s.watchElections(watchCtx)
-	go s.watchControl(watchCtx)
-	release, giveBack := useGates(s.cfg.Clock)
-	s.gates = release
-	stopWriter := make(chan struct{})
-	writerDone := make(chan struct{})
-	writerCtx, abandonWrites := context.WithCancel(context.Background())
-	defer abandonWrites()
-	go func() { s.writer.Run(writerCtx, stopWriter); close(writerDone) }()
+	bg := s.startBackground()
+	defer bg.abandonWrites()
 
 	err := s.loop(ctx)
 	if err != nil {
-		abandonWrites() // the lease is gone: nothing fenced by it can be committed
+		bg.abandonWrites() // the lease is gone: nothing fenced by it can be committed
 	}
+	s.stopFiring()
+	if err == nil {
+		s.runDraining()
+	}
+	s.runClosing(err == nil, bg)
+	return err
+}
 
-	// Stop: no more fires, no more campaigns.
+// background is what Run starts beside the loop: the election and control
+// watches, the gate opener shared by the process, and the fenced writer.
+type background struct {
+	stopWatches   context.CancelFunc
+	giveGates     func()
+	stopWriter    chan struct{}
+	writerDone    chan struct{}
+	abandonWrites context.CancelFunc
+}
+
+func (s *Scheduler) startBackground() *background {
+	watchCtx, stopWatches := context.WithCancel(context.Background())
+	s.wg.Add(2)
+	go s.watchElections(watchCtx)
+	go s.watchControl(watchCtx)
+	g, giveGates := useGates(s.cfg.Clock)
+	s.gates = g
+	writerCtx, abandonWrites := context.WithCancel(context.Background())
+	bg := &background{stopWatches: stopWatches, giveGates: giveGates, stopWriter: make(chan struct{}),
+		writerDone: make(chan struct{}), abandonWrites: abandonWrites}
+	go func() { s.writer.Run(writerCtx, bg.stopWriter); close(bg.writerDone) }()
+	return bg
+}
+
+// stopFiring ends the running phase: no more fires, no more campaigns,
+// whatever the view says; armed fires that have not started go with their
+// slots.
+func (s *Scheduler) stopFiring() {
 	for _, sl := range s.slots {
 		if sl.stage == campaigning {
 			s.abandonCampaign(sl)
 		}
-		if sl.heapIndex >= 0 {
-			heap.Remove(&s.heap, sl.heapIndex)
-		}
+		s.unschedule(sl)
 	}
 	s.stopping = true
 	for _, sl := range s.slots {
-		s.disarm(sl) // not started: it goes with the slot
+		s.disarm(sl)
 	}
-	if err == nil {
-		if s.inFlight() > 0 {
-			// Slots with nothing running are handed over now, not after the
-			// others' executions drain (up to Grace): their next fires belong
-			// to the next holder, who takes over within milliseconds. The
-			// member leaves the view first, so that the others want its slots
-			// (and campaign for them) by the time they are resigned.
-			wctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
-			if err := s.member.Withdraw(wctx); err != nil {
-				s.cfg.Logger.Warn("could not leave the view; idle slots are handed over when the lease is revoked", "err", err)
-			}
-			cancel()
-			for _, sl := range s.slots {
-				if sl.stage == leading && len(sl.runs) == 0 {
-					s.endLeadership(sl, Released, "stopping")
-				}
+}
+
+// runDraining hands the slots over as their runs end. Slots with nothing
+// running are handed over at once, not after the others' executions drain
+// (up to Grace): their next fires belong to the next holder, who takes over
+// within milliseconds. The member leaves the view first, so that the others
+// want its slots (and campaign for them) by the time they are resigned.
+// Held by TestStopWithRunInFlightHandsIdleSlotsOverAtOnce.
+func (s *Scheduler) runDraining() {
+	if s.running > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), resignTimeout)
+		if err := s.member.Withdraw(ctx); err != nil {
+			s.cfg.Logger.Warn("could not leave the view; idle slots are handed over when the lease is revoked", "err", err)
+		}
+		cancel()
+		for _, sl := range s.slots {
+			if sl.stage == leading && len(sl.runs) == 0 {
+				s.endLeadership(sl, Released, "stopping")
 			}
 		}
-		s.drain(s.cfg.Grace)
 	}
-	// The lease revoke that follows (Member.Leave) deletes every key this
-	// member holds in one revision: one request, not one resign per slot.
+	s.drain(s.cfg.Grace)
+}
+
+// runClosing drops every slot still led (after taking back its start
+// recorded ahead, on a graceful stop), cancels what still runs, waits for
+// the goroutines the scheduler owns, and commits the last writes. The lease
+// revoke that follows (Member.Leave) deletes every key of the member in one
+// revision: one request, not one resign per slot.
+func (s *Scheduler) runClosing(graceful bool, bg *background) {
 	for _, sl := range s.slots {
-		if sl.stage == leading && err == nil {
-			s.retractAhead(sl) // committed before the member leaves: the writer is flushed first
+		if sl.stage != leading {
+			continue
 		}
-		if sl.stage == leading {
-			sl.cancelLead()
-			delete(s.byKey, sl.leaderKey)
-			s.setSnapshot(sl.id, 0, false)
-			s.emit(Event{Kind: Released, Slot: sl.id, Token: sl.token, Reason: "stopping", At: s.cfg.Clock.Now()})
-			sl.stage = idle
+		if graceful {
+			s.retractAhead(sl) // committed before the member leaves: the writer is flushed below
 		}
+		s.dropLeadership(sl, Released, "stopping")
+		sl.stage = idle
 	}
 	s.drain(0)
-	stopWatch()
-	giveBack()
+	bg.stopWatches()
+	bg.giveGates()
 	s.waitOwned(ownedWait)
 	close(s.stopped)
-	// The last results are committed (under the fence) before the member leaves.
-	close(stopWriter)
-	<-writerDone
-	return err
+	close(bg.stopWriter)
+	<-bg.writerDone
 }
 
 // drain waits for in-flight executions, up to grace, then cancels the rest
@@ -94,15 +125,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 func (s *Scheduler) drain(grace time.Duration) {
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
-	for s.inFlight() > 0 {
+	for s.running > 0 {
 		select {
 		case <-s.finished.bell:
-			for f := range s.finished.take() {
-				s.runEnded(f)
-				if sl, ok := s.slots[f.slot]; ok && grace > 0 && sl.stage == leading && len(sl.runs) == 0 && s.inFlight() > 0 {
-					s.endLeadership(sl, Released, "stopping") // its run is over: hand it over without waiting for the others
-				}
-			}
+			s.finishedDraining(grace > 0)
 		case r := <-s.resigned:
 			s.resignEnded(r)
 		case r := <-s.results:
@@ -110,16 +136,30 @@ func (s *Scheduler) drain(grace time.Duration) {
 		case r := <-s.raised:
 			s.raiseEnded(r)
 		case <-deadline.C:
-			for _, sl := range s.slots {
-				if sl.cancelLead != nil {
-					sl.cancelLead()
-				}
-			}
+			s.cancelRuns()
 		}
 	}
 }
 
-func (s *Scheduler) inFlight() int { return s.running }
+// finishedDraining takes the runs that ended while draining; with handOver,
+// a slot whose run is over is handed over without waiting for the others.
+func (s *Scheduler) finishedDraining(handOver bool) {
+	for f := range s.finished.take() {
+		s.runEnded(f)
+		if sl, ok := s.slots[f.slot]; ok && handOver && sl.stage == leading && len(sl.runs) == 0 && s.running > 0 {
+			s.endLeadership(sl, Released, "stopping")
+		}
+	}
+}
+
+// cancelRuns cancels every execution still in flight.
+func (s *Scheduler) cancelRuns() {
+	for _, sl := range s.slots {
+		if sl.cancelLead != nil {
+			sl.cancelLead()
+		}
+	}
+}
 
 // waitOwned waits for campaign, resign and execution goroutines, answering
 // them until they are gone or bound passes. Goroutines still inside an etcd
@@ -138,20 +178,31 @@ func (s *Scheduler) waitOwned(bound time.Duration) {
 			s.cfg.Logger.Warn("stopped with etcd calls still pending; closing the client releases them")
 			return
 		case r := <-s.results:
-			if r.err == nil {
-				resign(s.cleanupCtx, r.election)
-			}
+			s.campaignEndedClosing(r)
 		case <-s.resigned:
 		case <-s.raised:
 		case <-s.retries:
 		case <-s.finished.bell:
-			for f := range s.finished.take() {
-				if sl, ok := s.slots[f.slot]; ok {
-					if _, ok := sl.runs[f.run]; ok {
-						delete(sl.runs, f.run)
-						s.running--
-					}
-				}
+			s.finishedClosing()
+		}
+	}
+}
+
+// campaignEndedClosing resigns a campaign that won after the scheduler
+// stopped.
+func (s *Scheduler) campaignEndedClosing(r campaignResult) {
+	if r.err == nil {
+		resign(s.cleanupCtx, r.election)
+	}
+}
+
+// finishedClosing forgets the runs that ended after the slots were dropped.
+func (s *Scheduler) finishedClosing() {
+	for f := range s.finished.take() {
+		if sl, ok := s.slots[f.slot]; ok {
+			if _, ok := sl.runs[f.run]; ok {
+				delete(sl.runs, f.run)
+				s.running--
 			}
 		}
 	}

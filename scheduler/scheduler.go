@@ -42,7 +42,7 @@ type Config struct {
 	OnEvent func(Event)
 	// ArmAhead is how long before a fire's time the loop prepares it, when the
 	// slot is free and the fire's start is already recorded: the execution's
-	// goroutine is made then and waits at a gate the releaser opens at the
+	// goroutine is made then and waits at a gate that opens at the
 	// instant, so at the instant nothing is left to do but start, however
 	// many slots fire together. Default DefaultArmAhead; negative turns arming off. A
 	// pause that arrives while a fire is armed applies from the next fire.
@@ -97,7 +97,7 @@ type Scheduler struct {
 	// stopping is set when Run's loop has returned: nothing is campaigned for
 	// any more, whatever the view says.
 	stopping bool
-	// cleanupCtx bounds the deletes of our own keys (resigns, withdrawn
+	// cleanupCtx bounds the deletes of our own keys (resigns, abandoned
 	// candidacies); it is cancelled when the lease is lost, since the lease's
 	// revoke or expiry deletes them all anyway, and an etcd that cannot
 	// renew the lease would make each of them wait out its timeout.

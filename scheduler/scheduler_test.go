@@ -14,6 +14,7 @@ import (
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
 	"github.com/kira-scheduler/kira/shard"
@@ -142,12 +143,12 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 	n.stop = func() error {
 		once.Do(func() {
 			stopRun()
-			stopErr = <-n.done
+			stopErr = kiratest.Receive(t, n.done, 30*time.Second, "the scheduler's Run to return")
 			leaveCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			m.Leave(leaveCtx) // bounded: a test may have stopped etcd
 			cancel()
 			stopViews()
-			<-viewsDone
+			kiratest.Receive(t, viewsDone, 10*time.Second, "the views to stop")
 		})
 		return stopErr
 	}
@@ -207,15 +208,13 @@ func leadersMatch(want map[shard.Slot]string, nodes ...*node) bool {
 	return true
 }
 
+// waitUntil is kiratest.WaitUntil that dumps every node's slots first when
+// it gives up.
 func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			debugDump(t)
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !kiratest.Poll(timeout, cond) {
+		debugDump(t)
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 

@@ -687,7 +687,10 @@ func TestTriggerWhileTheFenceIsRaisedRunsOnce(t *testing.T) {
 	startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{cfg: Config{OnAcquire: func(ctx context.Context, s shard.Slot, _ fencing.Claim) error {
 		if s.Job == "tick" {
 			close(hooked)
-			<-release
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
 		}
 		return nil
 	}}})

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -103,6 +104,16 @@ type owedFires struct {
 	// lateTriggers are the manual triggers the control watch reported while
 	// the fences were raised; they join those read at acquisition.
 	lateTriggers []fire
+}
+
+// clear empties o and returns the fires it held.
+func (o *owedFires) clear() []fire {
+	all := slices.Concat(o.backlog, o.lateTriggers)
+	if o.queued != nil {
+		all = append(all, *o.queued)
+	}
+	*o = owedFires{}
+	return all
 }
 
 // slotHeap orders leading slots by when the loop next has to look at them

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
 	"go.uber.org/goleak"
 )
@@ -60,17 +61,6 @@ func runKira(t *testing.T, args ...string) (string, int) {
 	return string(out), 0
 }
 
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func freePort(t *testing.T) string { return etcdtest.FreeAddr(t) }
 
 func TestValidate(t *testing.T) {
@@ -109,7 +99,7 @@ func TestEtcdCluster(t *testing.T) {
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new"))
 	}
 	for _, c := range clients {
-		eventually(t, "healthy "+c, 60*time.Second, func() bool {
+		kiratest.WaitUntil(t, "healthy "+c, 60*time.Second, func() bool {
 			resp, err := http.Get(c + "/health")
 			if err != nil {
 				return false
@@ -175,7 +165,7 @@ func TestThreeMembers(t *testing.T) {
 		members = append(members, start(t, "run", "--catalog", cat, "--etcd", ep, "--name", fmt.Sprintf("m%d", i)))
 	}
 	var st operator.Status
-	eventually(t, "slots spread over three members", 30*time.Second, func() bool {
+	kiratest.WaitUntil(t, "slots spread over three members", 30*time.Second, func() bool {
 		st = statusOf(t, ep, "e2e")
 		_, ok := settled(st, 3)
 		return ok
@@ -203,7 +193,7 @@ func TestThreeMembers(t *testing.T) {
 	}
 	killed := time.Now()
 	victimProc.Signal(syscall.SIGKILL)
-	eventually(t, "slots moved off the killed member", 15*time.Second, func() bool {
+	kiratest.WaitUntil(t, "slots moved off the killed member", 15*time.Second, func() bool {
 		st = statusOf(t, ep, "e2e")
 		_, ok := settled(st, 2)
 		return ok
@@ -237,7 +227,7 @@ func TestThreeMembers(t *testing.T) {
 	if code := leaving.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 		t.Fatalf("SIGTERM: exit %d", code)
 	}
-	eventually(t, "one member owning everything", 10*time.Second, func() bool {
+	kiratest.WaitUntil(t, "one member owning everything", 10*time.Second, func() bool {
 		st = statusOf(t, ep, "e2e")
 		_, ok := settled(st, 1)
 		return ok

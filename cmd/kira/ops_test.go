@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
 )
 
@@ -47,7 +48,7 @@ func TestOperatorWorkflow(t *testing.T) {
 	// A member with no --catalog runs what is stored.
 	start(t, "run", "--cluster", "ops", "--etcd", ep)
 	var st operator.Status
-	eventually(t, "both slots owned", 20*time.Second, func() bool {
+	kiratest.WaitUntil(t, "both slots owned", 20*time.Second, func() bool {
 		st = statusOf(t, ep, "ops")
 		return len(st.Slots) == 2 && st.Slots[0].Owner != "" && st.Slots[1].Owner != ""
 	})
@@ -71,7 +72,7 @@ func TestOperatorWorkflow(t *testing.T) {
 	id := strings.Fields(out)[len(strings.Fields(out))-1]
 	// The manual run happens although the job is paused, and lands in the history.
 	var recs []map[string]any
-	eventually(t, "the manual run in the history", 20*time.Second, func() bool {
+	kiratest.WaitUntil(t, "the manual run in the history", 20*time.Second, func() bool {
 		out, code := runKira(t, "history", "tick", "-o", "json", "--etcd", ep, "--cluster", "ops")
 		if code != 0 || json.Unmarshal([]byte(out), &recs) != nil {
 			return false
@@ -100,7 +101,7 @@ func TestOperatorWorkflow(t *testing.T) {
 		t.Fatalf("dry run diff: %s", out)
 	}
 	runKira(t, "apply", "-f", file, "--etcd", ep)
-	eventually(t, "the member to run the new catalog", 20*time.Second, func() bool {
+	kiratest.WaitUntil(t, "the member to run the new catalog", 20*time.Second, func() bool {
 		st = statusOf(t, ep, "ops")
 		return len(st.Slots) == 3 && st.Slots[0].Owner != "" && st.Members[0].CatalogRevision == st.CatalogRevision
 	})

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/kiratest"
+
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -314,7 +316,7 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 		t.Fatalf("%d transactions; want the 4 writes in 1", n)
 	}
 	close(stop)
-	<-ran
+	kiratest.Receive(t, ran, 10*time.Second, "ran")
 
 	w = NewWriter(kv)
 	w.linger = 50 * time.Millisecond
@@ -327,7 +329,7 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(stop)
-	<-ran
+	kiratest.Receive(t, ran, 10*time.Second, "ran")
 }
 
 func TestWriterRefusesRatherThanBlocks(t *testing.T) {

@@ -1,0 +1,140 @@
+package member
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/scheduler"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnoredGoroutines()...) }
+
+const catalog = `cluster: life
+membership:
+  lease_ttl: 2s
+jobs:
+  - name: tick
+    schedule: "@every 1s"
+    partitions: 2
+    handler: tick
+`
+
+// incarnations records every incarnation Run starts, and the runs of tick.
+type incarnations struct {
+	mu   sync.Mutex
+	ids  []string
+	runs int
+}
+
+func (r *incarnations) seen() ([]string, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.ids...), r.runs
+}
+
+// startRun runs a member until the test ends; done is closed when Run has
+// returned, with its error in *runErr.
+func startRun(t *testing.T, endpoints []string) (rec *incarnations, cancel context.CancelFunc, done <-chan struct{}, runErr *error) {
+	t.Helper()
+	cat, err := config.Parse("life.yaml", []byte(catalog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = &incarnations{}
+	tick := func(context.Context) error { rec.mu.Lock(); rec.runs++; rec.mu.Unlock(); return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	finished := make(chan struct{})
+	runErr = new(error)
+	go func() {
+		defer close(finished)
+		*runErr = Run(ctx, Config{Endpoints: endpoints, Catalog: cat, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+			Scheduler: scheduler.Config{Handlers: jobs.Handlers{"tick": tick}},
+			OnIncarnation: func(inc *Incarnation) {
+				if inc != nil {
+					rec.mu.Lock()
+					rec.ids = append(rec.ids, inc.ID())
+					rec.mu.Unlock()
+				}
+			}})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		kiratest.Receive(t, finished, 30*time.Second, "Run to return")
+	})
+	return rec, cancel, finished, runErr
+}
+
+func keys(t *testing.T, cli *clientv3.Client, prefix string) int64 {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
+}
+
+// Run stores the catalog, joins, runs the job, and on ctx's end leaves: its
+// lease is revoked, so its record and every election key are gone at once.
+func TestRunJoinsRunsAndLeaves(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	rec, cancel, done, runErr := startRun(t, etcd.Endpoints())
+	kiratest.WaitUntil(t, "tick to run", 15*time.Second, func() bool { _, runs := rec.seen(); return runs >= 2 })
+	if n := keys(t, cli, keyspace.Elections("life")); n != 2 {
+		t.Fatalf("%d election keys while running, want 2 (one member, two slots)", n)
+	}
+	cancel()
+	kiratest.Receive(t, done, 30*time.Second, "Run to return")
+	if *runErr != nil {
+		t.Fatalf("Run after ctx ended: %v, want nil", *runErr)
+	}
+	if m, e := keys(t, cli, keyspace.Members("life")), keys(t, cli, keyspace.Elections("life")); m != 0 || e != 0 {
+		t.Fatalf("after leaving: %d member records, %d election keys; want none (lease revoked)", m, e)
+	}
+}
+
+// A member whose lease is revoked behind its back stops everything and
+// joins again as a new member, with a new id, and runs the job again.
+func TestRunRejoinsAsANewMemberAfterALostLease(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	rec, _, done, runErr := startRun(t, etcd.Endpoints())
+	kiratest.WaitUntil(t, "the first incarnation to run tick", 15*time.Second, func() bool { _, runs := rec.seen(); return runs >= 1 })
+	leases, err := cli.Leases(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Leases {
+		if _, err := cli.Revoke(context.Background(), l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, before := rec.seen()
+	kiratest.WaitUntil(t, "a second incarnation running tick", 20*time.Second, func() bool {
+		select {
+		case <-done:
+			t.Fatalf("Run returned instead of rejoining: %v", *runErr)
+		default:
+		}
+		ids, runs := rec.seen()
+		return len(ids) >= 2 && runs > before
+	})
+	ids, _ := rec.seen()
+	if ids[0] == ids[1] {
+		t.Fatalf("rejoined with the same id %s, want a new member", ids[0])
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
