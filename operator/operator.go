@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -66,7 +65,7 @@ func RequestRun(ctx context.Context, kv clientv3.KV, cluster string, slots []sha
 func ReadHistory(ctx context.Context, kv clientv3.KV, cluster, job string, partition, n int) ([]history.Record, error) {
 	prefix := keyspace.History(cluster, job)
 	if partition >= 0 {
-		prefix += fmt.Sprintf("%d/", partition)
+		prefix = keyspace.SlotHistory(cluster, shard.Slot{Job: job, Partition: partition})
 	}
 	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -64,56 +65,16 @@ func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, e
 	if err != nil {
 		return nil, err
 	}
+	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
 	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []membership.Record{}, Slots: []SlotStatus{}, Paused: []string{}}
-	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
-		if job, ok := strings.CutSuffix(strings.TrimPrefix(string(kv.Key), keyspace.Control(cluster)), "/paused"); ok {
-			st.Paused = append(st.Paused, job)
-		}
+	st.Paused = pausedJobs(cluster, kvs(3))
+	st.Members = memberRecords(cluster, kvs(0))
+	slots := map[shard.Slot]*SlotStatus{}
+	if cat := kvs(2); len(cat) == 1 {
+		st.CatalogRevision = cat[0].ModRevision
+		catalogSlots(cat[0].Value, slots)
 	}
-	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		var rec membership.Record
-		if json.Unmarshal(kv.Value, &rec) != nil || rec.ID == "" {
-			rec.ID = strings.TrimPrefix(string(kv.Key), keyspace.Members(cluster))
-		}
-		st.Members = append(st.Members, rec)
-	}
-	slots := map[[2]string]*SlotStatus{}
-	slot := func(job string, partition int) *SlotStatus {
-		k := [2]string{job, strconv.Itoa(partition)}
-		if s, ok := slots[k]; ok {
-			return s
-		}
-		s := &SlotStatus{Job: job, Partition: partition}
-		slots[k] = s
-		return s
-	}
-	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 1 {
-		st.CatalogRevision = kvs[0].ModRevision
-		var cat config.Catalog
-		if err := json.Unmarshal(kvs[0].Value, &cat); err == nil {
-			for _, j := range cat.Jobs {
-				for p := 0; p < j.Partitions; p++ {
-					slot(j.Name, p)
-				}
-			}
-		}
-	}
-	// Election keys: election/<job>/<partition>/<lease>; the oldest key leads.
-	prefix := keyspace.Elections(cluster)
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		parts := strings.Split(strings.TrimPrefix(string(kv.Key), prefix), "/")
-		if len(parts) != 3 {
-			continue
-		}
-		p, err := strconv.Atoi(parts[1])
-		if err != nil {
-			continue
-		}
-		s := slot(parts[0], p)
-		if s.Token == 0 || kv.CreateRevision < s.Token {
-			s.Owner, s.Token = string(kv.Value), kv.CreateRevision
-		}
-	}
+	electionOwners(cluster, kvs(1), slots)
 	for _, s := range slots {
 		st.Slots = append(st.Slots, *s)
 	}
@@ -125,4 +86,67 @@ func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, e
 		return a.Partition < b.Partition
 	})
 	return st, nil
+}
+
+// pausedJobs are the jobs whose paused key exists.
+func pausedJobs(cluster string, kvs []*mvccpb.KeyValue) []string {
+	out := []string{}
+	for _, kv := range kvs {
+		if ck, ok := keyspace.ParseControl(cluster, string(kv.Key)); ok && !ck.Trigger {
+			out = append(out, ck.Job)
+		}
+	}
+	return out
+}
+
+// memberRecords decodes the member records; one that cannot be read is
+// listed by its key's id.
+func memberRecords(cluster string, kvs []*mvccpb.KeyValue) []membership.Record {
+	out := []membership.Record{}
+	for _, kv := range kvs {
+		var rec membership.Record
+		if json.Unmarshal(kv.Value, &rec) != nil || rec.ID == "" {
+			rec.ID = strings.TrimPrefix(string(kv.Key), keyspace.Members(cluster))
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// slotStatus returns the entry of slot s, made if new.
+func slotStatus(slots map[shard.Slot]*SlotStatus, s shard.Slot) *SlotStatus {
+	if st, ok := slots[s]; ok {
+		return st
+	}
+	st := &SlotStatus{Job: s.Job, Partition: s.Partition}
+	slots[s] = st
+	return st
+}
+
+// catalogSlots adds every slot of the stored catalog, led or not.
+func catalogSlots(data []byte, slots map[shard.Slot]*SlotStatus) {
+	var cat config.Catalog
+	if json.Unmarshal(data, &cat) != nil {
+		return
+	}
+	for _, j := range cat.Jobs {
+		for p := 0; p < j.Partitions; p++ {
+			slotStatus(slots, shard.Slot{Job: j.Name, Partition: p})
+		}
+	}
+}
+
+// electionOwners sets each slot's owner and token: the oldest key of its
+// election leads, and its create revision is the token.
+func electionOwners(cluster string, kvs []*mvccpb.KeyValue, slots map[shard.Slot]*SlotStatus) {
+	for _, kv := range kvs {
+		id, _, ok := keyspace.ParseCandidacy(cluster, string(kv.Key))
+		if !ok {
+			continue
+		}
+		s := slotStatus(slots, id)
+		if s.Token == 0 || kv.CreateRevision < s.Token {
+			s.Owner, s.Token = string(kv.Value), kv.CreateRevision
+		}
+	}
 }

@@ -45,9 +45,9 @@ func TestCatchUp(t *testing.T) {
 		{"a fire recorded ahead of its time is not a retry",
 			history.SlotState{Token: 7, Started: at(40), StartedID: id(at(40)), StartedAttempt: 1, Finished: at(30)},
 			job(config.MisfireFireOnce, time.Hour), at(35), nil, nil, 0, 0},
-		// Found by the chaos suite: a slot handed over before its first fire
-		// carries only the start recorded ahead. Nothing is owed: catching
-		// up from the zero time ran every fire of the catch-up window.
+		// A slot handed over before its first fire carries only the start
+		// recorded ahead. Nothing is owed: catching up from the zero time
+		// would run every fire of the catch-up window.
 		{"a slot that never finished a fire owes nothing",
 			history.SlotState{Token: 7, Started: at(40), StartedID: id(at(40)), StartedAttempt: 1},
 			job(config.MisfireFireAll, time.Hour), at(35), nil, nil, 0, 0},

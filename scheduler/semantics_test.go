@@ -231,9 +231,9 @@ func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
 
 // The same for the retry of a fire the previous holder started and never
 // finished: a fire that falls due while it runs joins the backlog under
-// fire-all. Found by the chaos suite (TestKillLeader): the killed holder had
-// recorded the next fire's start ahead, the new holder took over 17 ms
-// before the fire after it, and that fire was skipped as an overlap.
+// fire-all. The case: the killed holder recorded the next fire's start
+// ahead, and the new holder takes over a few ms before the fire after it,
+// which must not be skipped as an overlap.
 func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
@@ -262,7 +262,7 @@ func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
 // A member whose clock runs 30 s ahead runs the fire at 40 while the others'
 // clocks read 10. When a member with the right clock takes the slot over, it
 // must not run 10, 20, 30 or 40 again: the slot's state says 40 finished.
-// Found by the chaos suite's clock-skew fault (the witness saw the replays).
+// The chaos suite's TestClockSkew holds the same across processes.
 func TestNewOwnerDoesNotRerunFiresOfAnAheadClock(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)

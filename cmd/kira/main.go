@@ -33,7 +33,7 @@ Usage:
   kira trigger  JOB [--partition N] [--etcd URLS] [--cluster NAME]
   kira history  JOB [-n 20] [--partition N] [-o json] [--etcd URLS] [--cluster NAME]
   kira validate FILE
-  kira bench    [--slots 100,1000,10000] [--ttls 2s,6s,15s] [--trials 3] [--rebalance 10000] [-o json]
+  kira bench    [--slots 100,1000,10000] [--ttls 2s,6s,15s] [--trials 9] [--rebalance 10000] [--etcd URLS | --etcd-fast] [-o json]
 
 Run "kira COMMAND -h" for a command's flags.
 `

@@ -8,15 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/jobs"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnoredGoroutines()...) }
 
 // The embedded member runs every partition of the service's job, and stops
 // when its context ends.
