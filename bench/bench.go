@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/scheduler"
@@ -26,11 +27,11 @@ import (
 
 // Config says what to measure.
 type Config struct {
-	Endpoints []string      // etcd to run against
-	Slots     []int         // lateness: slot counts, each over 3 members
-	Duration  time.Duration // lateness: measuring window
-	Warmup    time.Duration // lateness: from every slot owned to the window
-	Command   bool          // lateness: run `sh -c :` instead of an in-process handler
+	Etcd     etcdclient.Config // the etcd to run against
+	Slots    []int             // lateness: slot counts, each over 3 members
+	Duration time.Duration     // lateness: measuring window
+	Warmup   time.Duration     // lateness: from every slot owned to the window
+	Command  bool              // lateness: run `sh -c :` instead of an in-process handler
 	// Jitter spreads the load's fires over time: each slot fires at its own
 	// fixed offset in [0, Jitter) after its scheduled second (the job's
 	// jitter), and its lateness is counted from then. Zero: every slot
@@ -308,7 +309,7 @@ func withProbe(cat *config.Catalog) {
 func startMembers(cfg Config, cat *config.Catalog, n int, onEvent func(scheduler.Event)) ([]*member, error) {
 	var out []*member
 	for i := 0; i < n; i++ {
-		m, err := startMember(cfg.Endpoints, cat, handlers, onEvent)
+		m, err := startMember(cfg.Etcd, cat, handlers, onEvent)
 		if err != nil {
 			for _, m := range out {
 				m.stop()
@@ -382,7 +383,7 @@ func median(d []time.Duration) time.Duration {
 func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error) {
 	r := &Report{Etcd: "embedded in this process, " + cfg.EtcdTuning}
 	if !cfg.EtcdInProcess {
-		r.Etcd = "external: " + strings.Join(cfg.Endpoints, ",")
+		r.Etcd = "external: " + strings.Join(cfg.Etcd.Endpoints, ",")
 	}
 	for _, ttl := range cfg.TTLs {
 		progress(fmt.Sprintf("failover after a crash, lease_ttl %s, %d trials", ttl, cfg.Trials))
@@ -912,7 +913,7 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 		return nil
 	}
 	if err := measure("3→4", func() error {
-		m, err := startMember(cfg.Endpoints, cat, handlers, ev.add)
+		m, err := startMember(cfg.Etcd, cat, handlers, ev.add)
 		if err == nil {
 			ms = append(ms, m)
 		}

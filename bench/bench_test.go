@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/scheduler"
@@ -24,7 +25,7 @@ func TestSmallRunOfEveryScenario(t *testing.T) {
 		t.Skip("runs real failovers")
 	}
 	c := etcdtest.Start(t)
-	cfg := Config{Endpoints: c.Endpoints(), Slots: []int{20}, Duration: 2 * time.Second, Warmup: time.Second, TTLs: []time.Duration{2 * time.Second}, Trials: 1, Rebalance: 200}
+	cfg := Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Slots: []int{20}, Duration: 2 * time.Second, Warmup: time.Second, TTLs: []time.Duration{2 * time.Second}, Trials: 1, Rebalance: 200}
 	r, err := Run(context.Background(), cfg, func(s string) { t.Log(s) })
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestJitteredFiresAreDueAtTheirOffset(t *testing.T) {
 // keep their own count, and the probe's fires start as processes.
 func TestProbeIsReportedApart(t *testing.T) {
 	c := etcdtest.Start(t)
-	l, err := lateness(Config{Endpoints: c.Endpoints(), Duration: 2 * time.Second, Warmup: time.Second, Probe: true}, 10)
+	l, err := lateness(Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Duration: 2 * time.Second, Warmup: time.Second, Probe: true}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestProcessFailoverAndHandover(t *testing.T) {
 		t.Fatalf("building kira: %v\n%s", err, out)
 	}
 	c := etcdtest.Start(t)
-	f, err := procFailover(Config{Endpoints: c.Endpoints(), Processes: true, Binary: bin, Trials: 1}, 2*time.Second)
+	f, err := procFailover(Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Processes: true, Binary: bin, Trials: 1}, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestProcessFailoverAndHandover(t *testing.T) {
 		t.Fatalf("failover %+v", f)
 	}
 	t.Logf("%+v", f)
-	h, err := procHandover(Config{Endpoints: c.Endpoints(), Processes: true, Binary: bin, Trials: 1})
+	h, err := procHandover(Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Processes: true, Binary: bin, Trials: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/jobs"
 	kiramember "github.com/kira-scheduler/kira/member"
 	"github.com/kira-scheduler/kira/scheduler"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // member is one in-process Kira member with its own etcd connection: one
@@ -32,13 +32,13 @@ type member struct {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func startMember(endpoints []string, cat *config.Catalog, handlers jobs.Handlers, onEvent func(scheduler.Event)) (*member, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+func startMember(etcd etcdclient.Config, cat *config.Catalog, handlers jobs.Handlers, onEvent func(scheduler.Event)) (*member, error) {
+	cli, err := etcdclient.New(etcd)
 	if err != nil {
 		return nil, err
 	}
 	inc, err := kiramember.Start(context.Background(), cli, kiramember.Config{
-		Catalog: cat, Logger: quiet,
+		Etcd: etcd, Catalog: cat, Logger: quiet,
 		Scheduler: scheduler.Config{Handlers: handlers, OnEvent: onEvent, Grace: 5 * time.Second},
 	})
 	if err != nil {

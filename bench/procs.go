@@ -10,16 +10,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // procCatalog is the failover job for members in processes of their own:
@@ -102,7 +101,7 @@ type procTrial struct {
 }
 
 func procTrials(cfg Config, name string, ttl time.Duration, end ownerEnd) ([]time.Duration, int, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := etcdclient.New(cfg.Etcd)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -293,7 +292,8 @@ func startProc(cfg Config, dir, catalog, name string) (*memberProc, error) {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := exec.Command(cfg.Binary, "run", "--catalog", catalog, "--etcd", strings.Join(cfg.Endpoints, ","), "--name", name, "--log-level", "warn")
+	cmd := exec.Command(cfg.Binary, append(append([]string{"run", "--catalog", catalog}, cfg.Etcd.Args()...), "--name", name, "--log-level", "warn")...)
+	cmd.Env = append(os.Environ(), cfg.Etcd.Env()...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return nil, err

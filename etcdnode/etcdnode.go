@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -67,10 +68,28 @@ type Config struct {
 	// keeps every revision, and the database then grows until etcd's quota
 	// stops all writes.
 	AutoCompactionRetention string
+	// Client TLS (etcd's --cert-file, --key-file, --trusted-ca-file,
+	// --client-cert-auth): the listen client URLs must then be https.
+	ClientTLS TLS
+	// Peer TLS (etcd's --peer-* flags): the peer URLs must then be https.
+	PeerTLS TLS
 	// Quiet discards etcd's own log: its failures still reach the caller
 	// through Err.
 	Quiet  bool
 	Tuning Tuning
+}
+
+// TLS is one side's certificates, as etcd's flags name them.
+type TLS struct {
+	CertFile, KeyFile, TrustedCAFile string
+	// ClientCertAuth requires every client (or peer) to present a
+	// certificate signed by TrustedCAFile; with auth enabled, the
+	// certificate's common name is the client's user.
+	ClientCertAuth bool
+}
+
+func (t TLS) info() transport.TLSInfo {
+	return transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: t.ClientCertAuth}
 }
 
 // Embed validates c and returns etcd's configuration for it. Errors name the
@@ -124,6 +143,13 @@ func (c Config) Embed() (*embed.Config, error) {
 		return nil, fmt.Errorf("etcd: --initial-cluster-state must be new or existing, got %q", c.InitialClusterState)
 	}
 	cfg.InitialClusterToken = c.InitialClusterToken
+	cfg.ClientTLSInfo, cfg.PeerTLSInfo = c.ClientTLS.info(), c.PeerTLS.info()
+	if err := checkTLS("client", cfg.ListenClientUrls, c.ClientTLS); err != nil {
+		return nil, err
+	}
+	if err := checkTLS("peer", cfg.ListenPeerUrls, c.PeerTLS); err != nil {
+		return nil, err
+	}
 	if peers, _, err := cfg.PeerURLsMapAndToken("etcd"); err == nil && len(peers) == 1 {
 		cfg.SnapshotCatchUpEntries = SingleMemberCatchUpEntries
 	}
@@ -133,6 +159,30 @@ func (c Config) Embed() (*embed.Config, error) {
 		cfg.UnsafeNoFsync = true
 	}
 	return cfg, cfg.Validate()
+}
+
+// checkTLS refuses TLS settings that would not be used, or half of them:
+// etcd would otherwise serve plain HTTP where its operator asked for TLS.
+func checkTLS(side string, urls []url.URL, t TLS) error {
+	prefix := ""
+	if side == "peer" {
+		prefix = "peer-"
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return fmt.Errorf("etcd: --%scert-file and --%skey-file go together", prefix, prefix)
+	}
+	if t.ClientCertAuth && t.TrustedCAFile == "" {
+		return fmt.Errorf("etcd: --%sclient-cert-auth needs --%strusted-ca-file", prefix, prefix)
+	}
+	for _, u := range urls {
+		if t.CertFile != "" && u.Scheme == "http" {
+			return fmt.Errorf("etcd: --%scert-file is given but the %s URL %s is http://: use https://", prefix, side, u.String())
+		}
+		if t.CertFile == "" && u.Scheme == "https" {
+			return fmt.Errorf("etcd: the %s URL %s is https:// but no --%scert-file and --%skey-file are given", side, u.String(), prefix, prefix)
+		}
+	}
+	return nil
 }
 
 // ParseURLs reads a comma-separated list of URLs given to flag.

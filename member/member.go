@@ -24,17 +24,19 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/scheduler"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
-// Config is what a member needs. Endpoints and Cluster are required.
+// Config is what a member needs. Etcd's endpoints, and Cluster or
+// Catalog, are required.
 type Config struct {
-	// Endpoints are the etcd cluster's client URLs.
-	Endpoints []string
+	// Etcd says how to reach etcd: endpoints, TLS, user.
+	Etcd etcdclient.Config
 	// Cluster names the catalog the member runs (the catalog's cluster:).
 	Cluster string
 	// Catalog, if set, is stored at start when it differs from the stored
@@ -67,7 +69,8 @@ const leaveTimeout = 5 * time.Second
 // Run keeps a member of the cluster alive until ctx ends (then it returns
 // nil after a graceful leave). A lost lease or an unreachable etcd is
 // retried with a new incarnation; an error no retry can cure (no catalog
-// stored, a catalog this binary cannot run) is returned.
+// stored, a catalog this binary cannot run, etcd refusing this client:
+// etcdclient.ErrRefused) is returned.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -79,10 +82,12 @@ func Run(ctx context.Context, cfg Config) error {
 			return nil
 		}
 		switch {
+		case errors.Is(err, etcdclient.ErrRefused):
+			return err
 		case errors.Is(err, membership.ErrSessionLost) || errors.Is(err, scheduler.ErrUntrusted):
 			cfg.Logger.Warn("lease lost: every execution cancelled; joining again as a new member", "err", err)
 		case isTransient(err):
-			cfg.Logger.Warn("cannot reach etcd; retrying", "etcd", strings.Join(cfg.Endpoints, ","), "err", err)
+			cfg.Logger.Warn("cannot reach etcd; retrying", "etcd", strings.Join(cfg.Etcd.Endpoints, ","), "err", err)
 		default:
 			return err
 		}
@@ -109,11 +114,14 @@ type rejoiner struct {
 // releases any etcd call the incarnation left pending on an unreachable
 // server.
 func (r *rejoiner) incarnate(ctx context.Context) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: r.cfg.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := etcdclient.New(r.cfg.Etcd)
 	if err != nil {
-		return fmt.Errorf("member: etcd client: %w", err)
+		return etcdclient.Explain(r.cfg.Etcd, keyspace.Cluster(r.cfg.cluster()), fmt.Errorf("member: %w", err))
 	}
 	defer cli.Close()
+	if err := etcdclient.Check(ctx, cli, r.cfg.Etcd, keyspace.Cluster(r.cfg.cluster()), joinTimeout); err != nil {
+		return err
+	}
 	if err := r.prepare(ctx, cli); err != nil {
 		return err
 	}
@@ -124,7 +132,7 @@ func (r *rejoiner) incarnate(ctx context.Context) error {
 	}
 	inc, err := Start(ctx, cli, cfg)
 	if err != nil {
-		return err
+		return etcdclient.Explain(cfg.Etcd, keyspace.Cluster(cfg.cluster()), err)
 	}
 	r.applied = true
 	if r.cfg.OnIncarnation != nil {
@@ -174,6 +182,14 @@ func (r *rejoiner) prepare(ctx context.Context, cli *clientv3.Client) error {
 	return nil
 }
 
+// cluster is the cluster the member runs: its catalog's, if given.
+func (c Config) cluster() string {
+	if c.Catalog != nil {
+		return c.Catalog.Cluster
+	}
+	return c.Cluster
+}
+
 // isTransient reports errors of talking to etcd that a retry may cure.
 func isTransient(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "etcdserver:") || strings.Contains(err.Error(), "connection")
@@ -201,10 +217,7 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cluster := cfg.Cluster
-	if cfg.Catalog != nil {
-		cluster = cfg.Catalog.Cluster
-	}
+	cluster := cfg.cluster()
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
 	if cfg.Catalog != nil {
@@ -235,7 +248,7 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	if err != nil {
 		return nil, err
 	}
-	cfg.Logger.Info("joined", "member", id, "cluster", cat.Cluster, "catalog_revision", catRev, "lease_ttl", cat.Membership.LeaseTTL, "etcd", strings.Join(cfg.Endpoints, ","))
+	cfg.Logger.Info("joined", "member", id, "cluster", cat.Cluster, "catalog_revision", catRev, "lease_ttl", cat.Membership.LeaseTTL, "etcd", strings.Join(cfg.Etcd.Endpoints, ","))
 	views := membership.NewViews(cli, cat.Cluster)
 	sc := cfg.Scheduler
 	if sc.Logger == nil {
@@ -287,7 +300,7 @@ func (inc *Incarnation) Scheduler() *scheduler.Scheduler { return inc.sched }
 // when the lease was lost or no longer trusted (Err says which).
 func (inc *Incarnation) Done() <-chan struct{} { return inc.done }
 
-// Err is the scheduler's error once Done is closed: nil after Stop.
+// Err waits for Done and returns the scheduler's error: nil after Stop.
 func (inc *Incarnation) Err() error { <-inc.done; return inc.err }
 
 // Stop is a graceful stop: no more fires, in-flight runs drain (up to the

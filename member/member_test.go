@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
@@ -57,7 +58,7 @@ func startRun(t *testing.T, endpoints []string) (rec *incarnations, cancel conte
 	runErr = new(error)
 	go func() {
 		defer close(finished)
-		*runErr = Run(ctx, Config{Endpoints: endpoints, Catalog: cat, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		*runErr = Run(ctx, Config{Etcd: etcdclient.Config{Endpoints: endpoints}, Catalog: cat, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 			Scheduler: scheduler.Config{Handlers: jobs.Handlers{"tick": tick}},
 			OnIncarnation: func(inc *Incarnation) {
 				if inc != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/bench"
+	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdnode"
 )
 
@@ -32,10 +33,11 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	probe := fs.Bool("sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
 	ttls := fs.String("ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
 	procs := fs.Bool("procs", false, "failover and handover: run each member as a kira run process of this binary, and end the owner with SIGKILL (failover) or SIGTERM (handover) (default: members share this process)")
-	trials := fs.Int("trials", 9, "failover and handover: trials each (0 skips handover); the median of 3 swings by a few hundred ms at TTL 2s")
+	trials := fs.Int("trials", 9, "failover and handover: trials each (0 skips handover)")
 	rebalance := fs.Int("rebalance", 10000, "rebalance: slots (0 skips)")
 	output := fs.String("o", "table", "table or json")
-	etcd := fs.String("etcd", "", "etcd endpoints to use; empty starts an embedded single-node etcd configured as kira run's (fsync on)")
+	var etcd etcdClientFlags
+	etcd.register(fs, "", "etcd endpoints to use; empty starts an embedded single-node etcd configured as kira run's (fsync on)")
 	etcdFast := fs.Bool("etcd-fast", false, "with no --etcd: tune the embedded etcd as the tests do (no fsync, 20 ms ticks) instead of as kira run does")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
 	heapProfile := fs.String("heapprofile", "", "write a heap profile to this file while the rebalance's members hold their idle slots (go tool pprof)")
@@ -43,14 +45,14 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	cfg := bench.Config{Processes: *procs, Duration: *duration, Warmup: *warmup, Command: *command, Jitter: *jitter, Probe: *probe, Trials: *trials, Rebalance: *rebalance, HeapProfile: *heapProfile}
-	for _, s := range splitList(*slots) {
+	for _, s := range etcdclient.SplitList(*slots) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			return fmt.Errorf("kira bench: --slots: %q is not a positive number", s)
 		}
 		cfg.Slots = append(cfg.Slots, n)
 	}
-	for _, s := range splitList(*ttls) {
+	for _, s := range etcdclient.SplitList(*ttls) {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 2*time.Second || d%time.Second != 0 {
 			return fmt.Errorf("kira bench: --ttls: %q is not a whole number of seconds ≥ 2s", s)
@@ -64,8 +66,8 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Binary = bin
 	}
-	cfg.Endpoints = splitList(*etcd)
-	if len(cfg.Endpoints) == 0 {
+	cfg.Etcd = etcd.config()
+	if len(cfg.Etcd.Endpoints) == 0 {
 		dir, err := os.MkdirTemp("", "kira-bench")
 		if err != nil {
 			return err
@@ -80,7 +82,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("kira bench: %w", err)
 		}
 		defer e.Close()
-		cfg.Endpoints, cfg.EtcdInProcess, cfg.EtcdTuning = etcdnode.ClientURLs(e), true, tuning.String()
+		cfg.Etcd, cfg.EtcdInProcess, cfg.EtcdTuning = etcdclient.Config{Endpoints: etcdnode.ClientURLs(e)}, true, tuning.String()
 		useHostingEtcdGC(os.Getenv("GOGC"))
 	}
 	if *cpuProfile != "" {

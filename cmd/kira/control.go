@@ -7,41 +7,45 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // clusterFlags are the flags of every command that talks to a running cluster.
 type clusterFlags struct {
-	etcd, cluster string
+	etcd    etcdClientFlags
+	cluster string
 }
 
 func (c *clusterFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.etcd, "etcd", envOr(EnvEtcdEndpoints, "http://127.0.0.1:2379"), "comma-separated etcd endpoints (also $"+EnvEtcdEndpoints+")")
+	c.registerEtcd(fs)
 	fs.StringVar(&c.cluster, "cluster", config.DefaultCluster, "cluster name (the catalog's cluster:)")
 }
 
-func (c *clusterFlags) connect() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: splitList(c.etcd), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+// registerEtcd adds the etcd client flags alone, for a command whose
+// catalog names the cluster.
+func (c *clusterFlags) registerEtcd(fs *flag.FlagSet) {
+	c.etcd.register(fs, "http://127.0.0.1:2379", "comma-separated etcd endpoints")
 }
 
+func (c *clusterFlags) connect() (*clientv3.Client, error) { return etcdclient.New(c.etcd.config()) }
+
+// unreachable explains an error of talking to etcd: a refusal says why, and
+// anything else says where etcd was looked for.
 func (c *clusterFlags) unreachable(err error) error {
-	return fmt.Errorf("%w (etcd at %s, cluster %q: is etcd running there? set --etcd or %s)", err, c.etcd, c.cluster, EnvEtcdEndpoints)
-}
-
-func envOr(name, fallback string) string {
-	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
-		return v
+	cfg := c.etcd.config()
+	if err := etcdclient.Explain(cfg, keyspace.Cluster(c.cluster), err); errors.Is(err, etcdclient.ErrRefused) {
+		return err
 	}
-	return fallback
+	return fmt.Errorf("%w (etcd at %s, cluster %q: is etcd running there? set --etcd or %s)", err, strings.Join(cfg.Endpoints, ","), c.cluster, etcdclient.EnvEndpoints)
 }
 
 // jobCommand parses the flags of a command that takes one JOB argument and
@@ -185,7 +189,8 @@ func historyCommand(args []string, stdout, stderr io.Writer) error {
 func applyCommand(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	etcd := fs.String("etcd", envOr(EnvEtcdEndpoints, "http://127.0.0.1:2379"), "comma-separated etcd endpoints")
+	var cf clusterFlags
+	cf.registerEtcd(fs)
 	file := fs.String("f", "", "catalog YAML file (required)")
 	dryRun := fs.Bool("dry-run", false, "show what would change, write nothing")
 	if err := fs.Parse(args); err != nil {
@@ -199,7 +204,7 @@ func applyCommand(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cf := clusterFlags{etcd: *etcd, cluster: cat.Cluster}
+	cf.cluster = cat.Cluster
 	cli, err := cf.connect()
 	if err != nil {
 		return err

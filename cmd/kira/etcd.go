@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/kira-scheduler/kira/etcdnode"
+	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // registerEtcdFlags registers etcd's own flag names, so users carry their
@@ -26,6 +28,14 @@ func registerEtcdFlags(fs *flag.FlagSet, c *etcdnode.Config) {
 	fs.StringVar(&c.LogLevel, "log-level", "warn", "debug, info, warn or error")
 	fs.StringVar(&c.AutoCompactionRetention, "auto-compaction-retention", etcdnode.DefaultCompactionRetention,
 		"keep this much history of revisions (periodic auto-compaction); 0 keeps every revision, and the database then grows until etcd's quota stops all writes")
+	fs.StringVar(&c.ClientTLS.CertFile, "cert-file", "", "path to the client server TLS cert file (the client URLs must be https://)")
+	fs.StringVar(&c.ClientTLS.KeyFile, "key-file", "", "path to the client server TLS key file")
+	fs.StringVar(&c.ClientTLS.TrustedCAFile, "trusted-ca-file", "", "path to the client server TLS trusted CA cert file")
+	fs.BoolVar(&c.ClientTLS.ClientCertAuth, "client-cert-auth", false, "require clients to present a certificate signed by --trusted-ca-file; with auth enabled, its common name is the user")
+	fs.StringVar(&c.PeerTLS.CertFile, "peer-cert-file", "", "path to the peer server TLS cert file (the peer URLs must be https://)")
+	fs.StringVar(&c.PeerTLS.KeyFile, "peer-key-file", "", "path to the peer server TLS key file")
+	fs.StringVar(&c.PeerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "path to the peer server TLS trusted CA file")
+	fs.BoolVar(&c.PeerTLS.ClientCertAuth, "peer-client-cert-auth", false, "require peers to present a certificate signed by --peer-trusted-ca-file")
 }
 
 func etcdCommand(args []string, stderr io.Writer) error {
@@ -33,6 +43,7 @@ func etcdCommand(args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var c etcdnode.Config
 	registerEtcdFlags(fs, &c)
+	configFile := fs.String("config-file", "", "etcd's own YAML configuration file; when given, the other flags are ignored, as etcd does")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -41,11 +52,21 @@ func etcdCommand(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	e, err := etcdnode.Start(c)
+	var e *embed.Etcd
+	var err error
+	if *configFile != "" {
+		var cfg *embed.Config
+		if cfg, err = embed.ConfigFromFile(*configFile); err != nil {
+			return fmt.Errorf("kira etcd: --config-file %s: %w", *configFile, err)
+		}
+		e, err = etcdnode.StartEmbed(cfg)
+	} else {
+		e, err = etcdnode.Start(c)
+	}
 	if err != nil {
 		return fmt.Errorf("kira etcd: %w", err)
 	}
-	fmt.Fprintf(stderr, "kira etcd: member %s serving clients on %s\n", c.Name, c.ListenClientURLs)
+	fmt.Fprintf(stderr, "kira etcd: member %s serving clients on %s\n", e.Config().Name, strings.Join(etcdnode.ClientURLs(e), ","))
 	select {
 	case <-ctx.Done():
 		e.Close()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/member"
 	"github.com/kira-scheduler/kira/membership"
@@ -28,26 +29,25 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// EnvEtcdEndpoints is read when --etcd is not given.
-const EnvEtcdEndpoints = "KIRA_ETCD_ENDPOINTS"
-
 type runFlags struct {
-	catalog, cluster, etcd, dataDir, name, httpAddr string
-	embeddedClient, embeddedPeer                    string
-	grace                                           time.Duration
-	clockOffset                                     time.Duration
-	traceStdout                                     bool
-	logLevel                                        string
+	catalog, cluster, dataDir, name, httpAddr string
+	etcd                                      etcdClientFlags
+	embeddedClient, embeddedPeer              string
+	grace                                     time.Duration
+	clockOffset                               time.Duration
+	traceStdout                               bool
+	logLevel                                  string
 }
 
-func runCommand(args []string, stderr io.Writer) error {
+// parseRunFlags reads kira run's command line.
+func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	host, _ := os.Hostname()
 	var f runFlags
 	fs.StringVar(&f.catalog, "catalog", "", "catalog YAML file, applied to the cluster at start if it differs from the stored one; without it, the stored catalog of --cluster runs")
 	fs.StringVar(&f.cluster, "cluster", config.DefaultCluster, "cluster to run when no --catalog is given")
-	fs.StringVar(&f.etcd, "etcd", os.Getenv(EnvEtcdEndpoints), "comma-separated etcd endpoints (also $"+EnvEtcdEndpoints+"); empty starts an embedded single-node etcd")
+	f.etcd.register(fs, "", "comma-separated etcd endpoints; empty starts an embedded single-node etcd")
 	fs.StringVar(&f.dataDir, "data-dir", "./kira-data", "data directory of the embedded etcd")
 	fs.StringVar(&f.name, "name", host, "human-readable member name (the member id adds a UUID to the hostname)")
 	fs.StringVar(&f.httpAddr, "http", "", "listen address for /healthz and /metrics, such as :8080; empty disables")
@@ -58,15 +58,22 @@ func runCommand(args []string, stderr io.Writer) error {
 	fs.BoolVar(&f.traceStdout, "trace-stdout", false, "print every execution's OpenTelemetry span to stdout")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
-		return errUsage
+		return f, errUsage
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return errUsage
+		return f, errUsage
+	}
+	return f, nil
+}
+
+func runCommand(args []string, stderr io.Writer) error {
+	f, err := parseRunFlags(args, stderr)
+	if err != nil {
+		return err
 	}
 	var cat *config.Catalog
 	if f.catalog != "" {
-		var err error
 		if cat, err = config.Load(f.catalog); err != nil {
 			return err
 		}
@@ -90,15 +97,15 @@ func runCommand(args []string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	endpoints := splitList(f.etcd)
-	if len(endpoints) == 0 {
+	etcd := f.etcd.config()
+	if len(etcd.Endpoints) == 0 {
 		e, err := etcdnode.Start(embeddedEtcd(f))
 		if err != nil {
 			return fmt.Errorf("kira run: %w", err)
 		}
 		defer e.Close()
 		useHostingEtcdGC(os.Getenv("GOGC"))
-		endpoints = splitList(f.embeddedClient)
+		etcd = etcdclient.Config{Endpoints: etcdclient.SplitList(f.embeddedClient)}
 		logger.Info("started embedded etcd", "data_dir", f.dataDir, "client_url", f.embeddedClient)
 	}
 
@@ -110,8 +117,8 @@ func runCommand(args []string, stderr io.Writer) error {
 		}
 		defer srv.Close()
 	}
-	err := member.Run(ctx, member.Config{
-		Endpoints: endpoints, Cluster: f.cluster, Catalog: cat,
+	err = member.Run(ctx, member.Config{
+		Etcd: etcd, Cluster: f.cluster, Catalog: cat,
 		Name: f.name, HTTP: f.httpAddr, Version: version, Logger: logger,
 		Scheduler: scheduler.Config{
 			Grace:   f.grace,
@@ -183,16 +190,6 @@ func (r *runner) serveHTTP(addr string) (*http.Server, error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(l)
 	return srv, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // metrics are the member's Prometheus series.

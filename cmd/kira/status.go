@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/operator"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 func statusCommand(args []string, stdout, stderr io.Writer) error {
@@ -21,7 +19,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var cf clusterFlags
 	cf.register(fs)
-	etcd, cluster := &cf.etcd, &cf.cluster
+	cluster := &cf.cluster
 	output := fs.String("o", "table", "output format: table or json")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
@@ -30,7 +28,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "kira status: -o must be table or json, got %q\n", *output)
 		return errUsage
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: splitList(*etcd), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := cf.connect()
 	if err != nil {
 		return fmt.Errorf("kira status: %w", err)
 	}

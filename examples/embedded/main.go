@@ -21,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/member"
@@ -77,7 +78,7 @@ func run(ctx context.Context, endpoints []string, logger *slog.Logger, work jobs
 		return err
 	}
 	return member.Run(ctx, member.Config{
-		Endpoints: endpoints,
+		Etcd:      etcdclient.Config{Endpoints: endpoints},
 		Catalog:   cat,
 		Logger:    logger,
 		Scheduler: scheduler.Config{Handlers: jobs.Handlers{"reconcile": work}},
