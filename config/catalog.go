@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -22,6 +24,18 @@ const (
 	MinLeaseTTL = 2 * time.Second
 	// MaxPartitions bounds one job's slots; a larger job is almost surely a typo.
 	MaxPartitions = 100000
+
+	// MaxCatalogBytes bounds a catalog file, and the catalog as stored:
+	// etcd refuses requests over 1.5 MiB by default.
+	MaxCatalogBytes = 1 << 20
+	// MaxJobs bounds the jobs of one catalog.
+	MaxJobs = 10000
+	// MaxNameLength bounds cluster and job names (a DNS label's length).
+	MaxNameLength = 63
+	// MaxArgs and MaxArgBytes bound a command's argv (Linux allows far more,
+	// but a catalog is read by every member at every change).
+	MaxArgs     = 1024
+	MaxArgBytes = 128 << 10
 
 	// DefaultHistoryLimit is how many execution records each slot keeps in
 	// etcd unless the job says otherwise (CronJob keeps 3 successful and 1
@@ -99,6 +113,12 @@ type Job struct {
 	// FenceCommand, if set, is run (argv, no shell) with the new token in its
 	// environment before the slot's first execution; exit 0 means raised.
 	FenceCommand []string `json:"fence_command,omitempty"`
+	// Env is a command job's extra environment; its values may refer to the
+	// member's variables as ${NAME} (see Expand).
+	Env map[string]string `json:"env,omitempty"`
+	// PassEnv names the member's variables a command job inherits beside
+	// DefaultPassEnv.
+	PassEnv []string `json:"pass_env,omitempty"`
 
 	Misfire       Misfire       `json:"misfire"`
 	CatchupWindow time.Duration `json:"catchup_window"`
@@ -147,22 +167,66 @@ func Load(path string) (*Catalog, error) {
 // Parse validates a catalog read from file (the name is used in errors only).
 // It returns every problem found as an *Error.
 func Parse(file string, data []byte) (*Catalog, error) {
+	cat, _, err := Lint(file, data)
+	return cat, err
+}
+
+// Lint is Parse that also returns warnings: what is valid but will fail
+// here, such as a ${NAME} reference to a variable this process's
+// environment does not have (the members' must).
+func Lint(file string, data []byte) (*Catalog, []Problem, error) {
+	if len(data) > MaxCatalogBytes {
+		return nil, nil, &Error{Problems: []Problem{{File: file, Message: fmt.Sprintf("the catalog is %d bytes, over the limit of %d", len(data), MaxCatalogBytes)}}}
+	}
 	raw, doc, err := decode(file, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v := validator{file: file, doc: doc}
 	cat := v.catalog(raw)
 	if len(v.problems) > 0 {
-		return nil, &Error{Problems: v.problems}
+		return nil, v.warnings, &Error{Problems: v.problems}
 	}
-	return cat, nil
+	return cat, v.warnings, nil
+}
+
+// LoadLint is Lint of the file at path.
+func LoadLint(path string) (*Catalog, []Problem, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	return Lint(path, data)
 }
 
 type validator struct {
 	file     string
 	doc      *document
 	problems []Problem
+	warnings []Problem
+}
+
+// warnf records a warning at path.
+func (v *validator) warnf(path fieldPath, format string, args ...any) {
+	line, col := v.doc.position(path)
+	v.warnings = append(v.warnings, Problem{File: v.file, Line: line, Column: col, Field: path.String(), Message: fmt.Sprintf(format, args...)})
+}
+
+// references checks the ${NAME} references of s, at path: a malformed one
+// is a problem, one this process's environment lacks a warning. It reports
+// whether s has any.
+func (v *validator) references(path fieldPath, s string) bool {
+	names, err := References(s)
+	if err != nil {
+		v.addf(path, "%v", err)
+		return true
+	}
+	for _, name := range names {
+		if _, ok := os.LookupEnv(name); !ok {
+			v.warnf(path, "${%s} is not set in this environment: every member must have it, or the job's executions fail", name)
+		}
+	}
+	return len(names) > 0
 }
 
 func (v *validator) addf(path fieldPath, format string, args ...any) {
@@ -177,8 +241,8 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 	cat := &Catalog{Cluster: raw.Cluster, Membership: Membership{LeaseTTL: DefaultLeaseTTL}}
 	if cat.Cluster == "" {
 		cat.Cluster = DefaultCluster
-	} else if !namePattern.MatchString(cat.Cluster) {
-		v.addf(root("cluster"), "%q is not a valid cluster name: use lower-case letters, digits and '-', starting with a letter or digit", raw.Cluster)
+	} else if !namePattern.MatchString(cat.Cluster) || len(cat.Cluster) > MaxNameLength {
+		v.addf(root("cluster"), "%q is not a valid cluster name: use lower-case letters, digits and '-', starting with a letter or digit, at most %d characters", raw.Cluster, MaxNameLength)
 	}
 	if raw.Membership.LeaseTTL != "" {
 		p := root("membership").child("lease_ttl")
@@ -195,6 +259,10 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 	}
 	if len(raw.Jobs) == 0 {
 		v.addf(root("jobs"), "the catalog has no jobs: add at least one under jobs:")
+	}
+	if len(raw.Jobs) > MaxJobs {
+		v.addf(root("jobs"), "the catalog has %d jobs, over the limit of %d", len(raw.Jobs), MaxJobs)
+		return cat
 	}
 	seen := map[string]int{}
 	for i, rj := range raw.Jobs {
@@ -221,6 +289,8 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 		v.addf(jp, "name is required")
 	case !namePattern.MatchString(rj.Name):
 		v.addf(jp.child("name"), "%q is not a valid job name: use lower-case letters, digits and '-', starting with a letter or digit", rj.Name)
+	case len(rj.Name) > MaxNameLength:
+		v.addf(jp.child("name"), "job name %q is %d characters, over the limit of %d", rj.Name, len(rj.Name), MaxNameLength)
 	}
 	if rj.Schedule == "" {
 		v.addf(jp, "schedule is required (a cron expression such as \"*/5 * * * *\" or \"@every 10s\")")
@@ -253,6 +323,7 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 		if len(rj.Command) == 0 || rj.Command[0] == "" {
 			v.addf(jp.child("command"), "command needs at least a program: an argv list such as [\"sh\", \"-c\", \"echo hi\"]")
 		}
+		v.argv(jp.child("command"), rj.Command)
 	}
 	if rj.HTTP != nil {
 		executors++
@@ -271,11 +342,13 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 		if rj.FenceURL != "" {
 			v.addf(jp.child("fence_command"), "set fence_url or fence_command, not both")
 		}
+		v.argv(jp.child("fence_command"), rj.FenceCommand)
 		j.FenceCommand = rj.FenceCommand
 	}
 	if rj.Handler != "" {
 		executors++
 	}
+	v.environment(jp, rj, &j)
 	switch {
 	case executors == 0 && rj.Name != "":
 		v.addf(jp, "job %q has no executor: set one of command, http or handler", rj.Name)
@@ -292,17 +365,67 @@ func (v *validator) http(p fieldPath, rh *rawHTTP) *HTTPSpec {
 	if h.Method == "" {
 		h.Method = DefaultHTTPMethod
 	}
-	if rh.URL == "" {
+	switch {
+	case rh.URL == "":
 		v.addf(p, "http.url is required")
-	} else if !isHTTPURL(rh.URL) {
+	case v.references(p.child("url"), rh.URL):
+		// Checked as a URL once the member has expanded it.
+	case !isHTTPURL(rh.URL):
 		v.addf(p.child("url"), "%q is not an absolute http(s) URL", rh.URL)
 	}
+	for _, name := range slices.Sorted(maps.Keys(rh.Headers)) {
+		v.references(p.child("headers").child(name), rh.Headers[name])
+	}
+	v.references(p.child("body"), rh.Body)
 	switch h.Method {
 	case "GET", "POST", "PUT", "PATCH", "DELETE":
 	default:
 		v.addf(p.child("method"), "method %q is not one of GET, POST, PUT, PATCH, DELETE", rh.Method)
 	}
 	return h
+}
+
+// argv checks an argv's size.
+func (v *validator) argv(p fieldPath, argv []string) {
+	size := 0
+	for _, a := range argv {
+		size += len(a) + 1
+	}
+	switch {
+	case len(argv) > MaxArgs:
+		v.addf(p, "%d arguments, over the limit of %d", len(argv), MaxArgs)
+	case size > MaxArgBytes:
+		v.addf(p, "the arguments are %d bytes, over the limit of %d", size, MaxArgBytes)
+	}
+}
+
+// environment validates a command job's env and pass_env.
+func (v *validator) environment(jp fieldPath, rj rawJob, j *Job) {
+	if (rj.Env != nil || rj.PassEnv != nil) && rj.Command == nil {
+		v.addf(jp, "env and pass_env apply to command jobs; an HTTP job's url, headers and body take ${NAME} references themselves")
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(rj.Env)) {
+		value := rj.Env[name]
+		p := jp.child("env").child(name)
+		switch {
+		case !envName.MatchString(name):
+			v.addf(p, "%q is not an environment variable name (letters, digits and _, not starting with a digit)", name)
+		case reservedEnv(name):
+			v.addf(p, "%s: KIRA_* variables are Kira's own (the execution's facts, the member's settings)", name)
+		}
+		v.references(p, value)
+	}
+	for i, name := range rj.PassEnv {
+		p := jp.child("pass_env").index(i)
+		switch {
+		case !envName.MatchString(name):
+			v.addf(p, "%q is not an environment variable name", name)
+		case reservedEnv(name):
+			v.addf(p, "%s: KIRA_* variables are the member's own, its etcd credentials among them, and are never passed to a job", name)
+		}
+	}
+	j.Env, j.PassEnv = rj.Env, rj.PassEnv
 }
 
 func (v *validator) duration(p fieldPath, s string) (time.Duration, bool) {

@@ -1,15 +1,17 @@
 package config
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kira-scheduler/kira/keyspace"
 	"reflect"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kira-scheduler/kira/keyspace"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -27,6 +29,9 @@ func Store(ctx context.Context, kv clientv3.KV, cat *Catalog) (rev int64, change
 	data, err := json.Marshal(cat)
 	if err != nil {
 		return 0, false, err
+	}
+	if len(data) > MaxCatalogBytes {
+		return 0, false, fmt.Errorf("config: the catalog is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", len(data), MaxCatalogBytes)
 	}
 	key := keyspace.Catalog(cat.Cluster)
 	resp, err := kv.Txn(ctx).
@@ -56,18 +61,35 @@ func LoadStored(ctx context.Context, kv clientv3.KV, cluster string) (*Catalog, 
 	return cat, resp.Kvs[0].ModRevision, err
 }
 
+// decodeStored reads a stored catalog strictly: a field this version does
+// not know (a catalog stored by a newer Kira) is an error, not silently
+// dropped, since running a catalog without, say, a placement rule would run
+// its jobs where they must not run.
 func decodeStored(data []byte) (*Catalog, error) {
 	var cat Catalog
-	if err := json.Unmarshal(data, &cat); err != nil {
-		return nil, fmt.Errorf("config: stored catalog is unreadable: %w", err)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cat); err != nil {
+		if strings.Contains(err.Error(), "unknown field") {
+			return nil, fmt.Errorf("%w: it has a field this version of Kira does not know (stored by a newer version?): %v", ErrUnreadableCatalog, err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrUnreadableCatalog, err)
+	}
+	if cat.Cluster == "" || len(cat.Jobs) == 0 {
+		return nil, fmt.Errorf("%w: it has no cluster or no jobs (written by hand?)", ErrUnreadableCatalog)
 	}
 	return &cat, nil
 }
 
+// ErrUnreadableCatalog is returned when the stored catalog cannot be read:
+// corrupt, written by hand, or stored by a newer version of Kira.
+var ErrUnreadableCatalog = errors.New("config: the stored catalog is unreadable")
+
 // WatchStored calls apply with every new version of the cluster's catalog
-// after revision from, until ctx ends. A broken watch is re-established from
-// the last revision seen.
-func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from int64, apply func(*Catalog, int64)) {
+// after revision from, until ctx ends, and unreadable with every version it
+// cannot read (ErrUnreadableCatalog): the caller keeps the catalog it runs.
+// A broken watch is re-established from the last revision seen.
+func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from int64, apply func(*Catalog, int64), unreadable func(int64, error)) {
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		for wr := range cli.Watch(wctx, keyspace.Catalog(cluster), clientv3.WithRev(from+1), clientv3.WithFilterDelete()) {
@@ -82,10 +104,16 @@ func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from
 				break
 			}
 			for _, ev := range wr.Events {
-				if cat, err := decodeStored(ev.Kv.Value); err == nil && ev.Kv.ModRevision > from {
-					from = ev.Kv.ModRevision
-					apply(cat, from)
+				if ev.Kv.ModRevision <= from {
+					continue
 				}
+				from = ev.Kv.ModRevision
+				cat, err := decodeStored(ev.Kv.Value)
+				if err != nil {
+					unreadable(from, err)
+					continue
+				}
+				apply(cat, from)
 			}
 		}
 		cancel()

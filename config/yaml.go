@@ -24,15 +24,17 @@ type rawMembership struct {
 }
 
 type rawJob struct {
-	Name         string   `yaml:"name"`
-	Schedule     string   `yaml:"schedule"`
-	Partitions   *int     `yaml:"partitions"`
-	Timeout      string   `yaml:"timeout"`
-	Command      []string `yaml:"command"`
-	HTTP         *rawHTTP `yaml:"http"`
-	Handler      string   `yaml:"handler"`
-	FenceURL     string   `yaml:"fence_url"`
-	FenceCommand []string `yaml:"fence_command"`
+	Name         string            `yaml:"name"`
+	Schedule     string            `yaml:"schedule"`
+	Partitions   *int              `yaml:"partitions"`
+	Timeout      string            `yaml:"timeout"`
+	Command      []string          `yaml:"command"`
+	HTTP         *rawHTTP          `yaml:"http"`
+	Handler      string            `yaml:"handler"`
+	FenceURL     string            `yaml:"fence_url"`
+	FenceCommand []string          `yaml:"fence_command"`
+	Env          map[string]string `yaml:"env"`
+	PassEnv      []string          `yaml:"pass_env"`
 
 	Misfire       string      `yaml:"misfire"`
 	CatchupWindow string      `yaml:"catchup_window"`
@@ -61,8 +63,15 @@ type document struct {
 	file *ast.File
 }
 
-func decode(file string, data []byte) (rawCatalog, *document, error) {
-	var raw rawCatalog
+func decode(file string, data []byte) (raw rawCatalog, doc *document, err error) {
+	// The YAML library panics on some malformed input (FuzzParse found a
+	// tag on an empty sequence, kept in testdata/fuzz/FuzzParse): a
+	// catalog must never crash a member or kira validate.
+	defer func() {
+		if r := recover(); r != nil {
+			raw, doc, err = rawCatalog{}, nil, &Error{Problems: []Problem{{File: file, Message: fmt.Sprintf("the YAML cannot be read (the parser failed: %v)", r)}}}
+		}
+	}()
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return raw, nil, yamlError(file, err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -205,7 +206,34 @@ func Start(c Config) (*embed.Etcd, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDataDir(cfg.Dir); err != nil {
+		return nil, err
+	}
 	return StartEmbed(cfg)
+}
+
+// checkDataDir makes sure etcd can write its data directory, so a member
+// pointed at a read-only or full disk says so at start, with the flag to
+// fix, instead of failing somewhere inside etcd. Held by
+// TestUnwritableDataDirFailsAtStart (cmd/kira).
+func checkDataDir(dir string) error {
+	fail := func(err error) error { return fmt.Errorf("etcd: --data-dir %s is not writable: %w", dir, err) }
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fail(err)
+	}
+	f, err := os.CreateTemp(dir, ".kira-write-check-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	return nil
 }
 
 // StartEmbed is Start for a configuration already built (etcd's

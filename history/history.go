@@ -64,6 +64,9 @@ type Record struct {
 const (
 	OutcomeSkipped = "skipped" // overlap policy or pause
 	OutcomeMissed  = "missed"  // misfire policy or catchup window
+	// OutcomeReset: the slot's recorded state was unreadable, and the
+	// holder started it afresh (a record of its own, not an execution).
+	OutcomeReset = "reset"
 )
 
 // Stored is a history record as etcd stores it: the record, and the
@@ -84,22 +87,28 @@ type Stored struct {
 // they never share one (a record written before there were states in
 // records has none, and the state key, written in its transaction, holds).
 // With neither, the state is the zero state (a slot never run).
+//
+// Only the newer of the two is decoded: an unreadable state key that a
+// record has since superseded does not matter.
 func StateFrom(s shard.Slot, stateKvs, recordKvs []*mvccpb.KeyValue) (SlotState, error) {
-	var st SlotState
-	var rev int64
+	var stateRev int64
 	if len(stateKvs) > 0 {
-		if err := json.Unmarshal(stateKvs[0].Value, &st); err != nil {
-			return SlotState{}, fmt.Errorf("history: state of %s is unreadable: %w", s, err)
-		}
-		rev = stateKvs[0].ModRevision
+		stateRev = stateKvs[0].ModRevision
 	}
-	if len(recordKvs) > 0 && recordKvs[0].ModRevision > rev {
+	if len(recordKvs) > 0 && recordKvs[0].ModRevision > stateRev {
 		var r Stored
 		if err := json.Unmarshal(recordKvs[0].Value, &r); err != nil {
 			return SlotState{}, fmt.Errorf("history: newest record of %s (%s) is unreadable: %w", s, recordKvs[0].Key, err)
 		}
 		if r.State != nil {
-			st = *r.State
+			return *r.State, nil
+		}
+		// A record written before records held states: the state key holds.
+	}
+	var st SlotState
+	if len(stateKvs) > 0 {
+		if err := json.Unmarshal(stateKvs[0].Value, &st); err != nil {
+			return SlotState{}, fmt.Errorf("history: state of %s is unreadable: %w", s, err)
 		}
 	}
 	return st, nil

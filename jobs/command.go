@@ -3,22 +3,39 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/kira-scheduler/kira/config"
 )
 
 // OutputTailBytes bounds how much of a command's output is kept.
 const OutputTailBytes = 4096
 
 // Command runs an argv, without an implied shell, in its own process group.
+//
+// Its environment is only what it is given: the member's variables named
+// by config.DefaultPassEnv and PassEnv, the execution's KIRA_* facts, and
+// Env with its ${NAME} references expanded from the member's environment.
+// The member's own settings, its etcd credentials above all, never reach
+// it. Held by TestCommandEnvironmentIsOnlyWhatItIsGiven.
 type Command struct {
 	Argv []string
+	// Env is the job's own environment (config.Job.Env).
+	Env map[string]string
+	// PassEnv names the member's variables passed beside config.DefaultPassEnv.
+	PassEnv []string
+	// LookupEnv reads the member's environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 	// Dir is the working directory; empty means the member's.
 	Dir string
 	// KillGrace is how long to wait for output pipes after the group is
@@ -32,6 +49,39 @@ type Command struct {
 	// program moved or removed is found anew; one newly installed earlier
 	// on PATH is not, until the member restarts.
 	found atomic.Pointer[string]
+}
+
+// environment is the execution's environment: the passed variables, the
+// execution's facts, then the job's own, expanded.
+func (c *Command) environment(e Execution) ([]string, error) {
+	return childEnv(c.LookupEnv, c.PassEnv, e.Env(), c.Env)
+}
+
+// childEnv is a job's process environment: the member's variables named by
+// config.DefaultPassEnv and passEnv, then facts (KIRA_*), then env with its
+// references expanded from the member's environment (lookup; nil means
+// os.LookupEnv).
+func childEnv(lookup func(string) (string, bool), passEnv, facts []string, env map[string]string) ([]string, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	out := make([]string, 0, len(config.DefaultPassEnv)+len(passEnv)+len(facts)+len(env))
+	for _, list := range [][]string{config.DefaultPassEnv, passEnv} {
+		for _, name := range list {
+			if v, ok := lookup(name); ok {
+				out = append(out, name+"="+v)
+			}
+		}
+	}
+	out = append(out, facts...)
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		v, err := config.Expand(env[name], lookup)
+		if err != nil {
+			return nil, fmt.Errorf("jobs: env %s: %w", name, err)
+		}
+		out = append(out, name+"="+v)
+	}
+	return out, nil
 }
 
 // devNull is the child's standard input, opened once: os/exec would open
@@ -53,7 +103,12 @@ func (c *Command) Execute(ctx context.Context, e Execution) Result {
 	if in, err := devNull(); err == nil {
 		cmd.Stdin = in
 	} // else os/exec opens it, and reports why it cannot
-	cmd.Env = append(os.Environ(), e.Env()...)
+	env, err := c.environment(e)
+	if err != nil {
+		notifyStarted(ctx)
+		return Result{Outcome: Failed, Code: -1, Err: err}
+	}
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = c.KillGrace

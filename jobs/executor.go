@@ -48,7 +48,7 @@ var ErrUnknownHandler = errors.New("jobs: unknown handler")
 func ForJob(j config.Job, handlers Handlers) (Executor, error) {
 	switch {
 	case len(j.Command) > 0:
-		return &Command{Argv: j.Command}, nil
+		return &Command{Argv: j.Command, Env: j.Env, PassEnv: j.PassEnv}, nil
 	case j.HTTP != nil:
 		return &HTTP{Spec: *j.HTTP}, nil
 	case j.Handler != "":

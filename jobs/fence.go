@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -29,7 +28,7 @@ func FenceForJob(j config.Job) Fence {
 	case j.FenceURL != "":
 		return &FenceURL{URL: j.FenceURL}
 	case len(j.FenceCommand) > 0:
-		return &FenceCommand{Argv: j.FenceCommand}
+		return &FenceCommand{Argv: j.FenceCommand, Env: j.Env, PassEnv: j.PassEnv}
 	}
 	return nil
 }
@@ -76,20 +75,30 @@ func (f *FenceURL) Raise(ctx context.Context, job string, partition int, claim f
 
 // FenceCommand raises a fence by running a program (argv, no shell) with
 // KIRA_JOB, KIRA_PARTITION, KIRA_FENCING_TOKEN and KIRA_LEADER_KEY in its
-// environment; exit status 0 means raised. It is killed if ctx ends.
+// environment; exit status 0 means raised. It is killed if ctx ends. Its
+// environment follows Command's rules: nothing of the member's but what is
+// passed.
 type FenceCommand struct {
-	Argv []string
+	Argv    []string
+	Env     map[string]string // the job's env
+	PassEnv []string          // the job's pass_env
+	// LookupEnv reads the member's environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 }
 
 // Raise runs the command.
 func (f *FenceCommand) Raise(ctx context.Context, job string, partition int, claim fencing.Claim) error {
 	cmd := exec.CommandContext(ctx, f.Argv[0], f.Argv[1:]...)
-	cmd.Env = append(os.Environ(),
-		EnvJob+"="+job,
-		EnvPartition+"="+strconv.Itoa(partition),
-		fencing.EnvToken+"="+claim.Token.String(),
-		fencing.EnvLeaderKey+"="+claim.LeaderKey,
-	)
+	env, err := childEnv(f.LookupEnv, f.PassEnv, []string{
+		EnvJob + "=" + job,
+		EnvPartition + "=" + strconv.Itoa(partition),
+		fencing.EnvToken + "=" + claim.Token.String(),
+		fencing.EnvLeaderKey + "=" + claim.LeaderKey,
+	}, f.Env)
+	if err != nil {
+		return fmt.Errorf("jobs: fence_command %v: %w", f.Argv, err)
+	}
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second

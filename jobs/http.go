@@ -2,9 +2,14 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/kira-scheduler/kira/config"
@@ -12,20 +17,24 @@ import (
 
 // HTTP makes one request per execution; a 2xx answer is success, and a 409
 // Conflict is taken as the protected resource fencing a stale token.
+//
+// The URL, headers and body may refer to the member's environment as
+// ${NAME} (config.Expand); they are expanded for each request, and errors
+// show the URL as the catalog wrote it, so a secret in it never reaches a
+// history record. Held by TestHTTPExpandsReferencesAndHidesThem.
 type HTTP struct {
 	Spec config.HTTPSpec
 	// Client defaults to http.DefaultClient; the execution's context bounds each request.
 	Client *http.Client
+	// LookupEnv reads the member's environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 }
 
 // Execute sends the request with the execution's facts as headers.
 func (h *HTTP) Execute(ctx context.Context, e Execution) Result {
-	req, err := http.NewRequestWithContext(ctx, h.Spec.Method, h.Spec.URL, strings.NewReader(h.Spec.Body))
+	req, err := h.request(ctx)
 	if err != nil {
 		return Result{Outcome: Failed, Err: err}
-	}
-	for k, v := range h.Spec.Headers {
-		req.Header.Set(k, v)
 	}
 	e.SetHeaders(req.Header)
 	client := h.Client
@@ -34,6 +43,10 @@ func (h *HTTP) Execute(ctx context.Context, e Execution) Result {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = fmt.Errorf("jobs: %s %s: %w", h.Spec.Method, h.Spec.URL, ue.Err) // not ue's URL: it is expanded
+		}
 		if o, ok := endedBy(ctx); ok {
 			return Result{Outcome: o, Err: err}
 		}
@@ -56,4 +69,35 @@ func (h *HTTP) Execute(ctx context.Context, e Execution) Result {
 		res.Err = fmt.Errorf("jobs: %s %s: %s", h.Spec.Method, h.Spec.URL, resp.Status)
 	}
 	return res
+}
+
+// request builds the execution's request, its references expanded.
+func (h *HTTP) request(ctx context.Context) (*http.Request, error) {
+	lookup := h.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	target, err := config.Expand(h.Spec.URL, lookup)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: http.url: %w", err)
+	}
+	if u, err := url.Parse(target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("jobs: http.url %s is not an absolute http(s) URL once expanded", h.Spec.URL)
+	}
+	body, err := config.Expand(h.Spec.Body, lookup)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: http.body: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, h.Spec.Method, target, strings.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %s %s: cannot build the request", h.Spec.Method, h.Spec.URL)
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.Spec.Headers)) {
+		v, err := config.Expand(h.Spec.Headers[k], lookup)
+		if err != nil {
+			return nil, fmt.Errorf("jobs: http.headers.%s: %w", k, err)
+		}
+		req.Header.Set(k, v)
+	}
+	return req, nil
 }

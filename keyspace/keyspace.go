@@ -53,11 +53,19 @@ func ParseCandidacy(cluster, key string) (s shard.Slot, lease string, ok bool) {
 	if len(parts) != 3 || !strings.HasPrefix(key, Elections(cluster)) {
 		return shard.Slot{}, "", false
 	}
-	p, err := strconv.Atoi(parts[1])
-	if err != nil {
+	p, ok := partition(parts[1])
+	if !ok {
 		return shard.Slot{}, "", false
 	}
 	return shard.Slot{Job: parts[0], Partition: p}, parts[2], true
+}
+
+// partition reads a partition number as Kira spells it: decimal, no sign,
+// no leading zeros. Any other spelling was not written by Kira, and would
+// name a key that the slot's own prefix does not cover.
+func partition(s string) (int, bool) {
+	p, err := strconv.Atoi(s)
+	return p, err == nil && p >= 0 && strconv.Itoa(p) == s
 }
 
 // State is where a slot's state lives.
@@ -118,8 +126,8 @@ func ParseControl(cluster, key string) (ControlKey, bool) {
 	case len(parts) == 2 && parts[1] == "paused" && parts[0] != "":
 		return ControlKey{Job: parts[0]}, true
 	case len(parts) == 4 && parts[1] == "trigger" && parts[0] != "" && parts[3] != "":
-		p, err := strconv.Atoi(parts[2])
-		if err != nil || p < 0 {
+		p, ok := partition(parts[2])
+		if !ok {
 			return ControlKey{}, false
 		}
 		return ControlKey{Job: parts[0], Partition: p, Trigger: true}, true

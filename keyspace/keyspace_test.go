@@ -40,3 +40,28 @@ func TestParseReadsBackWhatItSpells(t *testing.T) {
 		t.Errorf("HistoryEntry = %q, want %q", got, want)
 	}
 }
+
+// FuzzParseControl: any key is refused or parsed into a control key that
+// spells the same key back.
+func FuzzParseControl(f *testing.F) {
+	for _, k := range []string{Paused("c", "job"), Triggers("c", shard.Slot{Job: "job", Partition: 3}) + "uuid", Control("c") + "x/y/z", "/kira/c/control/"} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		ck, ok := ParseControl("c", key)
+		if !ok {
+			return
+		}
+		var want string
+		if ck.Trigger {
+			want = Triggers("c", shard.Slot{Job: ck.Job, Partition: ck.Partition})
+			if len(key) <= len(want) || key[:len(want)] != want {
+				t.Fatalf("%q parsed as %+v, which spells %q...", key, ck, want)
+			}
+			return
+		}
+		if want = Paused("c", ck.Job); key != want {
+			t.Fatalf("%q parsed as %+v, which spells %q", key, ck, want)
+		}
+	})
+}

@@ -1,9 +1,20 @@
 // Package kiratest is what Kira's tests share besides a real etcd (etcdtest):
 // waiting for a condition with a deadline and receiving with a timeout, so
-// that no test sleeps to synchronise or blocks forever on a bare receive.
+// that no test sleeps to synchronise or blocks forever on a bare receive;
+// and a CA that issues the TLS certificates a test needs.
 package kiratest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -48,4 +59,70 @@ func Receive[T any](t testing.TB, ch <-chan T, within time.Duration, what string
 		var zero T
 		return zero
 	}
+}
+
+// CA issues TLS certificates for one test.
+type CA struct {
+	dir  string
+	name string
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	File string // the CA's certificate, PEM
+}
+
+// NewCA makes a CA whose certificate is written to dir/name.pem (File).
+func NewCA(t testing.TB, dir, name string) *CA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	ca := &CA{dir: dir, name: name, cert: cert, key: key, File: filepath.Join(dir, name+".pem")}
+	writePEM(t, ca.File, "CERTIFICATE", der)
+	return ca
+}
+
+func writePEM(t testing.TB, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue writes a certificate for cn (a server's for 127.0.0.1 when server)
+// and its key, and returns their paths.
+func (ca *CA) Issue(t testing.TB, cn string, server bool) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if server {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(ca.dir, ca.name+"-"+cn+".pem"), filepath.Join(ca.dir, ca.name+"-"+cn+"-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
+	return certFile, keyFile
 }

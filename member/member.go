@@ -202,6 +202,7 @@ const joinTimeout = 10 * time.Second
 // and its scheduler, all running until Stop or a lost lease.
 type Incarnation struct {
 	member *membership.Member
+	views  *membership.Views
 	sched  *scheduler.Scheduler
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -250,17 +251,19 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	}
 	cfg.Logger.Info("joined", "member", id, "cluster", cat.Cluster, "catalog_revision", catRev, "lease_ttl", cat.Membership.LeaseTTL, "etcd", strings.Join(cfg.Etcd.Endpoints, ","))
 	views := membership.NewViews(cli, cat.Cluster)
+	views.Logger = cfg.Logger
 	sc := cfg.Scheduler
 	if sc.Logger == nil {
 		sc.Logger = cfg.Logger
 	}
+	sc.CatalogRevision = catRev
 	s, err := scheduler.New(m, views, cat, sc)
 	if err != nil {
 		m.Leave(context.Background())
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	inc := &Incarnation{member: m, sched: s, stop: stop, done: make(chan struct{})}
+	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{})}
 	inc.wg.Add(3)
 	go func() { defer inc.wg.Done(); views.Run(runCtx) }()
 	go func() { defer inc.wg.Done(); inc.followCatalog(runCtx, cli, cat.Cluster, catRev, cfg.Logger) }()
@@ -277,13 +280,15 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 func (inc *Incarnation) followCatalog(ctx context.Context, cli *clientv3.Client, cluster string, from int64, logger *slog.Logger) {
 	config.WatchStored(ctx, cli, cluster, from, func(next *config.Catalog, rev int64) {
 		if err := inc.sched.SetCatalog(next, rev); err != nil {
-			logger.Error("cannot run the new catalog; keeping the current one", "revision", rev, "err", err)
+			logger.Error("cannot run the new catalog; keeping the current one", "revision", rev, "running", inc.sched.CatalogRevision(), "err", err)
 			return
 		}
 		logger.Info("converging to a new catalog", "revision", rev)
 		if err := inc.member.SetCatalogRevision(ctx, rev); err != nil {
 			logger.Warn("could not publish the catalog revision", "err", err)
 		}
+	}, func(rev int64, err error) {
+		logger.Error("cannot read the stored catalog; keeping the current one", "revision", rev, "running", inc.sched.CatalogRevision(), "err", err)
 	})
 }
 
@@ -292,6 +297,13 @@ func (inc *Incarnation) ID() string { return inc.member.ID() }
 
 // Member is the incarnation's membership (lease, trust window).
 func (inc *Incarnation) Member() *membership.Member { return inc.member }
+
+// Ready reports whether the incarnation is a working member at now: its
+// lease is proven alive, and its views have caught up with it (they contain
+// it, so the ring gives it its share of the slots).
+func (inc *Incarnation) Ready(now time.Time) bool {
+	return inc.member.Trusted(now) && inc.views.Latest().Contains(inc.ID())
+}
 
 // Scheduler is the incarnation's scheduler.
 func (inc *Incarnation) Scheduler() *scheduler.Scheduler { return inc.sched }

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kira-scheduler/kira/keyspace"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kira-scheduler/kira/keyspace"
 
 	"github.com/google/uuid"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/kira-scheduler/kira/keyspace"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kira-scheduler/kira/keyspace"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -34,6 +36,10 @@ type Views struct {
 	cli     *clientv3.Client
 	prefix  string
 	changed chan struct{}
+	// Logger, if set before Run, is told once of each key under the
+	// members' prefix that is not a member (no lease: written by hand).
+	Logger *slog.Logger
+	junk   map[string]bool // keys already logged; Run's
 
 	mu      sync.Mutex
 	latest  View
@@ -114,10 +120,19 @@ func (v *Views) follow(ctx context.Context) error {
 	return fmt.Errorf("membership: watch on %s closed", v.prefix)
 }
 
+// apply takes one member record into records. Every member writes its
+// record under its lease, so a key without one is not a member (it was
+// written by hand) and is left out: counted, it would take slots nobody
+// runs. Held by TestJunkInEtcdLeavesEverySlotFiring (scheduler).
 func (v *Views) apply(records map[string]Record, kv *mvccpb.KeyValue, deleted bool) {
 	id := strings.TrimPrefix(string(kv.Key), v.prefix)
 	if deleted {
 		delete(records, id)
+		return
+	}
+	if kv.Lease == 0 {
+		delete(records, id)
+		v.logJunk(string(kv.Key))
 		return
 	}
 	var r Record
@@ -125,6 +140,17 @@ func (v *Views) apply(records map[string]Record, kv *mvccpb.KeyValue, deleted bo
 		r = Record{ID: id} // a record we cannot read still counts as a member
 	}
 	records[id] = r
+}
+
+func (v *Views) logJunk(key string) {
+	if v.Logger == nil || v.junk[key] {
+		return
+	}
+	if v.junk == nil {
+		v.junk = map[string]bool{}
+	}
+	v.junk[key] = true
+	v.Logger.Warn("ignoring a member record without a lease (not written by a member)", "key", key)
 }
 
 func (v *Views) publish(rev int64, records map[string]Record) {

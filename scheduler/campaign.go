@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/shard"
@@ -234,7 +235,8 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 	sl.leadCtx, sl.cancelLead = context.WithCancel(context.Background())
 	s.byKey[sl.leaderKey] = sl
 	s.setSnapshot(sl.id, sl.token, true)
-	s.emit(Event{Kind: Acquired, Slot: sl.id, Token: sl.token, At: now})
+	s.emit(Event{Kind: Acquired, Slot: sl.id, Token: sl.token, At: now,
+		Execution: jobs.Execution{Job: sl.id.Job, Partition: sl.id.Partition, Partitions: sl.job.spec.Partitions}})
 	if !sl.wanted {
 		s.endLeadership(sl, Released, "not preferred in the current view")
 		return

@@ -155,7 +155,7 @@ func TestCarriedRecordsAreWrittenWhenLeadershipEnds(t *testing.T) {
 	if len(records) != 1 || records[0].Outcome != history.OutcomeSkipped || !records[0].ScheduledTime.Equal(scheduled) {
 		t.Fatalf("history %+v; want the carried skip record", records)
 	}
-	if st, _, err := readAcquired(ctx, cli, cat.Cluster, id); err != nil || st.HistorySeq != 1 {
+	if st, _, _, err := readAcquired(ctx, cli, cat.Cluster, id); err != nil || st.HistorySeq != 1 {
 		t.Fatalf("state after the flush: %+v, %v; want the record's (history_seq 1)", st, err)
 	}
 }

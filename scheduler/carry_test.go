@@ -84,7 +84,7 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	// The takeover's last write records the start of 12:00:10 ahead.
 	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
-		st, _, err := readAcquired(ctx, cli, "carry", shard.Slot{Job: "tick"})
+		st, _, _, err := readAcquired(ctx, cli, "carry", shard.Slot{Job: "tick"})
 		if err != nil {
 			t.Fatal(err)
 		}

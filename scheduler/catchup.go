@@ -90,14 +90,17 @@ func catchUp(st history.SlotState, job config.Job, sched config.Schedule, now ti
 // acquired runs what a new holder owes: fires its predecessors started but
 // did not finish, missed fires by the misfire policy, and waiting manual
 // triggers; then the slot follows its schedule.
-func (s *Scheduler) acquired(sl *slot, st history.SlotState, triggers []fire, now time.Time) {
+func (s *Scheduler) acquired(sl *slot, st history.SlotState, unreadable error, triggers []fire, now time.Time) {
 	sl.recorded, sl.ahead, sl.carried = st, nil, nil
+	if unreadable != nil {
+		s.stateReset(sl, unreadable, now)
+	}
 	runs, missed, dropped := catchUp(st, sl.job.spec, sl.job.schedule, now.UTC(), func(t time.Time) string {
 		return jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)
 	})
 	if dropped > 0 {
 		sl.recorded.MissedDropped += int64(dropped)
-		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "missed fires older than catchup_window", Count: dropped, At: now})
+		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "missed fires older than catchup_window", Count: dropped, Policy: "catchup_window", At: now})
 	}
 	const maxMissedRecords = 20
 	if len(missed) > maxMissedRecords {
@@ -106,7 +109,7 @@ func (s *Scheduler) acquired(sl *slot, st history.SlotState, triggers []fire, no
 	for _, t := range missed {
 		f := fire{scheduled: t, cause: history.CauseCatchup, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)}
 		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Cause: history.CauseCatchup,
-			Reason: "missed (misfire " + string(sl.job.spec.Misfire) + ")", At: now})
+			Reason: "missed (misfire " + string(sl.job.spec.Misfire) + ")", Policy: string(sl.job.spec.Misfire), At: now})
 		s.record(sl, history.Record{ExecutionID: f.id, ScheduledTime: t, StartedAt: now, FinishedAt: now,
 			Outcome: history.OutcomeMissed, Attempt: 1, Cause: history.CauseCatchup, Error: "misfire policy " + string(sl.job.spec.Misfire)}, nil)
 	}

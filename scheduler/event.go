@@ -13,7 +13,7 @@ import (
 type EventKind string
 
 const (
-	Acquired EventKind = "acquired" // won the slot's election with Token
+	Acquired EventKind = "acquired" // won the slot's election with Token; Execution names the job's partitions
 	Raised   EventKind = "raised"   // fences raised for Token (fence_url, OnAcquire); fires may start
 	Released EventKind = "released" // gave the slot up: not preferred any more, or stopping
 	Lost     EventKind = "lost"     // the slot's key vanished behind our back, or the session ended
@@ -34,12 +34,17 @@ type Event struct {
 	Member    string
 	Slot      shard.Slot
 	Token     fencing.Token
-	Execution jobs.Execution // Started, Finished, Skipped
+	Execution jobs.Execution // Started, Finished, Skipped; Acquired: job, partition and partitions only
 	Result    jobs.Result    // Finished
 	Reason    string         // Skipped, Released, Lost
 	Cause     history.Cause  // Started, Finished: why the execution ran
 	Attempt   int            // Started, Finished
-	Count     int            // Skipped: how many fires, when more than one
+	Count     int            // Skipped: how many fires, when more than one; CatalogApplied: the revision
+	// Policy (Skipped) names what let missed fires go unrun: the job's
+	// misfire policy, or catchup_window; empty for other skips.
+	Policy string
+	// TraceID (Started, Finished) is the execution's trace, when traced.
+	TraceID string
 	// StartedAt (Finished) is when the executor was called, after the start
 	// was recorded; zero if it never was.
 	StartedAt time.Time

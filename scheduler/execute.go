@@ -141,6 +141,9 @@ func (r *run) run() {
 		r.ctx, r.span = r.s.cfg.Tracer.Start(r.ctx, r.spanName(), r.spanOpts...)
 	}
 	fr := finishedRun{slot: r.slot, run: r.number, fire: r.fire, exec: r.exec}
+	if sc := r.span.SpanContext(); sc.HasTraceID() {
+		fr.traceID = sc.TraceID().String()
+	}
 	select {
 	case err := <-r.recorded:
 		r.unrecorded.Add(-1)
@@ -209,7 +212,7 @@ func (r *run) startRecorded(fr *finishedRun, err error) {
 			r.leave()
 		}
 		r.span.SetAttributes(attribute.Int64("kira.lateness_ns", int64(fr.started.Sub(r.due))))
-		r.s.emit(Event{Kind: Started, Slot: fr.slot, Token: r.exec.Token, Execution: r.exec, Cause: r.fire.cause, Attempt: r.fire.attempt, At: fr.started})
+		r.s.emit(Event{Kind: Started, Slot: fr.slot, Token: r.exec.Token, Execution: r.exec, Cause: r.fire.cause, Attempt: r.fire.attempt, TraceID: fr.traceID, At: fr.started})
 		fr.res = r.executor.Execute(ctx, r.exec)
 		// The rest is bookkeeping: let the fires whose gate opened with this one
 		// start first.

@@ -17,8 +17,11 @@ type raisedFence struct {
 	slot     shard.Slot
 	token    fencing.Token
 	recorded history.SlotState
-	triggers []fire
-	err      error
+	// unreadable says why the recorded state could not be read: the slot
+	// is then treated as one never run.
+	unreadable error
+	triggers   []fire
+	err        error
 }
 
 // raiseFences prepares a newly won slot off the loop: it loads the slot's
@@ -34,7 +37,7 @@ func (s *Scheduler) raiseFences(sl *slot) {
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
-		st, triggers, err := readAcquired(ctx, kv, cluster, id)
+		st, unreadable, triggers, err := readAcquired(ctx, kv, cluster, id)
 		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)
 		}
@@ -42,7 +45,7 @@ func (s *Scheduler) raiseFences(sl *slot) {
 			err = hook(fencing.WithClaim(ctx, claim), id, claim)
 		}
 		select {
-		case s.raised <- raisedFence{slot: id, token: claim.Token, recorded: st, triggers: triggers, err: err}:
+		case s.raised <- raisedFence{slot: id, token: claim.Token, recorded: st, unreadable: unreadable, triggers: triggers, err: err}:
 		case <-s.stopped:
 		}
 	}()
@@ -79,7 +82,7 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 		s.endLeadership(sl, Released, "not preferred in the current view")
 		return
 	}
-	s.acquired(sl, r.recorded, triggers, now)
+	s.acquired(sl, r.recorded, r.unreadable, triggers, now)
 }
 
 // forgetTriggers unmarks triggers this member will not run (the slot is

@@ -21,7 +21,8 @@ type finishedRun struct {
 	res        jobs.Result
 	started    time.Time
 	finished   time.Time
-	notStarted bool // its start could not be recorded, so it did not run
+	notStarted bool   // its start could not be recorded, so it did not run
+	traceID    string // the execution's trace, if its span is recorded
 }
 
 // finishedRuns is where execution goroutines leave their results, for the
@@ -88,7 +89,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 		sl.armed = nil
 	}
 	now := s.cfg.Clock.Now()
-	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Cause: fr.fire.cause, Attempt: fr.fire.attempt, StartedAt: fr.started, At: now})
+	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Cause: fr.fire.cause, Attempt: fr.fire.attempt, StartedAt: fr.started, TraceID: fr.traceID, At: now})
 	holds := sl.stage == leading && sl.token == fr.exec.Token
 	if holds {
 		if fr.fire.cause != history.CauseManual && !fr.notStarted && !fr.fire.scheduled.Before(sl.recorded.Finished) {

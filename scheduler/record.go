@@ -120,18 +120,30 @@ func (s *Scheduler) retractAhead(sl *slot) chan error {
 // (its state key and its newest record) and the manual triggers waiting for
 // it, in one transaction: one round trip, and all as of one revision. A
 // rebalance does this for thousands of slots at once.
-func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (history.SlotState, []fire, error) {
+//
+// A state that cannot be read (corrupt, or written by hand) is returned as
+// unreadable with the zero state: the slot is treated as never run, rather
+// than never fired again. Held by TestJunkInEtcdLeavesEverySlotFiring.
+func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (st history.SlotState, unreadable error, triggers []fire, err error) {
 	newest := clientv3.OpGet(keyspace.SlotHistory(cluster, s), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	resp, err := kv.Txn(ctx).Then(clientv3.OpGet(keyspace.State(cluster, s)), newest, triggersOp(cluster, s)).Commit()
 	if err != nil {
-		return history.SlotState{}, nil, err
+		return history.SlotState{}, nil, nil, err
 	}
-	st, err := history.StateFrom(s, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
-	if err != nil {
-		return history.SlotState{}, nil, err
+	st, unreadable = history.StateFrom(s, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
+	if unreadable != nil {
+		st = history.SlotState{}
 	}
-	return st, triggersFrom(s, resp.Responses[2].GetResponseRange().Kvs), nil
+	return st, unreadable, triggersFrom(s, resp.Responses[2].GetResponseRange().Kvs), nil
+}
+
+// stateReset records, in the slot's history, that its state could not be
+// read and the slot starts afresh, and logs it.
+func (s *Scheduler) stateReset(sl *slot, why error, now time.Time) {
+	s.cfg.Logger.Warn("a slot's recorded state is unreadable; treating the slot as never run", "slot", sl.id.String(), "err", why)
+	s.record(sl, history.Record{ExecutionID: "reset-" + jobs.ExecutionID(sl.id.Job, sl.id.Partition, now), ScheduledTime: now, StartedAt: now, FinishedAt: now,
+		Outcome: history.OutcomeReset, Attempt: 1, Cause: history.CauseCatchup, Error: why.Error() + "; the slot starts afresh"}, nil)
 }
 
 // historyTrim deletes a slot's records at or past limit in the ring: after

@@ -28,7 +28,7 @@ func TestStateIsTheNewerOfStateKeyAndRecord(t *testing.T) {
 	}
 	read := func() history.SlotState {
 		t.Helper()
-		st, _, err := readAcquired(ctx, cli, "c", slot)
+		st, _, _, err := readAcquired(ctx, cli, "c", slot)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,8 @@ func TestStateIsTheNewerOfStateKeyAndRecord(t *testing.T) {
 	if _, err := cli.Put(ctx, keyspace.HistoryEntry("c", slot, 3, 10), "{not json"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := readAcquired(ctx, cli, "c", slot); err == nil || !strings.Contains(err.Error(), "unreadable") {
-		t.Fatalf("newest record unreadable: %v; want an error naming it", err)
+	st, unreadable, _, err := readAcquired(ctx, cli, "c", slot)
+	if err != nil || unreadable == nil || !strings.Contains(unreadable.Error(), "unreadable") || st != (history.SlotState{}) {
+		t.Fatalf("newest record unreadable: state %+v, unreadable %v, err %v; want the zero state and the reason", st, unreadable, err)
 	}
 }

@@ -55,6 +55,9 @@ type Config struct {
 	// before the first execution. If it fails, nothing runs: the slot is given
 	// up and campaigned for again after a pause. Its ctx ends when the slot is lost.
 	OnAcquire func(ctx context.Context, slot shard.Slot, claim fencing.Claim) error
+	// CatalogRevision is the etcd revision of the catalog given to New, if
+	// it was stored (0 otherwise).
+	CatalogRevision int64
 	// Tracer defaults to the global OpenTelemetry tracer provider's.
 	Tracer trace.Tracer
 	// Logger defaults to slog.Default().
@@ -165,6 +168,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		byKey:          map[string]*slot{},
 		snapshot:       map[shard.Slot]fencing.Token{},
 	}
+	s.catalogRev = cfg.CatalogRevision
 	s.cleanupCtx, s.cancelCleanup = context.WithCancel(context.Background())
 	prepared, err := prepareJobs(cat, cfg.Handlers)
 	if err != nil {
@@ -193,8 +197,8 @@ func (s *Scheduler) LeadingCount() int {
 	return len(s.snapshot)
 }
 
-// CatalogRevision is the revision of the catalog the loop runs (0 for the
-// one given to New).
+// CatalogRevision is the revision of the catalog the loop runs
+// (Config.CatalogRevision for the one given to New).
 func (s *Scheduler) CatalogRevision() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

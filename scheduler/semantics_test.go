@@ -602,13 +602,13 @@ func TestReleasedSlotRetractsItsAheadRecord(t *testing.T) {
 	ctx := context.Background()
 	slot := shard.Slot{Job: "tick"}
 	waitUntil(t, "the ahead record", 10*time.Second, func() bool {
-		st, _, err := readAcquired(ctx, cli, "retract", slot)
+		st, _, _, err := readAcquired(ctx, cli, "retract", slot)
 		return err == nil && st.Started.Equal(sec(20)) && st.Finished.Equal(sec(10))
 	})
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := readAcquired(ctx, cli, "retract", slot)
+	st, _, _, err := readAcquired(ctx, cli, "retract", slot)
 	if err != nil || !st.Started.Equal(sec(10)) || st.Unfinished() {
 		t.Fatalf("after a graceful stop the state says started %v, finished %v; want 12:00:10 both", st.Started, st.Finished)
 	}

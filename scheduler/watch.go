@@ -25,35 +25,20 @@ type createdKey struct {
 }
 
 // watchElections reports deletions of election keys, so a member learns at
-// once when its key vanishes behind its back.
+// once when its key vanishes behind its back, and deletes keys no member
+// wrote (see deleteJunkCandidacy).
 func (s *Scheduler) watchElections(ctx context.Context) {
 	defer s.wg.Done()
 	prefix := keyspace.Elections(s.member.Cluster())
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		suffix := fmt.Sprintf("/%x", s.member.Lease())
-		for wr := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix()) {
+		opts := []clientv3.OpOption{clientv3.WithPrefix()}
+		if rev := s.sweepJunkCandidacies(wctx, prefix); rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev+1))
+		}
+		for wr := range s.cli.Watch(wctx, prefix, opts...) {
 			for _, ev := range wr.Events {
-				key := string(ev.Kv.Key)
-				if !strings.HasSuffix(key, suffix) {
-					continue
-				}
-				switch {
-				case ev.Type == mvccpb.DELETE:
-					select {
-					case s.deleted <- deletedKey{key: key, rev: ev.Kv.ModRevision}:
-					case <-ctx.Done():
-					}
-				case ev.Kv.CreateRevision == ev.Kv.ModRevision:
-					id, _, ok := keyspace.ParseCandidacy(s.member.Cluster(), key)
-					if !ok {
-						continue
-					}
-					select {
-					case s.created <- createdKey{slot: id, key: key, rev: ev.Kv.CreateRevision}:
-					case <-ctx.Done():
-					}
-				}
+				s.electionEvent(ctx, ev)
 			}
 		}
 		cancel()
@@ -62,6 +47,64 @@ func (s *Scheduler) watchElections(ctx context.Context) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// electionEvent hands the loop a deletion or a creation of one of this
+// member's candidacy keys.
+func (s *Scheduler) electionEvent(ctx context.Context, ev *clientv3.Event) {
+	key := string(ev.Kv.Key)
+	if ev.Type != mvccpb.DELETE && ev.Kv.Lease == 0 {
+		s.deleteJunkCandidacy(ctx, key, ev.Kv.CreateRevision)
+		return
+	}
+	if !strings.HasSuffix(key, fmt.Sprintf("/%x", s.member.Lease())) {
+		return
+	}
+	switch {
+	case ev.Type == mvccpb.DELETE:
+		select {
+		case s.deleted <- deletedKey{key: key, rev: ev.Kv.ModRevision}:
+		case <-ctx.Done():
+		}
+	case ev.Kv.CreateRevision == ev.Kv.ModRevision:
+		id, _, ok := keyspace.ParseCandidacy(s.member.Cluster(), key)
+		if !ok {
+			return
+		}
+		select {
+		case s.created <- createdKey{slot: id, key: key, rev: ev.Kv.CreateRevision}:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// sweepJunkCandidacies deletes the election keys without a lease that exist
+// when the watch starts, and returns the revision it read at (0 if it could
+// not read).
+func (s *Scheduler) sweepJunkCandidacies(ctx context.Context, prefix string) int64 {
+	// Not WithKeysOnly: etcd answers that from its index, without the lease.
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0
+	}
+	for _, kv := range resp.Kvs {
+		if kv.Lease == 0 {
+			s.deleteJunkCandidacy(ctx, string(kv.Key), kv.CreateRevision)
+		}
+	}
+	return resp.Header.Revision
+}
+
+// deleteJunkCandidacy deletes an election key without a lease. Every
+// candidacy is written under its member's lease, so such a key was written
+// by hand; left, it would be the oldest of its election forever and hold
+// the slot from every member. The delete is conditional on the key's create
+// revision. Held by TestJunkInEtcdLeavesEverySlotFiring.
+func (s *Scheduler) deleteJunkCandidacy(ctx context.Context, key string, rev int64) {
+	s.cfg.Logger.Warn("deleting an election key without a lease (not written by a member)", "key", key)
+	ctx, cancel := context.WithTimeout(ctx, resignTimeout)
+	defer cancel()
+	_, _ = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
 }
 
 // ownKeyCreated deletes a candidacy key of ours that no campaign of ours

@@ -200,7 +200,8 @@ func applyCommand(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "Usage: kira apply -f FILE [--dry-run] [--etcd URLS]")
 		return errUsage
 	}
-	cat, err := config.Load(*file)
+	cat, warnings, err := config.LoadLint(*file)
+	printWarnings(stderr, warnings)
 	if err != nil {
 		return err
 	}

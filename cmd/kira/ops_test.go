@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,5 +140,89 @@ func TestHostingEtcdGCPercent(t *testing.T) {
 	}
 	if _, ok := hostingEtcdGCPercent("100"); ok {
 		t.Fatal("GOGC=100 is overridden; want it left to the runtime")
+	}
+}
+
+// kira apply of a broken catalog changes nothing: the stored one and its
+// revision stay, and the error names the file, line and field.
+func TestApplyOfABrokenCatalogLeavesTheStoredOne(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ep := etcd.Endpoints()[0]
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte("cluster: keep\njobs:\n  - {name: a, schedule: \"@every 1s\", command: [\"true\"]}\n"), 0o600)
+	os.WriteFile(bad, []byte("cluster: keep\njobs:\n  - name: a\n    schedule: \"not cron\"\n    command: [\"true\"]\n"), 0o600)
+	if out, code := runKira(t, "apply", "-f", good, "--etcd", ep); code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	before := statusOf(t, ep, "keep").CatalogRevision
+	out, code := runKira(t, "apply", "-f", bad, "--etcd", ep)
+	if code != 1 || !strings.Contains(out, bad+":4:") || !strings.Contains(out, "jobs[0].schedule") {
+		t.Fatalf("apply of a broken catalog: exit %d, want 1 and the place of the problem:\n%s", code, out)
+	}
+	if after := statusOf(t, ep, "keep").CatalogRevision; after != before || before == 0 {
+		t.Fatalf("stored catalog revision %d → %d; want it unchanged", before, after)
+	}
+}
+
+// kira run with an embedded etcd whose data directory cannot be written
+// exits 1 at start and names the flag.
+func TestUnwritableDataDirFailsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	os.WriteFile(file, nil, 0o600)
+	catalog := filepath.Join(dir, "c.yaml")
+	os.WriteFile(catalog, []byte("cluster: d\njobs:\n  - {name: a, schedule: \"@every 1s\", command: [\"true\"]}\n"), 0o600)
+	out, code := runKira(t, "run", "--catalog", catalog, "--data-dir", filepath.Join(file, "data"),
+		"--embedded-client-url", "http://"+freePort(t), "--embedded-peer-url", "http://"+freePort(t))
+	if code != 1 || !strings.Contains(out, "--data-dir "+filepath.Join(file, "data")+" is not writable") {
+		t.Fatalf("exit %d, want 1 and the data dir named:\n%s", code, out)
+	}
+}
+
+// kira run serves the API on --http: a bare port binds loopback; its write
+// actions need the token of --http-token-file, which never shows in the
+// member's log.
+func TestHTTPAPIThroughKiraRun(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ep := etcd.Endpoints()[0]
+	dir := t.TempDir()
+	catalog, tokenFile := filepath.Join(dir, "c.yaml"), filepath.Join(dir, "token")
+	os.WriteFile(catalog, []byte("cluster: web\njobs:\n  - {name: a, schedule: \"@every 1s\", command: [\"true\"]}\n"), 0o600)
+	os.WriteFile(tokenFile, []byte("tok-3f9a\n"), 0o600)
+	_, port, _ := strings.Cut(freePort(t), ":")
+	member := start(t, "run", "--catalog", catalog, "--etcd", ep, "--http", port, "--http-token-file", tokenFile)
+	base := "http://127.0.0.1:" + port
+	kiratest.WaitUntil(t, "the member's /healthz", 20*time.Second, func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	post := func(token string) int {
+		req, _ := http.NewRequest("POST", base+"/v1/jobs/a/pause", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusUnauthorized {
+		t.Fatalf("pause without the token: %d", code)
+	}
+	if code := post("tok-3f9a"); code != http.StatusOK {
+		t.Fatalf("pause with the token: %d", code)
+	}
+	if st := statusOf(t, ep, "web"); len(st.Paused) != 1 || st.Paused[0] != "a" {
+		t.Fatalf("paused jobs %v after the API's pause", st.Paused)
+	}
+	if strings.Contains(member.Output(), "tok-3f9a") {
+		t.Fatalf("the token is in the member's log:\n%s", member.Output())
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -19,24 +17,23 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/member"
-	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/scheduler"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 type runFlags struct {
-	catalog, cluster, dataDir, name, httpAddr string
-	etcd                                      etcdClientFlags
-	embeddedClient, embeddedPeer              string
-	grace                                     time.Duration
-	clockOffset                               time.Duration
-	traceStdout                               bool
-	logLevel                                  string
+	catalog, cluster, dataDir, name string
+	http                            httpFlags
+	etcd                            etcdClientFlags
+	embeddedClient, embeddedPeer    string
+	grace                           time.Duration
+	clockOffset                     time.Duration
+	traceStdout                     bool
+	logLevel, logFormat             string
 }
 
 // parseRunFlags reads kira run's command line.
@@ -50,13 +47,14 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	f.etcd.register(fs, "", "comma-separated etcd endpoints; empty starts an embedded single-node etcd")
 	fs.StringVar(&f.dataDir, "data-dir", "./kira-data", "data directory of the embedded etcd")
 	fs.StringVar(&f.name, "name", host, "human-readable member name (the member id adds a UUID to the hostname)")
-	fs.StringVar(&f.httpAddr, "http", "", "listen address for /healthz and /metrics, such as :8080; empty disables")
+	f.http.register(fs)
 	fs.StringVar(&f.embeddedClient, "embedded-client-url", "http://127.0.0.1:2379", "client URL of the embedded etcd")
 	fs.StringVar(&f.embeddedPeer, "embedded-peer-url", "http://127.0.0.1:2380", "peer URL of the embedded etcd")
 	fs.DurationVar(&f.grace, "grace", scheduler.DefaultGrace, "on SIGTERM, how long in-flight executions may finish before they are cancelled")
 	fs.DurationVar(&f.clockOffset, "clock-offset", 0, "fault injection: schedule as if the wall clock were this far ahead (negative: behind); leases and fencing do not depend on it")
 	fs.BoolVar(&f.traceStdout, "trace-stdout", false, "print every execution's OpenTelemetry span to stdout")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json (one JSON object a line)")
 	if err := fs.Parse(args); err != nil {
 		return f, errUsage
 	}
@@ -83,7 +81,10 @@ func runCommand(args []string, stderr io.Writer) error {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("kira run: --log-level: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger, err := newLogger(stderr, f.logFormat, level)
+	if err != nil {
+		return err
+	}
 	if f.traceStdout {
 		exp, err := stdouttrace.New(stdouttrace.WithPrettyPrint())
 		if err != nil {
@@ -109,29 +110,24 @@ func runCommand(args []string, stderr io.Writer) error {
 		logger.Info("started embedded etcd", "data_dir", f.dataDir, "client_url", f.embeddedClient)
 	}
 
-	r := &runner{logger: logger, metrics: newMetrics()}
-	if f.httpAddr != "" {
-		srv, err := r.serveHTTP(f.httpAddr)
+	r := &runner{logger: logger}
+	r.metrics = newMetrics(r.current.Load)
+	if f.http.addr != "" {
+		stopHTTP, err := r.serveHTTP(f.http, etcd, f.cluster)
 		if err != nil {
 			return err
 		}
-		defer srv.Close()
+		defer stopHTTP()
 	}
 	err = member.Run(ctx, member.Config{
 		Etcd: etcd, Cluster: f.cluster, Catalog: cat,
-		Name: f.name, HTTP: f.httpAddr, Version: version, Logger: logger,
+		Name: f.name, HTTP: f.http.listenAddr(), Version: version, Logger: logger,
 		Scheduler: scheduler.Config{
 			Grace:   f.grace,
 			OnEvent: r.onEvent,
 			Clock:   scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: f.clockOffset},
 		},
-		OnIncarnation: func(inc *member.Incarnation) {
-			if inc == nil {
-				r.current.Store(nil)
-				return
-			}
-			r.current.Store(inc.Member())
-		},
+		OnIncarnation: r.current.Store,
 	})
 	if errors.Is(err, config.ErrNoCatalog) {
 		return fmt.Errorf("kira run: %w: give --catalog FILE or run kira apply -f FILE first", err)
@@ -147,7 +143,7 @@ func runCommand(args []string, stderr io.Writer) error {
 type runner struct {
 	logger  *slog.Logger
 	metrics *metrics
-	current atomic.Pointer[membership.Member]
+	current atomic.Pointer[member.Incarnation]
 }
 
 func (r *runner) onEvent(e scheduler.Event) {
@@ -160,82 +156,26 @@ func (r *runner) onEvent(e scheduler.Event) {
 	case scheduler.Paused, scheduler.Resumed:
 		r.logger.Info("job "+string(e.Kind), "job", e.Slot.Job)
 	case scheduler.Finished:
-		attrs := []any{"slot", e.Slot.String(), "token", e.Token.String(), "execution_id", e.Execution.ID, "trigger", string(e.Cause), "attempt", e.Attempt,
-			"scheduled", e.Execution.ScheduledTimeText(), "outcome", string(e.Result.Outcome), "code", e.Result.Code}
-		if out := strings.TrimSpace(e.Result.OutputTail); out != "" {
-			attrs = append(attrs, "output", out)
-		}
-		if e.Result.Err != nil {
-			attrs = append(attrs, "err", e.Result.Err)
-		}
+		r.executionFinished(e)
+	}
+}
+
+// executionFinished logs an execution's end: at WARN when it failed, timed
+// out or was fenced, with its execution id and trace id either way.
+func (r *runner) executionFinished(e scheduler.Event) {
+	attrs := []any{"slot", e.Slot.String(), "token", e.Token.String(), "execution_id", e.Execution.ID, "trace_id", e.TraceID,
+		"trigger", string(e.Cause), "attempt", e.Attempt, "scheduled", e.Execution.ScheduledTimeText(), "outcome", string(e.Result.Outcome), "code", e.Result.Code}
+	if out := strings.TrimSpace(e.Result.OutputTail); out != "" {
+		attrs = append(attrs, "output", out)
+	}
+	if e.Result.Err != nil {
+		attrs = append(attrs, "err", e.Result.Err)
+	}
+	switch e.Result.Outcome {
+	case jobs.Failed, jobs.TimedOut, jobs.Fenced:
+		r.logger.Warn("execution "+string(e.Result.Outcome), attrs...)
+	default:
 		r.logger.Info("execution finished", attrs...)
-	}
-}
-
-func (r *runner) serveHTTP(addr string) (*http.Server, error) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		m := r.current.Load()
-		if m == nil || !m.Trusted(time.Now()) {
-			http.Error(w, "not a trusted member: no live lease", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintf(w, "ok %s\n", m.ID())
-	})
-	mux.Handle("/metrics", promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{}))
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("kira run: --http: %w", err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(l)
-	return srv, nil
-}
-
-// metrics are the member's Prometheus series.
-type metrics struct {
-	registry   *prometheus.Registry
-	leader     *prometheus.GaugeVec
-	executions *prometheus.CounterVec
-	skipped    *prometheus.CounterVec
-	lateness   *prometheus.HistogramVec
-}
-
-func newMetrics() *metrics {
-	m := &metrics{
-		registry: prometheus.NewRegistry(),
-		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kira_slot_leader",
-			Help: "1 while this member leads the slot. Summed over members: 0 for long means nobody does the work, 2 means split brain.",
-		}, []string{"job", "partition"}),
-		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kira_executions_total", Help: "Executions that ended, by outcome.",
-		}, []string{"job", "outcome"}),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kira_fires_skipped_total", Help: "Fires not started, by reason.",
-		}, []string{"job", "reason"}),
-		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kira_execution_lateness_seconds", Help: "Start time minus scheduled time.",
-			Buckets: []float64{.001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5},
-		}, []string{"job"}),
-	}
-	m.registry.MustRegister(m.leader, m.executions, m.skipped, m.lateness)
-	return m
-}
-
-func (m *metrics) observe(e scheduler.Event) {
-	part := fmt.Sprint(e.Slot.Partition)
-	switch e.Kind {
-	case scheduler.Acquired:
-		m.leader.WithLabelValues(e.Slot.Job, part).Set(1)
-	case scheduler.Released, scheduler.Lost:
-		m.leader.WithLabelValues(e.Slot.Job, part).Set(0)
-	case scheduler.Started:
-		m.lateness.WithLabelValues(e.Slot.Job).Observe(e.At.Sub(e.Execution.ScheduledTime).Seconds())
-	case scheduler.Finished:
-		m.executions.WithLabelValues(e.Slot.Job, string(e.Result.Outcome)).Inc()
-	case scheduler.Skipped:
-		m.skipped.WithLabelValues(e.Slot.Job, e.Reason).Inc()
 	}
 }
 
@@ -244,4 +184,16 @@ func (m *metrics) observe(e scheduler.Event) {
 func embeddedEtcd(f runFlags) etcdnode.Config {
 	return etcdnode.Config{Name: "kira", DataDir: f.dataDir, ListenClientURLs: f.embeddedClient, ListenPeerURLs: f.embeddedPeer,
 		InitialClusterState: "new", InitialClusterToken: "kira-embedded", LogLevel: "error", Quiet: true}
+}
+
+// newLogger is kira run's logger: text (slog's key=value) or JSON.
+func newLogger(w io.Writer, format string, level slog.Level) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: level}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("kira run: --log-format must be text or json, got %q", format)
 }

@@ -2,15 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
-	"net"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,75 +14,11 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// testCA issues certificates for one test.
-type testCA struct {
-	dir  string
-	name string
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	file string // the CA's certificate, PEM
-}
-
-func newTestCA(t *testing.T, dir, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &testCA{dir: dir, name: name, cert: cert, key: key, file: filepath.Join(dir, name+".pem")}
-	writePEM(t, ca.file, "CERTIFICATE", der)
-	return ca
-}
-
-func writePEM(t *testing.T, path, kind string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// issue writes a certificate for cn (a server's for 127.0.0.1 when server)
-// and its key, and returns their paths.
-func (ca *testCA) issue(t *testing.T, cn string, server bool) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	if server {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(ca.dir, ca.name+"-"+cn+".pem"), filepath.Join(ca.dir, ca.name+"-"+cn+"-key.pem")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
-	return certFile, keyFile
-}
 
 // enableAuth creates, as root (its certificate's common name), the users and
 // the one role Kira needs: read/write on /kira/<cluster>/ and nothing else.
@@ -141,17 +72,17 @@ jobs:
 // certificate, exits at start with an error that names the cause.
 func TestSecuredEtcd(t *testing.T) {
 	dir := t.TempDir()
-	ca, other := newTestCA(t, dir, "ca"), newTestCA(t, dir, "other-ca")
-	serverCert, serverKey := ca.issue(t, "etcd", true)
-	rootCert, rootKey := ca.issue(t, "root", false)
-	kiraCert, kiraKey := ca.issue(t, "kira", false)
-	nobodyCert, nobodyKey := ca.issue(t, "nobody", false)
-	strangerCert, strangerKey := other.issue(t, "kira", false)
+	ca, other := kiratest.NewCA(t, dir, "ca"), kiratest.NewCA(t, dir, "other-ca")
+	serverCert, serverKey := ca.Issue(t, "etcd", true)
+	rootCert, rootKey := ca.Issue(t, "root", false)
+	kiraCert, kiraKey := ca.Issue(t, "kira", false)
+	nobodyCert, nobodyKey := ca.Issue(t, "nobody", false)
+	strangerCert, strangerKey := other.Issue(t, "kira", false)
 	ep := "https://" + freePort(t)
 	etcd := start(t, "etcd", "--name", "secure", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", ep, "--advertise-client-urls", ep, "--listen-peer-urls", "http://"+freePort(t),
-		"--cert-file", serverCert, "--key-file", serverKey, "--trusted-ca-file", ca.file, "--client-cert-auth")
-	root := etcdclient.Config{Endpoints: []string{ep}, CACert: ca.file, Cert: rootCert, Key: rootKey}
+		"--cert-file", serverCert, "--key-file", serverKey, "--trusted-ca-file", ca.File, "--client-cert-auth")
+	root := etcdclient.Config{Endpoints: []string{ep}, CACert: ca.File, Cert: rootCert, Key: rootKey}
 	kiratest.WaitUntil(t, "the TLS etcd to serve", 60*time.Second, func() bool {
 		cli, err := etcdclient.New(root)
 		if err != nil {
@@ -163,7 +94,7 @@ func TestSecuredEtcd(t *testing.T) {
 	enableAuth(t, root)
 
 	tlsArgs := func(cert, key string) []string {
-		return []string{"--etcd", ep, "--cacert", ca.file, "--cert", cert, "--key", key}
+		return []string{"--etcd", ep, "--cacert", ca.File, "--cert", cert, "--key", key}
 	}
 	catalog := filepath.Join(dir, "catalog.yaml")
 	os.WriteFile(catalog, []byte(securedCatalog), 0o600)
@@ -195,7 +126,7 @@ func TestSecuredEtcd(t *testing.T) {
 		{"a user without the role", tlsArgs(nobodyCert, nobodyKey), "no read/write permission on /kira/demo/"},
 		{"a wrong password", append(tlsArgs(kiraCert, kiraKey), "--user", "kira:wrong"), "authentication of user kira failed"},
 		{"a certificate from another CA", tlsArgs(strangerCert, strangerKey), "refused this client's certificate"},
-		{"a CA that did not sign etcd's certificate", []string{"--etcd", ep, "--cacert", other.file, "--cert", kiraCert, "--key", kiraKey}, "certificate"},
+		{"a CA that did not sign etcd's certificate", []string{"--etcd", ep, "--cacert", other.File, "--cert", kiraCert, "--key", kiraKey}, "certificate"},
 	}
 	for _, tc := range refused {
 		p := start(t, append([]string{"run", "--cluster", "demo"}, tc.args...)...)
@@ -217,6 +148,77 @@ func TestSecuredEtcd(t *testing.T) {
 	for _, p := range []*proc{a, b, etcd} {
 		if code := p.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 			t.Errorf("exit %d on SIGTERM:\n%s", code, p.Output())
+		}
+	}
+}
+
+const secretsCatalog = `cluster: secrets
+membership:
+  lease_ttl: 2s
+jobs:
+  - name: hook
+    schedule: "@every 1s"
+    http:
+      url: "%s/hook"
+      headers: {Authorization: "Bearer ${KIRA_TEST_HOOK_TOKEN}"}
+  - name: check
+    schedule: "@every 1s"
+    command: ["sh", "-c", "test ${#API_TOKEN} -eq 12 && test -z \"$KIRA_TEST_HOOK_TOKEN\""] # the secret's length; its variable not passed
+    env: {API_TOKEN: "${KIRA_TEST_HOOK_TOKEN}"}
+`
+
+// Secrets stay in the members' environment: the catalog refers to them, the
+// member expands them when it runs a job, and neither etcd nor kira status,
+// kira history or the member's log ever holds one.
+func TestSecretsStayInTheMembersEnvironment(t *testing.T) {
+	const secret = "s3cret-token"
+	got := make(chan string, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r.Header.Get("Authorization"):
+		default:
+		}
+	}))
+	defer srv.Close()
+	etcd := etcdtest.Start(t)
+	ep := etcd.Endpoints()[0]
+	dir := t.TempDir()
+	catalog := filepath.Join(dir, "catalog.yaml")
+	os.WriteFile(catalog, []byte(fmt.Sprintf(secretsCatalog, srv.URL)), 0o600)
+	out, code := runKira(t, "apply", "-f", catalog, "--etcd", ep)
+	if code != 0 || !strings.Contains(out, "warning: "+catalog) || !strings.Contains(out, "${KIRA_TEST_HOOK_TOKEN} is not set in this environment") {
+		t.Fatalf("kira apply without the variable: exit %d, want 0 and a warning:\n%s", code, out)
+	}
+	t.Setenv("KIRA_TEST_HOOK_TOKEN", secret) // the member's environment, not the catalog's
+	member := start(t, "run", "--cluster", "secrets", "--etcd", ep)
+	if auth := kiratest.Receive(t, got, 15*time.Second, "the hook's request"); auth != "Bearer "+secret {
+		t.Fatalf("Authorization %q, want the expanded secret", auth)
+	}
+	kiratest.WaitUntil(t, "the command job to succeed with the secret in its env", 15*time.Second, func() bool {
+		out, code := runKira(t, "history", "check", "--cluster", "secrets", "--etcd", ep, "-o", "json")
+		return code == 0 && strings.Contains(out, `"outcome": "succeeded"`)
+	})
+	var seen []string
+	for _, args := range [][]string{
+		{"status", "--cluster", "secrets", "--etcd", ep, "-o", "json"},
+		{"history", "hook", "--cluster", "secrets", "--etcd", ep, "-o", "json"},
+		{"history", "check", "--cluster", "secrets", "--etcd", ep, "-o", "json"},
+	} {
+		out, _ := runKira(t, args...)
+		seen = append(seen, out)
+	}
+	cli := etcd.Client(t)
+	resp, err := cli.Get(context.Background(), "/kira/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		seen = append(seen, string(kv.Key)+"="+string(kv.Value))
+	}
+	seen = append(seen, member.Output())
+	for _, s := range seen {
+		if strings.Contains(s, secret) {
+			t.Fatalf("the secret reached etcd, a command's output or the log:\n%s", s)
 		}
 	}
 }

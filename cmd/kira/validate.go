@@ -21,7 +21,8 @@ func validateCommand(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
-	cat, err := config.Load(fs.Arg(0))
+	cat, warnings, err := config.LoadLint(fs.Arg(0))
+	printWarnings(stderr, warnings)
 	if err != nil {
 		return err
 	}
@@ -31,4 +32,11 @@ func validateCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: ok: cluster %q, %d jobs, %d slots, lease_ttl %s\n", fs.Arg(0), cat.Cluster, len(cat.Jobs), slots, cat.Membership.LeaseTTL)
 	return nil
+}
+
+// printWarnings prints what is valid but will fail where it is run.
+func printWarnings(w io.Writer, warnings []config.Problem) {
+	for _, p := range warnings {
+		fmt.Fprintln(w, "warning:", p)
+	}
 }

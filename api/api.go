@@ -1,0 +1,279 @@
+// Package api is the HTTP API every member serves (kira run --http): JSON
+// under /v1, answered for the whole cluster from etcd through package
+// operator, so any member answers the same.
+//
+//	GET  /v1/status                                   the cluster's members and slots (kira status -o json)
+//	GET  /v1/jobs/{job}/executions?partition=&limit=  recent executions, newest first (kira history -o json)
+//	POST /v1/jobs/{job}/trigger?partition=            one run now of each slot, or one partition
+//	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
+//	POST /v1/jobs/{job}/resume
+//
+// Write actions need authentication (Auth): a bearer token compared in
+// constant time, or a client certificate verified by the server's TLS. With
+// neither configured they are refused (403), never open. Errors are JSON:
+// {"error": "…"} with a 4xx or 5xx status.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// MaxBodyBytes bounds a request's body; none of the endpoints needs one.
+const MaxBodyBytes = 64 << 10
+
+// requestTimeout bounds the etcd work of one request.
+const requestTimeout = 10 * time.Second
+
+// Auth says who may do what.
+type Auth struct {
+	// Token, if set, lets a request that says "Authorization: Bearer
+	// <Token>" write (trigger, pause, resume).
+	Token []byte
+	// ClientCerts lets a request write when it came over TLS with a
+	// client certificate the server verified (its tls.Config requires and
+	// verifies them against a CA: kira run --http-client-ca).
+	ClientCerts bool
+	// ProtectReads applies the same rule to the read endpoints; by default
+	// they are open.
+	ProtectReads bool
+}
+
+// Config is what the API needs.
+type Config struct {
+	KV      clientv3.KV
+	Cluster string
+	Auth    Auth
+}
+
+// Handler serves the API.
+func Handler(cfg Config) http.Handler {
+	s := &server{cfg: cfg}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.read(s.status))
+	mux.HandleFunc("GET /v1/jobs/{job}/executions", s.read(s.executions))
+	mux.HandleFunc("POST /v1/jobs/{job}/trigger", s.write(s.trigger))
+	mux.HandleFunc("POST /v1/jobs/{job}/pause", s.write(s.pause))
+	mux.HandleFunc("POST /v1/jobs/{job}/resume", s.write(s.resume))
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return http.MaxBytesHandler(mux, MaxBodyBytes)
+}
+
+type server struct{ cfg Config }
+
+// Error is the body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) { writeJSON(w, code, Error{Error: msg}) }
+
+// handler is an endpoint: it answers, or returns an error with its status.
+type handler func(ctx context.Context, r *http.Request) (any, error)
+
+// statusError is an error with the HTTP status it answers with.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func errorf(code int, format string, args ...any) error {
+	return &statusError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func (s *server) read(h handler) http.HandlerFunc {
+	if !s.cfg.Auth.ProtectReads {
+		return s.serve(h)
+	}
+	return s.write(h)
+}
+
+// write lets a request through only if it is authenticated (see Auth).
+func (s *server) write(h handler) http.HandlerFunc {
+	next := s.serve(h)
+	return func(w http.ResponseWriter, r *http.Request) {
+		a := s.cfg.Auth
+		switch {
+		case a.Token == nil && !a.ClientCerts:
+			writeError(w, http.StatusForbidden, "this action needs authentication, and none is configured: start kira run with --http-token-file FILE (or KIRA_HTTP_TOKEN), or with --http-tls-cert, --http-tls-key and --http-client-ca")
+		case a.ClientCerts && r.TLS != nil && len(r.TLS.VerifiedChains) > 0:
+			next(w, r)
+		case a.Token != nil && bearer(r, a.Token):
+			next(w, r)
+		default:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kira"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong credentials: send Authorization: Bearer <token>, or a client certificate")
+		}
+	}
+}
+
+// bearer reports whether r carries token, compared in constant time.
+func bearer(r *http.Request, token []byte) bool {
+	const prefix = "Bearer "
+	h := r.Header.Get("Authorization")
+	if len(h) < len(prefix) || h[:len(prefix)] != prefix {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), token) == 1
+}
+
+func (s *server) serve(h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		defer cancel()
+		_, err := io.Copy(io.Discard, r.Body) // no endpoint takes a body; MaxBytesHandler bounds it
+		var v any
+		if err == nil {
+			v, err = h(ctx, r)
+		}
+		var se *statusError
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &se):
+			writeError(w, se.code, se.msg)
+		case errors.As(err, &tooBig):
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", MaxBodyBytes))
+		case errors.Is(err, config.ErrNoCatalog):
+			writeError(w, http.StatusNotFound, err.Error())
+		case err != nil:
+			writeError(w, http.StatusBadGateway, "etcd: "+err.Error())
+		default:
+			writeJSON(w, http.StatusOK, v)
+		}
+	}
+}
+
+func (s *server) status(ctx context.Context, _ *http.Request) (any, error) {
+	return operator.ReadStatus(ctx, s.cfg.KV, s.cfg.Cluster)
+}
+
+// job returns the stored catalog's job named in the path.
+func (s *server) job(ctx context.Context, r *http.Request) (config.Job, error) {
+	name := r.PathValue("job")
+	cat, _, err := config.LoadStored(ctx, s.cfg.KV, s.cfg.Cluster)
+	if err != nil {
+		return config.Job{}, err
+	}
+	j, ok := cat.Job(name)
+	if !ok {
+		return config.Job{}, errorf(http.StatusNotFound, "cluster %q has no job %q", s.cfg.Cluster, name)
+	}
+	return j, nil
+}
+
+// intParam reads the query parameter name: def when absent, else a whole
+// number in [0, max].
+func intParam(r *http.Request, name string, def, max int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > max {
+		return 0, errorf(http.StatusBadRequest, "%s=%q: want a whole number from 0 to %d", name, v, max)
+	}
+	return n, nil
+}
+
+// jobPartition returns the job named in the path and the partition its
+// query names, -1 for every partition.
+func (s *server) jobPartition(ctx context.Context, r *http.Request) (config.Job, int, error) {
+	j, err := s.job(ctx, r)
+	if err != nil {
+		return config.Job{}, 0, err
+	}
+	partition, err := intParam(r, "partition", -1, j.Partitions-1)
+	return j, partition, err
+}
+
+func (s *server) executions(ctx context.Context, r *http.Request) (any, error) {
+	j, partition, err := s.jobPartition(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := intParam(r, "limit", 20, 10000)
+	if err != nil {
+		return nil, err
+	}
+	return operator.ReadHistory(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, partition, limit)
+}
+
+// Triggered answers a trigger: the execution id of each slot's run.
+type Triggered struct {
+	Job          string   `json:"job"`
+	Partitions   []int    `json:"partitions"`
+	ExecutionIDs []string `json:"execution_ids"`
+}
+
+func (s *server) trigger(ctx context.Context, r *http.Request) (any, error) {
+	j, partition, err := s.jobPartition(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	out := Triggered{Job: j.Name, Partitions: []int{}}
+	var slots []shard.Slot
+	for p := range j.Partitions {
+		if partition < 0 || p == partition {
+			slots = append(slots, shard.Slot{Job: j.Name, Partition: p})
+			out.Partitions = append(out.Partitions, p)
+		}
+	}
+	if out.ExecutionIDs, err = operator.RequestRun(ctx, s.cfg.KV, s.cfg.Cluster, slots); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// JobState answers a pause or a resume.
+type JobState struct {
+	Job    string `json:"job"`
+	Paused bool   `json:"paused"`
+}
+
+func (s *server) pause(ctx context.Context, r *http.Request) (any, error) {
+	return s.setPaused(ctx, r, true)
+}
+
+func (s *server) resume(ctx context.Context, r *http.Request) (any, error) {
+	return s.setPaused(ctx, r, false)
+}
+
+func (s *server) setPaused(ctx context.Context, r *http.Request, paused bool) (any, error) {
+	j, err := s.job(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if paused {
+		err = operator.Pause(ctx, s.cfg.KV, s.cfg.Cluster, j.Name)
+	} else {
+		err = operator.Resume(ctx, s.cfg.KV, s.cfg.Cluster, j.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return JobState{Job: j.Name, Paused: paused}, nil
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kira-scheduler/kira/api"
+	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// EnvHTTPToken is read when --http-token-file is not given.
+const EnvHTTPToken = "KIRA_HTTP_TOKEN"
+
+// httpFlags are kira run's flags for its HTTP port: probes, metrics and the
+// API (package api), and who may use the API's write actions.
+type httpFlags struct {
+	addr, tokenFile        string
+	tlsCert, tlsKey, useCA string
+	readAuth               bool
+}
+
+func (h *httpFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&h.addr, "http", "", "serve /healthz, /metrics and the API (/v1) on this address; a bare port, such as 8080, binds 127.0.0.1; empty disables")
+	fs.StringVar(&h.tokenFile, "http-token-file", "", "file whose first line is the bearer token the API's write actions require (also $"+EnvHTTPToken+")")
+	fs.StringVar(&h.tlsCert, "http-tls-cert", "", "serve HTTPS with this certificate")
+	fs.StringVar(&h.tlsKey, "http-tls-key", "", "key of --http-tls-cert")
+	fs.StringVar(&h.useCA, "http-client-ca", "", "CA bundle: a client certificate it verifies may use the API's write actions (needs --http-tls-cert)")
+	fs.BoolVar(&h.readAuth, "http-read-auth", false, "require the same authentication for the API's read endpoints (default: reads are open)")
+}
+
+// listenAddr is the address to listen on: a bare port binds loopback.
+func (h httpFlags) listenAddr() string {
+	if h.addr != "" && !strings.Contains(h.addr, ":") {
+		return "127.0.0.1:" + h.addr
+	}
+	return h.addr
+}
+
+// auth reads the token and says which credentials the API accepts.
+func (h httpFlags) auth() (api.Auth, error) {
+	a := api.Auth{ClientCerts: h.useCA != "", ProtectReads: h.readAuth}
+	token := os.Getenv(EnvHTTPToken)
+	if h.tokenFile != "" {
+		data, err := os.ReadFile(h.tokenFile)
+		if err != nil {
+			return a, fmt.Errorf("kira run: --http-token-file: %w", err)
+		}
+		token, _, _ = strings.Cut(string(data), "\n")
+		token = strings.TrimRight(token, "\r")
+		if token == "" {
+			return a, fmt.Errorf("kira run: --http-token-file %s: the first line is empty", h.tokenFile)
+		}
+	}
+	if token != "" {
+		a.Token = []byte(token)
+	}
+	return a, nil
+}
+
+// tlsConfig is the HTTPS configuration, or nil for plain HTTP. A client
+// certificate is verified if given, not required, so probes and token
+// holders need none.
+func (h httpFlags) tlsConfig() (*tls.Config, error) {
+	if h.tlsCert == "" && h.tlsKey == "" {
+		if h.useCA != "" {
+			return nil, errors.New("kira run: --http-client-ca needs --http-tls-cert and --http-tls-key: client certificates come over TLS")
+		}
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(h.tlsCert, h.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("kira run: --http-tls-cert, --http-tls-key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if h.useCA != "" {
+		pem, err := os.ReadFile(h.useCA)
+		if err != nil {
+			return nil, fmt.Errorf("kira run: --http-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kira run: --http-client-ca %s: no PEM certificate in it", h.useCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}
+
+// serveHTTP serves the member's HTTP port and returns what stops it.
+func (r *runner) serveHTTP(h httpFlags, etcd etcdclient.Config, cluster string) (func(), error) {
+	auth, err := h.auth()
+	if err != nil {
+		return nil, err
+	}
+	tlsCfg, err := h.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	cli, err := etcdclient.New(etcd)
+	if err != nil {
+		return nil, fmt.Errorf("kira run: --http: %w", err)
+	}
+	mux := http.NewServeMux()
+	// /livez answers while the process serves: a liveness probe must not
+	// restart every member during an etcd outage. /readyz (and /healthz, its
+	// older name) answers 200 only while the member is a trusted member of
+	// the cluster: its lease proven alive.
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	ready := func(w http.ResponseWriter, _ *http.Request) {
+		inc := r.current.Load()
+		if inc == nil || !inc.Ready(time.Now()) {
+			http.Error(w, "not ready: no trusted lease or not yet in the member views (joining, or etcd unreachable)", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok %s\n", inc.ID())
+	}
+	mux.HandleFunc("/readyz", ready)
+	mux.HandleFunc("/healthz", ready)
+	mux.Handle("/metrics", promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{}))
+	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth}))
+	l, err := net.Listen("tcp", h.listenAddr())
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("kira run: --http: %w", err)
+	}
+	if tlsCfg != nil {
+		l = tls.NewListener(l, tlsCfg)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
+	go srv.Serve(l)
+	return func() { srv.Close(); cli.Close() }, nil
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/member"
+	"github.com/kira-scheduler/kira/scheduler"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// maxSlotSeries bounds the per-partition series of one job: a job with
+// more partitions is reported by kira_slots_led{job} alone, so a job of
+// 100,000 partitions costs a member one series, not a third of 100,000.
+const maxSlotSeries = 1000
+
+// metrics are the member's Prometheus series, fed by its scheduler's
+// events. Names follow client_golang's conventions; docs/operations.md
+// lists them with alert rules.
+type metrics struct {
+	registry    *prometheus.Registry
+	leader      *prometheus.GaugeVec
+	led         *prometheus.GaugeVec
+	executions  *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	lastSuccess *prometheus.GaugeVec
+	skipped     *prometheus.CounterVec
+	missed      *prometheus.CounterVec
+	fenced      *prometheus.CounterVec
+	lateness    *prometheus.HistogramVec
+
+	mu         sync.Mutex
+	partitions map[string]int // partitions of each job the member leads slots of, from Acquired events
+}
+
+func newMetrics(current func() *member.Incarnation) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kira_slot_leader",
+			Help: "1 while this member leads the slot; the series is deleted when it stops. Summed over members: 0 for long means nobody does the work, 2 means split brain. Only for jobs of at most " + strconv.Itoa(maxSlotSeries) + " partitions.",
+		}, []string{"job", "partition"}),
+		led: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kira_slots_led", Help: "Slots of the job this member leads.",
+		}, []string{"job"}),
+		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kira_executions_total", Help: "Executions that ended, by outcome.",
+		}, []string{"job", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kira_execution_duration_seconds", Help: "How long executions ran, from their start to their end, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
+		}, []string{"job", "outcome"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kira_job_last_success_timestamp_seconds", Help: "When an execution of the job last succeeded on this member (Unix seconds).",
+		}, []string{"job"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kira_fires_skipped_total", Help: "Fires not started, by reason.",
+		}, []string{"job", "reason"}),
+		missed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kira_fires_missed_total", Help: "Fires missed while nobody held their slot and not run, by the job's misfire policy.",
+		}, []string{"job", "policy"}),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kira_fenced_total", Help: "Executions a protected resource refused for a newer token.",
+		}, []string{"job"}),
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kira_execution_lateness_seconds", Help: "Start time minus scheduled time.",
+			Buckets: []float64{.001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+		}, []string{"job"}),
+		partitions: map[string]int{},
+	}
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kira_build_info", Help: "1, labelled with the build's version."}, []string{"version", "goversion"})
+	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	leaseLeft := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kira_lease_trust_seconds", Help: "How long this member can still prove its lease alive without another renewal (0 when it cannot: it starts nothing).",
+	}, func() float64 {
+		if inc := current(); inc != nil {
+			return max(inc.Member().TrustLeft(), 0).Seconds()
+		}
+		return 0
+	})
+	catalogRev := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kira_catalog_revision", Help: "The etcd revision of the catalog this member runs (compare with the stored one: kira status).",
+	}, func() float64 {
+		if inc := current(); inc != nil {
+			return float64(inc.Scheduler().CatalogRevision())
+		}
+		return 0
+	})
+	m.registry.MustRegister(m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.lateness,
+		catalogRev, buildInfo, leaseLeft, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(e scheduler.Event) {
+	switch e.Kind {
+	case scheduler.Acquired:
+		m.led.WithLabelValues(e.Slot.Job).Inc()
+		if e.Execution.Partitions <= maxSlotSeries {
+			m.leader.WithLabelValues(e.Slot.Job, strconv.Itoa(e.Slot.Partition)).Set(1)
+		}
+	case scheduler.Released, scheduler.Lost:
+		m.led.WithLabelValues(e.Slot.Job).Dec()
+		m.leader.DeleteLabelValues(e.Slot.Job, strconv.Itoa(e.Slot.Partition))
+	case scheduler.Started:
+		m.lateness.WithLabelValues(e.Slot.Job).Observe(e.At.Sub(e.Execution.ScheduledTime).Seconds())
+	case scheduler.Finished:
+		m.finished(e)
+	case scheduler.Skipped:
+		m.skipped.WithLabelValues(e.Slot.Job, e.Reason).Add(float64(max(e.Count, 1)))
+		if e.Policy != "" {
+			m.missed.WithLabelValues(e.Slot.Job, e.Policy).Add(float64(max(e.Count, 1)))
+		}
+	}
+}
+
+func (m *metrics) finished(e scheduler.Event) {
+	outcome := string(e.Result.Outcome)
+	m.executions.WithLabelValues(e.Slot.Job, outcome).Inc()
+	if !e.StartedAt.IsZero() {
+		m.duration.WithLabelValues(e.Slot.Job, outcome).Observe(e.At.Sub(e.StartedAt).Seconds())
+	}
+	switch e.Result.Outcome {
+	case jobs.Succeeded:
+		m.lastSuccess.WithLabelValues(e.Slot.Job).Set(float64(e.At.UnixNano()) / float64(time.Second))
+	case jobs.Fenced:
+		m.fenced.WithLabelValues(e.Slot.Job).Inc()
+	}
+}

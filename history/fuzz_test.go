@@ -1,0 +1,38 @@
+package history
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// FuzzStateFrom: whatever a slot's state key and newest record hold, the
+// state is read, or refused with an error; it never panics, and a record
+// newer than the state key decides alone.
+func FuzzStateFrom(f *testing.F) {
+	good, _ := json.Marshal(Stored{Record: Record{Job: "a", ExecutionID: "x"}, State: &SlotState{Token: 5, HistorySeq: 3}})
+	f.Add([]byte(`{"token":4,"member":"m","history_seq":2}`), good, true)
+	f.Add([]byte("{not json"), good, true)
+	f.Add([]byte(`{"token":4}`), []byte("\x00"), false)
+	f.Fuzz(func(t *testing.T, state, record []byte, recordNewer bool) {
+		stateKv := []*mvccpb.KeyValue{{Key: []byte("s"), Value: state, ModRevision: 10}}
+		recRev := int64(5)
+		if recordNewer {
+			recRev = 20
+		}
+		recordKv := []*mvccpb.KeyValue{{Key: []byte("r"), Value: record, ModRevision: recRev}}
+		st, err := StateFrom(shard.Slot{Job: "a"}, stateKv, recordKv)
+		var r Stored
+		if recordNewer && json.Unmarshal(record, &r) == nil && r.State != nil && (err != nil || st != *r.State) {
+			t.Fatalf("a newer readable record's state was not taken: %+v, %v", st, err)
+		}
+		if err != nil && st != (SlotState{}) {
+			t.Fatalf("an error with a state: %+v", st)
+		}
+	})
+}
