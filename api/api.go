@@ -3,6 +3,8 @@
 // operator, so any member answers the same.
 //
 //	GET  /v1/status                                   the cluster's members and slots (kira status -o json)
+//	GET  /v1/jobs                                     every job: schedule, paused, slots led, last and next fire
+//	GET  /v1/jobs/{job}                               one job: its spec, and each slot's owner, token and last fire
 //	GET  /v1/jobs/{job}/executions?partition=&limit=  recent executions, newest first (kira history -o json)
 //	POST /v1/jobs/{job}/trigger?partition=            one run now of each slot, or one partition
 //	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
@@ -58,15 +60,45 @@ type Config struct {
 	Auth    Auth
 }
 
+// route is one endpoint: its pattern (as http.ServeMux reads it), whether
+// it writes, and its handler.
+type route struct {
+	pattern string
+	writes  bool
+	handle  func(*server) handler
+}
+
+var routes = []route{
+	{"GET /v1/status", false, func(s *server) handler { return s.status }},
+	{"GET /v1/jobs", false, func(s *server) handler { return s.jobs }},
+	{"GET /v1/jobs/{job}", false, func(s *server) handler { return s.jobDetail }},
+	{"GET /v1/jobs/{job}/executions", false, func(s *server) handler { return s.executions }},
+	{"POST /v1/jobs/{job}/trigger", true, func(s *server) handler { return s.trigger }},
+	{"POST /v1/jobs/{job}/pause", true, func(s *server) handler { return s.pause }},
+	{"POST /v1/jobs/{job}/resume", true, func(s *server) handler { return s.resume }},
+}
+
+// Routes are the API's endpoints as "METHOD /path" patterns; openapi.yaml
+// documents exactly these (TestOpenAPIDocumentsEveryRoute).
+func Routes() []string {
+	out := make([]string, len(routes))
+	for i, r := range routes {
+		out[i] = r.pattern
+	}
+	return out
+}
+
 // Handler serves the API.
 func Handler(cfg Config) http.Handler {
 	s := &server{cfg: cfg}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", s.read(s.status))
-	mux.HandleFunc("GET /v1/jobs/{job}/executions", s.read(s.executions))
-	mux.HandleFunc("POST /v1/jobs/{job}/trigger", s.write(s.trigger))
-	mux.HandleFunc("POST /v1/jobs/{job}/pause", s.write(s.pause))
-	mux.HandleFunc("POST /v1/jobs/{job}/resume", s.write(s.resume))
+	for _, r := range routes {
+		if r.writes {
+			mux.HandleFunc(r.pattern, s.write(r.handle(s)))
+		} else {
+			mux.HandleFunc(r.pattern, s.read(r.handle(s)))
+		}
+	}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
@@ -197,6 +229,18 @@ func intParam(r *http.Request, name string, def, max int) (int, error) {
 		return 0, errorf(http.StatusBadRequest, "%s=%q: want a whole number from 0 to %d", name, v, max)
 	}
 	return n, nil
+}
+
+func (s *server) jobs(ctx context.Context, _ *http.Request) (any, error) {
+	return operator.ReadJobs(ctx, s.cfg.KV, s.cfg.Cluster, time.Now())
+}
+
+func (s *server) jobDetail(ctx context.Context, r *http.Request) (any, error) {
+	d, ok, err := operator.ReadJob(ctx, s.cfg.KV, s.cfg.Cluster, r.PathValue("job"), time.Now())
+	if err == nil && !ok {
+		err = errorf(http.StatusNotFound, "cluster %q has no job %q", s.cfg.Cluster, r.PathValue("job"))
+	}
+	return d, err
 }
 
 // jobPartition returns the job named in the path and the partition its

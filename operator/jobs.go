@@ -1,0 +1,155 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/keyspace"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// JobStatus is one job of the stored catalog as an operator sees it. Its
+// JSON form is a contract: every field is always present.
+type JobStatus struct {
+	Name       string `json:"name"`
+	Schedule   string `json:"schedule"`
+	Timezone   string `json:"timezone"`
+	Partitions int    `json:"partitions"`
+	Paused     bool   `json:"paused"`
+	SlotsLed   int    `json:"slots_led"`
+	// LastFire is the newest execution record of any of its slots, or nil.
+	LastFire *Fire `json:"last_fire"`
+	// NextFire is the next scheduled time after now (the slots' jitter
+	// comes on top), or nil for a schedule that never fires again.
+	NextFire *time.Time `json:"next_fire"`
+}
+
+// Fire is one execution as the job views show it.
+type Fire struct {
+	ScheduledTime time.Time `json:"scheduled_time"`
+	Outcome       string    `json:"outcome"`
+	Member        string    `json:"member"`
+	ExecutionID   string    `json:"execution_id"`
+}
+
+// JobDetail is a job with its spec and each of its slots.
+type JobDetail struct {
+	JobStatus
+	Spec  config.Job   `json:"spec"`
+	Slots []JobSlotRow `json:"slots"`
+}
+
+// JobSlotRow is one slot of a job.
+type JobSlotRow struct {
+	Partition int    `json:"partition"`
+	Owner     string `json:"owner"`
+	Token     int64  `json:"token"`
+	LastFire  *Fire  `json:"last_fire"`
+}
+
+// ReadJobs reads every job of the cluster's stored catalog, with who leads
+// its slots, its last fire and its next (after now).
+func ReadJobs(ctx context.Context, kv clientv3.KV, cluster string, now time.Time) ([]JobStatus, error) {
+	st, cat, err := readWithCatalog(ctx, kv, cluster)
+	if err != nil {
+		return nil, err
+	}
+	out := []JobStatus{}
+	for _, j := range cat.Jobs {
+		last, err := newestRecord(ctx, kv, keyspace.History(cluster, j.Name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobStatus(st, j, last, now))
+	}
+	return out, nil
+}
+
+// ReadJob reads one job, with its spec and every slot's owner, token and
+// last fire. ok is false when the catalog has no such job.
+func ReadJob(ctx context.Context, kv clientv3.KV, cluster, name string, now time.Time) (*JobDetail, bool, error) {
+	st, cat, err := readWithCatalog(ctx, kv, cluster)
+	if err != nil {
+		return nil, false, err
+	}
+	j, ok := cat.Job(name)
+	if !ok {
+		return nil, false, nil
+	}
+	recs, err := ReadHistory(ctx, kv, cluster, name, -1, -1)
+	if err != nil {
+		return nil, false, err
+	}
+	lastOf := map[int]*Fire{}
+	for _, r := range recs { // newest first
+		if _, seen := lastOf[r.Partition]; !seen {
+			lastOf[r.Partition] = fireOf(r)
+		}
+	}
+	var newest *history.Record
+	if len(recs) > 0 {
+		newest = &recs[0]
+	}
+	d := &JobDetail{JobStatus: jobStatus(st, j, newest, now), Spec: j, Slots: []JobSlotRow{}}
+	for p := range j.Partitions {
+		s, _ := st.Slot(j.Name, p)
+		d.Slots = append(d.Slots, JobSlotRow{Partition: p, Owner: s.Owner, Token: s.Token, LastFire: lastOf[p]})
+	}
+	return d, true, nil
+}
+
+func readWithCatalog(ctx context.Context, kv clientv3.KV, cluster string) (*Status, *config.Catalog, error) {
+	st, err := ReadStatus(ctx, kv, cluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, _, err := config.LoadStored(ctx, kv, cluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, cat, nil
+}
+
+func jobStatus(st *Status, j config.Job, last *history.Record, now time.Time) JobStatus {
+	js := JobStatus{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Partitions: j.Partitions,
+		Paused: slices.Contains(st.Paused, j.Name)}
+	for _, s := range st.Slots {
+		if s.Job == j.Name && s.Owner != "" {
+			js.SlotsLed++
+		}
+	}
+	if last != nil {
+		js.LastFire = fireOf(*last)
+	}
+	if sched, err := j.ParsedSchedule(); err == nil {
+		if next := sched.Next(now.UTC()); !next.IsZero() {
+			js.NextFire = &next
+		}
+	}
+	return js
+}
+
+func fireOf(r history.Record) *Fire {
+	return &Fire{ScheduledTime: r.ScheduledTime, Outcome: r.Outcome, Member: r.Member, ExecutionID: r.ExecutionID}
+}
+
+// newestRecord reads the most recently written record under prefix (one
+// key, by mod revision), or nil.
+func newestRecord(ctx context.Context, kv clientv3.KV, prefix string) (*history.Record, error) {
+	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range resp.Kvs {
+		var r history.Record
+		if json.Unmarshal(kv.Value, &r) == nil && strings.HasPrefix(string(kv.Key), prefix) {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}
