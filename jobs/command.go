@@ -10,12 +10,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // OutputTailBytes bounds how much of a command's output is kept.
@@ -52,9 +55,24 @@ type Command struct {
 }
 
 // environment is the execution's environment: the passed variables, the
-// execution's facts, then the job's own, expanded.
-func (c *Command) environment(e Execution) ([]string, error) {
-	return childEnv(c.LookupEnv, c.PassEnv, e.Env(), c.Env)
+// execution's facts and its trace context (TRACEPARENT, W3C), then the
+// job's own, expanded.
+func (c *Command) environment(ctx context.Context, e Execution) ([]string, error) {
+	return childEnv(c.LookupEnv, c.PassEnv, append(e.Env(), traceEnv(ctx)...), c.Env)
+}
+
+// traceEnv is ctx's trace context as environment variables (TRACEPARENT,
+// TRACESTATE), as OpenTelemetry's environment carrier names them.
+func traceEnv(ctx context.Context) []string {
+	carrier := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, carrier)
+	var out []string
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v := carrier[k]; v != "" {
+			out = append(out, strings.ToUpper(k)+"="+v)
+		}
+	}
+	return out
 }
 
 // childEnv is a job's process environment: the member's variables named by
@@ -103,7 +121,7 @@ func (c *Command) Execute(ctx context.Context, e Execution) Result {
 	if in, err := devNull(); err == nil {
 		cmd.Stdin = in
 	} // else os/exec opens it, and reports why it cannot
-	env, err := c.environment(e)
+	env, err := c.environment(ctx, e)
 	if err != nil {
 		notifyStarted(ctx)
 		return Result{Outcome: Failed, Code: -1, Err: err}

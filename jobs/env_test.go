@@ -10,6 +10,9 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // A command gets the member's PATH and HOME, what pass_env names, the
@@ -76,5 +79,18 @@ func TestHTTPExpandsReferencesAndHidesThem(t *testing.T) {
 	res = h.Execute(context.Background(), exec1)
 	if res.Outcome != Failed || !strings.Contains(res.Err.Error(), "${TOKEN} is not set in the member's environment") {
 		t.Fatalf("an unset reference: %s %v", res.Outcome, res.Err)
+	}
+}
+
+// A command runs in its execution's trace: TRACEPARENT in its environment.
+func TestCommandGetsItsTraceparent(t *testing.T) {
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	defer otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	res := (&Command{Argv: []string{"env"}}).Execute(ctx, exec1)
+	want := "TRACEPARENT=00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
+	if res.Outcome != Succeeded || !strings.Contains(res.OutputTail, want) {
+		t.Fatalf("%s, want %s in:\n%s", res.Outcome, want, res.OutputTail)
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Fence raises a protected resource's fence to a newly acquired token,
@@ -54,6 +56,7 @@ func (f *FenceURL) Raise(ctx context.Context, job string, partition int, claim f
 	req.Header.Set(HeaderJob, job)
 	req.Header.Set(HeaderPartition, strconv.Itoa(partition))
 	req.Header.Set(fencing.HeaderToken, token.String())
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // the raise's span is the parent
 	client := f.Client
 	if client == nil {
 		client = http.DefaultClient

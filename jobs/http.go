@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/kira-scheduler/kira/config"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // HTTP makes one request per execution; a 2xx answer is success, and a 409
@@ -37,6 +39,8 @@ func (h *HTTP) Execute(ctx context.Context, e Execution) Result {
 		return Result{Outcome: Failed, Err: err}
 	}
 	e.SetHeaders(req.Header)
+	// The execution's span is the parent of whatever the receiver traces.
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	client := h.Client
 	if client == nil {
 		client = http.DefaultClient

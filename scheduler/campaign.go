@@ -13,6 +13,7 @@ import (
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // campaignRetry is the pause before a failed campaign is tried again.
@@ -133,10 +134,15 @@ func (s *Scheduler) runCampaign(sl *slot) {
 			notify(s.campaignsDue.bell)
 		})
 		t := time.AfterFunc(campaignHold, leave)
+		_, span := s.slotSpan(ctx, "slot.acquire", id)
 		err := e.Campaign(ctx, s.member.ID())
 		if err == nil {
 			err = confirmLeadership(ctx, session, e)
 		}
+		if err == nil {
+			span.SetAttributes(attribute.Int64("kira.fencing_token", e.Rev()))
+		}
+		endSlotSpan(span, err)
 		t.Stop()
 		leave()
 		if err == nil && ctx.Err() != nil {
@@ -212,7 +218,7 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 	sl.cancelCampaign = nil    // the campaign's context is done: do not keep it
 	if sl.stage == resigning { // abandoned while the result was on its way
 		if r.err == nil {
-			s.resignAsync(sl, r.election)
+			s.resignAsync(sl, r.election, "campaign abandoned")
 			return
 		}
 		sl.stage = idle

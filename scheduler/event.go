@@ -1,12 +1,17 @@
 package scheduler
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/shard"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // EventKind names what happened to a slot on this member.
@@ -49,4 +54,20 @@ type Event struct {
 	// was recorded; zero if it never was.
 	StartedAt time.Time
 	At        time.Time
+}
+
+// slotSpan starts a span of the slot's life on this member (acquisition,
+// fence raise, resign), named "kira.<what> <job>".
+func (s *Scheduler) slotSpan(ctx context.Context, what string, id shard.Slot, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	attrs = append(attrs, attribute.String("kira.job", id.Job), attribute.Int("kira.partition", id.Partition), attribute.String("kira.member", s.member.ID()))
+	return s.cfg.Tracer.Start(ctx, "kira."+what+" "+id.Job, trace.WithAttributes(attrs...))
+}
+
+// endSlotSpan ends a slot span, recording err if any.
+func endSlotSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.String("error.type", fmt.Sprintf("%T", err)))
+	}
+	span.End()
 }

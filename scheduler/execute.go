@@ -221,10 +221,22 @@ func (r *run) startRecorded(fr *finishedRun, err error) {
 	}
 }
 
-// endSpan records the outcome on the run's span and ends it.
+// endSpan records the outcome on the run's span, with the semantic
+// conventions' names where one exists, and ends it.
 func (r *run) endSpan(res jobs.Result) {
 	r.span.SetAttributes(attribute.String("kira.outcome", string(res.Outcome)))
+	switch r.executor.(type) {
+	case *jobs.HTTP:
+		if res.Code != 0 {
+			r.span.SetAttributes(attribute.Int("http.response.status_code", res.Code))
+		}
+	case *jobs.Command:
+		if res.Code >= 0 {
+			r.span.SetAttributes(attribute.Int("process.exit.code", res.Code))
+		}
+	}
 	if res.Outcome != jobs.Succeeded {
+		r.span.SetAttributes(attribute.String("error.type", string(res.Outcome)))
 		msg := string(res.Outcome)
 		if res.Err != nil {
 			msg = res.Err.Error()

@@ -8,6 +8,7 @@ import (
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/shard"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // raiseTimeout bounds raising the fences of a newly won slot.
@@ -37,6 +38,7 @@ func (s *Scheduler) raiseFences(sl *slot) {
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
+		ctx, span := s.slotSpan(ctx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
 		st, unreadable, triggers, err := readAcquired(ctx, kv, cluster, id)
 		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)
@@ -44,6 +46,7 @@ func (s *Scheduler) raiseFences(sl *slot) {
 		if err == nil && hook != nil {
 			err = hook(fencing.WithClaim(ctx, claim), id, claim)
 		}
+		endSlotSpan(span, err)
 		select {
 		case s.raised <- raisedFence{slot: id, token: claim.Token, recorded: st, unreadable: unreadable, triggers: triggers, err: err}:
 		case <-s.stopped:

@@ -10,6 +10,7 @@ import (
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // resignTimeout bounds releasing one slot; lease expiry is the safety net.
@@ -51,7 +52,7 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	// the next holder, taking over within milliseconds of the resign, runs it
 	// on schedule (catchUp does not take a future start for an unfinished one).
 	sl.ahead = nil
-	s.resignAsync(sl, sl.election)
+	s.resignAsync(sl, sl.election, reason)
 }
 
 // resignAsync deletes the slot's key off the loop; the slot stays in
@@ -61,7 +62,7 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 // a run that just ended, a start recorded ahead): resigning before them would
 // fence them out, and the next owner would run that fire again.
 // Held by the chaos suite's TestRollingRestart (no replay after a handover).
-func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election) {
+func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election, reason string) {
 	sl.gen++
 	sl.stage = resigning
 	id, gen := sl.id, sl.gen
@@ -69,11 +70,15 @@ func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election) {
 	claim := fencing.Claim{LeaderKey: e.Key(), Token: fencing.Token(e.Rev())} // the election's own: the slot's may be an older one
 	s.writer.Enqueue(fenced.Write{Claim: claim, Ops: []clientv3.Op{clientv3.OpDelete(claim.LeaderKey)}, Done: done})
 	s.wg.Add(1)
+	_, span := s.slotSpan(context.Background(), "slot.resign", id,
+		attribute.Int64("kira.fencing_token", int64(claim.Token)), attribute.String("kira.reason", reason))
 	go func() {
 		defer s.wg.Done()
-		if err := <-done; err != nil && !errors.Is(err, fencing.ErrFenced) {
+		err := <-done
+		if err != nil && !errors.Is(err, fencing.ErrFenced) {
 			resign(s.cleanupCtx, e) // the writer could not: delete it directly
 		}
+		endSlotSpan(span, err)
 		select {
 		case s.resigned <- resignedSlot{slot: id, gen: gen}:
 		case <-s.stopped:

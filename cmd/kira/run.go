@@ -20,9 +20,6 @@ import (
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/member"
 	"github.com/kira-scheduler/kira/scheduler"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 type runFlags struct {
@@ -52,7 +49,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.StringVar(&f.embeddedPeer, "embedded-peer-url", "http://127.0.0.1:2380", "peer URL of the embedded etcd")
 	fs.DurationVar(&f.grace, "grace", scheduler.DefaultGrace, "on SIGTERM, how long in-flight executions may finish before they are cancelled")
 	fs.DurationVar(&f.clockOffset, "clock-offset", 0, "fault injection: schedule as if the wall clock were this far ahead (negative: behind); leases and fencing do not depend on it")
-	fs.BoolVar(&f.traceStdout, "trace-stdout", false, "print every execution's OpenTelemetry span to stdout")
+	fs.BoolVar(&f.traceStdout, "trace-stdout", false, "print every span to stdout (the console exporter; otherwise OTEL_TRACES_EXPORTER and the other OTEL_* variables configure tracing)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json (one JSON object a line)")
 	if err := fs.Parse(args); err != nil {
@@ -85,15 +82,11 @@ func runCommand(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if f.traceStdout {
-		exp, err := stdouttrace.New(stdouttrace.WithPrettyPrint())
-		if err != nil {
-			return err
-		}
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
-		otel.SetTracerProvider(tp)
-		defer tp.Shutdown(context.Background())
+	stopTracing, err := setupTracing(context.Background(), f.traceStdout, f.cluster)
+	if err != nil {
+		return err
 	}
+	defer stopTracing()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
