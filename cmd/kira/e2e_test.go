@@ -242,3 +242,26 @@ func TestThreeMembers(t *testing.T) {
 		t.Fatalf("no execution wrote its environment: %q", data)
 	}
 }
+
+// examples/cluster.sh runs: three kira etcd, three members, a kill -9 and
+// a SIGTERM, with who took over and how fast.
+func TestClusterExample(t *testing.T) {
+	ports := make([]string, 6)
+	for i := range ports {
+		_, ports[i], _ = strings.Cut(freePort(t), ":")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "../../examples/cluster.sh")
+	cmd.Env = append(os.Environ(), "KIRA="+kiraBin, "KIRA_CLUSTER_PORTS="+strings.Join(ports, " "))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("examples/cluster.sh: %v\n%s", err, out)
+	}
+	for _, want := range []string{"every slot owned by b and c", "ms after the kill", "every slot owned by c", "ms after the SIGTERM", "c leads 30 slots"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	t.Logf("%s", out)
+}
