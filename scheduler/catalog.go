@@ -47,6 +47,13 @@ func prepareJobs(cat *config.Catalog, handlers jobs.Handlers) (map[string]*job, 
 // definition, a new schedule taking effect from its next fire after now.
 func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 	s.jobs = prepared
+	specs := make([]config.Job, 0, len(prepared))
+	for _, j := range prepared {
+		specs = append(specs, j.spec)
+	}
+	s.mu.Lock()
+	s.specs = specs
+	s.mu.Unlock()
 	for id, sl := range s.slots {
 		j, ok := prepared[id.Job]
 		if !ok || id.Partition >= j.spec.Partitions {

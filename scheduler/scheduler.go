@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -112,6 +113,7 @@ type Scheduler struct {
 	nextCatalog    map[string]*job
 	nextCatalogRev int64
 	catalogRev     int64
+	specs          []config.Job    // the jobs of the catalog the loop runs
 	paused         map[string]bool // jobs paused with kira pause
 	// triggering holds the manual triggers dispatched and not yet finished,
 	// so a trigger seen twice (a watch restarted) starts once.
@@ -195,6 +197,13 @@ func (s *Scheduler) LeadingCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.snapshot)
+}
+
+// Jobs returns the jobs of the catalog the loop runs, in no order.
+func (s *Scheduler) Jobs() []config.Job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.specs)
 }
 
 // CatalogRevision is the revision of the catalog the loop runs

@@ -90,9 +90,39 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 		}
 		return 0
 	})
-	m.registry.MustRegister(m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.lateness,
+	m.registry.MustRegister(nextFires{current: current}, m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.lateness,
 		catalogRev, buildInfo, leaseLeft, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// nextFires is kira_job_next_fire_timestamp_seconds, computed at each
+// scrape from the catalog the member runs, with the scheduler's own
+// schedule code (the slots' jitter comes on top), as kube-state-metrics
+// reports a CronJob's next schedule time.
+type nextFires struct {
+	current func() *member.Incarnation
+}
+
+var nextFireDesc = prometheus.NewDesc("kira_job_next_fire_timestamp_seconds",
+	"The job's next scheduled time (Unix seconds), before each slot's jitter.", []string{"job"}, nil)
+
+func (n nextFires) Describe(ch chan<- *prometheus.Desc) { ch <- nextFireDesc }
+
+func (n nextFires) Collect(ch chan<- prometheus.Metric) {
+	inc := n.current()
+	if inc == nil {
+		return
+	}
+	now := time.Now().UTC()
+	for _, j := range inc.Scheduler().Jobs() {
+		sched, err := j.ParsedSchedule()
+		if err != nil {
+			continue
+		}
+		if next := sched.Next(now); !next.IsZero() {
+			ch <- prometheus.MustNewConstMetric(nextFireDesc, prometheus.GaugeValue, float64(next.UnixNano())/float64(time.Second), j.Name)
+		}
+	}
 }
 
 func (m *metrics) observe(e scheduler.Event) {
