@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/api"
+	"github.com/kira-scheduler/kira/dashboard"
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -127,6 +128,7 @@ func (r *runner) serveHTTP(h httpFlags, etcd etcdclient.Config, cluster string) 
 	mux.HandleFunc("/healthz", ready)
 	mux.Handle("/metrics", promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{}))
 	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth}))
+	mux.Handle("/", dashboard.Handler())
 	l, err := net.Listen("tcp", h.listenAddr())
 	if err != nil {
 		cli.Close()

@@ -1,0 +1,39 @@
+package dashboard
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The page is served at / only, as HTML that loads nothing from elsewhere
+// (TestDashboardInABrowser in cmd/kira drives it in a browser).
+func TestServesThePage(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(body), "/v1/status") {
+		t.Fatalf("GET /: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	for _, external := range []string{"http://", "https://", "//cdn"} {
+		if strings.Contains(string(body), external) {
+			t.Errorf("the page refers to %q: it must load nothing from elsewhere", external)
+		}
+	}
+	if resp, err := http.Get(srv.URL + "/other"); err != nil || resp.StatusCode != 404 {
+		t.Fatalf("GET /other: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
