@@ -2,10 +2,17 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/kira-scheduler/kira/kiratest"
 	"go.etcd.io/etcd/server/v3/etcdserver"
 )
 
@@ -38,5 +45,26 @@ func TestSingleMemberEtcdKeepsFewRaftEntries(t *testing.T) {
 		if cfg.SnapshotCatchUpEntries != tc.want {
 			t.Errorf("%v: SnapshotCatchUpEntries = %d, want %d", tc.args, cfg.SnapshotCatchUpEntries, tc.want)
 		}
+	}
+}
+
+// kira etcd --config-file takes etcd's own YAML configuration.
+func TestEtcdConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	client, peer := "http://"+freePort(t), "http://"+freePort(t)
+	file := filepath.Join(dir, "etcd.yaml")
+	os.WriteFile(file, []byte(fmt.Sprintf("name: from-file\ndata-dir: %s\nlisten-client-urls: %s\nadvertise-client-urls: %s\nlisten-peer-urls: %s\ninitial-advertise-peer-urls: %s\ninitial-cluster: from-file=%s\n",
+		filepath.Join(dir, "data"), client, client, peer, peer, peer)), 0o600)
+	p := start(t, "etcd", "--config-file", file)
+	kiratest.WaitUntil(t, "etcd from the config file to serve", 60*time.Second, func() bool {
+		resp, err := http.Get(client + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	if !strings.Contains(p.Output(), "member from-file serving clients on "+client) {
+		t.Fatalf("output:\n%s", p.Output())
 	}
 }
