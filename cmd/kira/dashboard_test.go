@@ -41,7 +41,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	ep := etcd.Endpoints()[0]
 	dir := t.TempDir()
 	catalog, tokenFile := filepath.Join(dir, "c.yaml"), filepath.Join(dir, "token")
-	os.WriteFile(catalog, []byte("cluster: dash\nmembership: {lease_ttl: 2s}\njobs:\n  - {name: tick, schedule: \"@every 1s\", partitions: 12, command: [\"true\"]}\n"), 0o600)
+	os.WriteFile(catalog, []byte("cluster: dash\nmembership: {lease_ttl: 2s}\njobs:\n  - {name: tick, schedule: \"@every 1s\", partitions: 30, command: [\"true\"]}\n"), 0o600)
 	os.WriteFile(tokenFile, []byte("dash-token\n"), 0o600)
 	addr := freePort(t)
 	members := map[string]*proc{}
@@ -91,7 +91,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	kiratest.WaitUntil(t, "the page to show three members sharing every slot", 30*time.Second, func() bool {
 		o := owners()
-		return len(rowsOf("members")) == 3 && o["a"]+o["b"]+o["c"] == 12 && len(o) == 3 && len(rowsOf("executions")) >= 6
+		return len(rowsOf("members")) == 3 && o["a"]+o["b"]+o["c"] == 30 && len(o) == 3 && len(rowsOf("executions")) >= 6
 	})
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -105,7 +105,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	members["b"].Cmd.Process.Kill()
 	kiratest.WaitUntil(t, "the page to show b's slots moved to a and c", 30*time.Second, func() bool {
 		o := owners()
-		return len(rowsOf("members")) == 2 && o["a"]+o["c"] == 12
+		return len(rowsOf("members")) == 2 && o["a"]+o["c"] == 30
 	})
 
 	if err := chromedp.Do(ctx,
