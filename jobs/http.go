@@ -13,9 +13,16 @@ import (
 	"strings"
 
 	"github.com/kira-scheduler/kira/config"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 )
+
+// tracedClient is the default client of HTTP jobs and fence_url raises:
+// each request is an HTTP client span (otelhttp), a child of the
+// execution's or the raise's span, and its traceparent header names that
+// client span. Held by TestTracesReachAnOTLPReceiver.
+var tracedClient = &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport)}
 
 // HTTP makes one request per execution; a 2xx answer is success, and a 409
 // Conflict is taken as the protected resource fencing a stale token.
@@ -26,7 +33,7 @@ import (
 // history record. Held by TestHTTPExpandsReferencesAndHidesThem.
 type HTTP struct {
 	Spec config.HTTPSpec
-	// Client defaults to http.DefaultClient; the execution's context bounds each request.
+	// Client defaults to tracedClient; the execution's context bounds each request.
 	Client *http.Client
 	// LookupEnv reads the member's environment; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
@@ -43,7 +50,7 @@ func (h *HTTP) Execute(ctx context.Context, e Execution) Result {
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	client := h.Client
 	if client == nil {
-		client = http.DefaultClient
+		client = tracedClient
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/kira-scheduler/kira/scheduler"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is what a member needs. Etcd's endpoints, and Cluster or
@@ -57,6 +58,11 @@ type Config struct {
 	// OnIncarnation, if set, is called with each incarnation once it has
 	// joined, and with nil when it has left.
 	OnIncarnation func(*Incarnation)
+	// Tracing, if set, gives each incarnation the tracer provider of its
+	// spans, so that their resource can name the member id; the returned
+	// function flushes it and is called once the incarnation has stopped.
+	// Without it the scheduler's Tracer (default the global provider's) is used.
+	Tracing func(member string) (trace.TracerProvider, func())
 }
 
 // RetryDelay is the pause before Run joins again after a lost lease or an
@@ -207,7 +213,9 @@ type Incarnation struct {
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	done   chan struct{} // closed when the scheduler returned
-	err    error         // the scheduler's, once done
+	// flushTraces ends the incarnation's tracer provider, after the scheduler.
+	flushTraces func()
+	err         error // the scheduler's, once done
 }
 
 // Start stores cfg.Catalog if it differs from the stored one, joins the
@@ -240,6 +248,13 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 		name = host
 	}
 	id := membership.NewID()
+	sc := cfg.Scheduler
+	flushTraces := func() {}
+	if cfg.Tracing != nil {
+		var tp trace.TracerProvider
+		tp, flushTraces = cfg.Tracing(id)
+		sc.Tracer = tp.Tracer(scheduler.TracerName)
+	}
 	m, err := membership.Join(ctx, cli, membership.Config{
 		Cluster: cat.Cluster,
 		TTL:     cat.Membership.LeaseTTL,
@@ -247,12 +262,12 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 			StartedAt: time.Now().UTC(), CatalogRevision: catRev},
 	})
 	if err != nil {
+		flushTraces()
 		return nil, err
 	}
 	cfg.Logger.Info("joined", "member", id, "cluster", cat.Cluster, "catalog_revision", catRev, "lease_ttl", cat.Membership.LeaseTTL, "etcd", strings.Join(cfg.Etcd.Endpoints, ","))
 	views := membership.NewViews(cli, cat.Cluster)
 	views.Logger = cfg.Logger
-	sc := cfg.Scheduler
 	if sc.Logger == nil {
 		sc.Logger = cfg.Logger
 	}
@@ -260,10 +275,11 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	s, err := scheduler.New(m, views, cat, sc)
 	if err != nil {
 		m.Leave(context.Background())
+		flushTraces()
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{})}
+	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{}), flushTraces: sync.OnceFunc(flushTraces)}
 	inc.wg.Add(3)
 	go func() { defer inc.wg.Done(); views.Run(runCtx) }()
 	go func() { defer inc.wg.Done(); inc.followCatalog(runCtx, cli, cat.Cluster, catRev, cfg.Logger) }()
@@ -321,6 +337,7 @@ func (inc *Incarnation) Err() error { <-inc.done; return inc.err }
 func (inc *Incarnation) Stop() {
 	inc.stop()
 	inc.wg.Wait()
+	inc.flushTraces()
 }
 
 // Wait runs the incarnation until ctx ends (a graceful stop: it returns

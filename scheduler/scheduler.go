@@ -28,6 +28,9 @@ const DefaultGrace = 30 * time.Second
 // 300 ms ahead"). Held by TestArmedFireStartsAtItsInstantAndGoesWithTheSlot.
 const DefaultArmAhead = 300 * time.Millisecond
 
+// TracerName is the instrumentation scope of the scheduler's spans.
+const TracerName = "github.com/kira-scheduler/kira/scheduler"
+
 // Config holds the scheduler's optional settings.
 type Config struct {
 	// Handlers resolves catalog jobs that name an in-process Go handler.
@@ -143,7 +146,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		cfg.ArmAhead = 0
 	}
 	if cfg.Tracer == nil {
-		cfg.Tracer = otel.Tracer("github.com/kira-scheduler/kira/scheduler")
+		cfg.Tracer = otel.Tracer(TracerName)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

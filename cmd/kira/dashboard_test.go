@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,8 +12,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/operator"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // chromium is the browser the dashboard test drives: Debian's, which
@@ -32,8 +36,8 @@ func chromium(t *testing.T) string {
 
 // The dashboard, in a real headless browser against three kira run
 // members: it shows the cluster's members, slots and recent executions, a
-// kill -9 of a member shows its slots move to the others, and a click on
-// pause is obeyed. The screenshot is kept in the test's temp dir (and where
+// kill -9 of a member shows its slots move to the others, slots without a
+// leader raise the warning, and a click on pause is obeyed. The screenshot is kept in the test's temp dir (and where
 // KIRA_DASHBOARD_SCREENSHOT says: docs/dashboard.png comes from it).
 func TestDashboardInABrowser(t *testing.T) {
 	browser := chromium(t)
@@ -106,6 +110,32 @@ func TestDashboardInABrowser(t *testing.T) {
 	kiratest.WaitUntil(t, "the page to show b's slots moved to a and c", 30*time.Second, func() bool {
 		o := owners()
 		return len(rowsOf("members")) == 2 && o["a"]+o["c"] == 30
+	})
+
+	// A member record with no campaigning member behind it (what a member
+	// whose scheduler hung would leave): the ring gives it slots that nobody
+	// then leads, and the page must say so, until its lease is revoked.
+	cli := etcd.Client(t)
+	lease, err := cli.Grant(context.Background(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghost, _ := json.Marshal(membership.Record{ID: "ghost-1", Name: "ghost", Host: "ghost", StartedAt: time.Now().UTC()})
+	if _, err := cli.Put(context.Background(), keyspace.Member("dash", "ghost-1"), string(ghost), clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	leaderless := func() string {
+		return page(`(() => { const w = document.getElementById("leaderless"); return w.hidden ? "" : w.textContent; })()`)
+	}
+	kiratest.WaitUntil(t, "the page to warn of the slots the hung member does not lead", 20*time.Second, func() bool {
+		w := leaderless()
+		return strings.Contains(w, "without a leader: tick/") && owners()["no leader"] > 0
+	})
+	if _, err := cli.Revoke(context.Background(), lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	kiratest.WaitUntil(t, "the warning gone once the slots are led again", 20*time.Second, func() bool {
+		return leaderless() == "" && owners()["no leader"] == 0
 	})
 
 	if err := chromedp.Do(ctx,

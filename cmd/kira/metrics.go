@@ -90,31 +90,38 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 		}
 		return 0
 	})
-	m.registry.MustRegister(nextFires{current: current}, m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.lateness,
+	m.registry.MustRegister(catalogGauges{current: current}, m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.lateness,
 		catalogRev, buildInfo, leaseLeft, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// nextFires is kira_job_next_fire_timestamp_seconds, computed at each
-// scrape from the catalog the member runs, with the scheduler's own
-// schedule code (the slots' jitter comes on top), as kube-state-metrics
-// reports a CronJob's next schedule time.
-type nextFires struct {
+// catalogGauges are computed at each scrape from the catalog the member
+// runs: kira_job_partitions (what sum by (job) (kira_slots_led) must equal:
+// less means a slot without a leader, more means two) and
+// kira_job_next_fire_timestamp_seconds, with the scheduler's own schedule
+// code (the slots' jitter comes on top), as kube-state-metrics reports a
+// CronJob's next schedule time.
+type catalogGauges struct {
 	current func() *member.Incarnation
 }
 
-var nextFireDesc = prometheus.NewDesc("kira_job_next_fire_timestamp_seconds",
-	"The job's next scheduled time (Unix seconds), before each slot's jitter.", []string{"job"}, nil)
+var (
+	nextFireDesc = prometheus.NewDesc("kira_job_next_fire_timestamp_seconds",
+		"The job's next scheduled time (Unix seconds), before each slot's jitter.", []string{"job"}, nil)
+	partitionsDesc = prometheus.NewDesc("kira_job_partitions",
+		"The job's partitions (slots) in the catalog this member runs.", []string{"job"}, nil)
+)
 
-func (n nextFires) Describe(ch chan<- *prometheus.Desc) { ch <- nextFireDesc }
+func (n catalogGauges) Describe(ch chan<- *prometheus.Desc) { ch <- nextFireDesc; ch <- partitionsDesc }
 
-func (n nextFires) Collect(ch chan<- prometheus.Metric) {
+func (n catalogGauges) Collect(ch chan<- prometheus.Metric) {
 	inc := n.current()
 	if inc == nil {
 		return
 	}
 	now := time.Now().UTC()
 	for _, j := range inc.Scheduler().Jobs() {
+		ch <- prometheus.MustNewConstMetric(partitionsDesc, prometheus.GaugeValue, float64(j.Partitions), j.Name)
 		sched, err := j.ParsedSchedule()
 		if err != nil {
 			continue

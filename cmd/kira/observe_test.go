@@ -55,7 +55,7 @@ func TestProbesMetricsAndLogs(t *testing.T) {
 			strings.Contains(metrics, `kira_executions_total{job="broken",outcome="failed"}`)
 	})
 	for _, want := range []string{
-		`kira_build_info{goversion="go`, `kira_slots_led{job="ok"} 2`, `kira_slot_leader{job="broken",partition="0"} 1`,
+		`kira_build_info{goversion="go`, `kira_slots_led{job="ok"} 2`, `kira_job_partitions{job="ok"} 2`, `kira_slot_leader{job="broken",partition="0"} 1`,
 		`kira_execution_duration_seconds_bucket{job="ok",outcome="succeeded"`, "kira_lease_trust_seconds ", "kira_catalog_revision ",
 		"go_goroutines ", "process_cpu_seconds_total ", `kira_job_next_fire_timestamp_seconds{job="ok"} `,
 	} {

@@ -82,11 +82,10 @@ func runCommand(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	stopTracing, err := setupTracing(context.Background(), f.traceStdout, f.cluster)
+	traces, err := setupTracing(context.Background(), f.traceStdout, f.cluster)
 	if err != nil {
 		return err
 	}
-	defer stopTracing()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -112,7 +111,7 @@ func runCommand(args []string, stderr io.Writer) error {
 		}
 		defer stopHTTP()
 	}
-	err = member.Run(ctx, member.Config{
+	cfg := member.Config{
 		Etcd: etcd, Cluster: f.cluster, Catalog: cat,
 		Name: f.name, HTTP: f.http.listenAddr(), Version: version, Logger: logger,
 		Scheduler: scheduler.Config{
@@ -121,7 +120,11 @@ func runCommand(args []string, stderr io.Writer) error {
 			Clock:   scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: f.clockOffset},
 		},
 		OnIncarnation: r.current.Store,
-	})
+	}
+	if traces != nil {
+		cfg.Tracing = traces.forMember
+	}
+	err = member.Run(ctx, cfg)
 	if errors.Is(err, config.ErrNoCatalog) {
 		return fmt.Errorf("kira run: %w: give --catalog FILE or run kira apply -f FILE first", err)
 	}

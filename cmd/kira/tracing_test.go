@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -138,14 +139,27 @@ func TestTracesReachAnOTLPReceiver(t *testing.T) {
 			})
 			parts := strings.Split(traceparent, "-")
 			traceID, spanID := parts[1], parts[2]
+			var client *tracepb.Span
+			kiratest.WaitUntil(t, "the HTTP client span the request names", 20*time.Second, func() bool {
+				client, _ = sink.find("HTTP POST", func(sp *tracepb.Span) bool {
+					return hex.EncodeToString(sp.TraceId) == traceID && hex.EncodeToString(sp.SpanId) == spanID
+				})
+				return client != nil
+			})
+			if client.Kind != tracepb.Span_SPAN_KIND_CLIENT || attrMap(client.Attributes)["http.response.status_code"] != "200" {
+				t.Fatalf("client span %v %v", client.Kind, attrMap(client.Attributes))
+			}
 			var exec *tracepb.Span
 			var res map[string]string
 			kiratest.WaitUntil(t, "the execution span whose child the request is", 20*time.Second, func() bool {
 				exec, res = sink.find("kira.execution hook", func(sp *tracepb.Span) bool {
-					return hex.EncodeToString(sp.TraceId) == traceID && hex.EncodeToString(sp.SpanId) == spanID
+					return hex.EncodeToString(sp.TraceId) == traceID && bytes.Equal(sp.SpanId, client.ParentSpanId)
 				})
 				return exec != nil
 			})
+			if member := attrMap(exec.Attributes)["kira.member"]; member == "" || res["service.instance.id"] != member || res["kira.member"] != member {
+				t.Fatalf("resource %v does not name the member of span %v", res, attrMap(exec.Attributes))
+			}
 			if res["service.name"] != "kira" || res["kira.cluster"] != "traced" || res["deployment.environment.name"] != "test" || res["host.name"] == "" {
 				t.Fatalf("resource %v", res)
 			}
