@@ -5,7 +5,7 @@
 //	GET  /v1/status                                   the cluster's members and slots (kira status -o json)
 //	GET  /v1/jobs                                     every job: schedule, paused, slots led, last and next fire
 //	GET  /v1/jobs/{job}                               one job: its spec, and each slot's owner, token and last fire
-//	GET  /v1/jobs/{job}/executions?partition=&limit=  recent executions, newest first (kira history -o json)
+//	GET  /v1/jobs/{job}/executions?partition=&limit=&outcome=  recent executions, newest first (kira history -o json)
 //	POST /v1/jobs/{job}/trigger?partition=            one run now of each slot, or one partition
 //	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
 //	POST /v1/jobs/{job}/resume
@@ -263,7 +263,11 @@ func (s *server) executions(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return operator.ReadHistory(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, partition, limit)
+	keep, err := operator.OutcomeFilter(r.URL.Query().Get("outcome"))
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "%v", err)
+	}
+	return operator.ReadHistoryWhere(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, partition, limit, keep)
 }
 
 // Triggered answers a trigger: the execution id of each slot's run.

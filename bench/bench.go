@@ -253,7 +253,7 @@ func (f *fires) add(ev scheduler.Event) {
 		return
 	}
 	r := fire{probe: ev.Slot.Job == probeJob, skipped: ev.Kind == scheduler.Skipped, scheduled: ev.Execution.ScheduledTime.UnixNano()}
-	r.due = r.scheduled + int64(scheduler.JitterOffset(f.jobs[ev.Slot.Job], ev.Slot))
+	r.due = r.scheduled + int64(f.jobs[ev.Slot.Job].JitterOffset(ev.Slot))
 	start := ev.StartedAt
 	if f.command || r.probe {
 		start = ev.Result.ProcessStarted
@@ -763,7 +763,7 @@ func forkFloor(ctx context.Context, n int, d, jitter time.Duration) Lateness {
 	for at := from; at.Before(from.Add(d)) && ctx.Err() == nil; at = at.Add(time.Second) {
 		gate := make(chan struct{})
 		for i := range n {
-			due := at.Add(scheduler.JitterOffset(load, shard.Slot{Job: load.Name, Partition: i}))
+			due := at.Add(load.JitterOffset(shard.Slot{Job: load.Name, Partition: i}))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -73,13 +73,13 @@ func TestJitteredFiresAreDueAtTheirOffset(t *testing.T) {
 	offsets := map[time.Duration]bool{}
 	for p := range 8 {
 		slot := shard.Slot{Job: "load", Partition: p}
-		off := scheduler.JitterOffset(load, slot)
+		off := load.JitterOffset(slot)
 		offsets[off] = true
 		f.add(scheduler.Event{Kind: scheduler.Finished, Slot: slot, StartedAt: scheduled.Add(off + time.Millisecond), Execution: execAt(scheduled)})
 	}
 	probeSlot := shard.Slot{Job: probeJob}
 	f.add(scheduler.Event{Kind: scheduler.Finished, Slot: probeSlot, Execution: execAt(scheduled),
-		Result: jobs.Result{ProcessStarted: scheduled.Add(scheduler.JitterOffset(probe, probeSlot) + 2*time.Millisecond)}})
+		Result: jobs.Result{ProcessStarted: scheduled.Add(probe.JitterOffset(probeSlot) + 2*time.Millisecond)}})
 	if len(offsets) < 2 {
 		t.Fatalf("offsets %v: the slots should spread over the jitter", offsets)
 	}

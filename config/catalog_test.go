@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,34 @@ func TestExampleCatalogsAreValid(t *testing.T) {
 	for _, f := range files {
 		if _, err := Load(f); err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// A catalog written by Marshal reads back equal, and its text is the
+// catalog format (durations as text, defaults spelled out).
+func TestMarshalRoundTrips(t *testing.T) {
+	cat, err := Load("../examples/catalog.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat.Jobs = append(cat.Jobs, Job{Name: "hook", Schedule: "*/5 * * * *", Partitions: 2, HTTP: &HTTPSpec{URL: "http://x/${TOKEN}", Method: "PUT",
+		Headers: map[string]string{"A": "b"}, Body: "line one\nline two\n"}, Misfire: MisfireFireAll, CatchupWindow: time.Hour, HistoryLimit: 5,
+		Overlap: cat.Jobs[0].Overlap, Retries: Retries{Max: 2, Backoff: time.Second, MaxBackoff: time.Minute}, Jitter: 3 * time.Second, Timezone: "Europe/Istanbul"})
+	text, err := Marshal(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse("marshalled.yaml", text)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if !reflect.DeepEqual(back, cat) {
+		t.Fatalf("round trip changed the catalog:\n%s\n%+v\n%+v", text, back, cat)
+	}
+	for _, want := range []string{"lease_ttl: ", "catchup_window: 1h0m0s", "timezone: Europe/Istanbul"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("no %q in\n%s", want, text)
 		}
 	}
 }

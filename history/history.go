@@ -43,7 +43,8 @@ type SlotState struct {
 // Unfinished reports whether a fire was started but not recorded as finished.
 func (s SlotState) Unfinished() bool { return s.Started.After(s.Finished) }
 
-// Record is one execution in the history, as kira history prints it.
+// Record is one execution in the history, as kira history prints it: every
+// field is always present in its JSON.
 type Record struct {
 	Job           string        `json:"job"`
 	Partition     int           `json:"partition"`
@@ -56,8 +57,14 @@ type Record struct {
 	Outcome       string        `json:"outcome"`
 	Attempt       int           `json:"attempt"`
 	Cause         Cause         `json:"trigger"`
-	OutputTail    string        `json:"output_tail,omitempty"`
-	Error         string        `json:"error,omitempty"`
+	OutputTail    string        `json:"output_tail"`
+	Error         string        `json:"error"`
+	// ExitCode is a command job's exit code; null for other jobs and for a
+	// command that did not exit on its own.
+	ExitCode *int `json:"exit_code"`
+	// HTTPStatus is an HTTP job's answer; null for other jobs and when no
+	// answer came.
+	HTTPStatus *int `json:"http_status"`
 }
 
 // Outcomes recorded without an execution.

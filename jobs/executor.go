@@ -20,6 +20,24 @@ const (
 	Fenced    Outcome = "fenced"    // a protected resource rejected the token
 )
 
+// Codes splits res.Code by the executor ex that produced it: a command's
+// exit code (nil when it did not exit on its own), or an HTTP job's status
+// (nil when no answer came); both nil for a Go handler.
+func Codes(ex Executor, res Result) (exitCode, httpStatus *int) {
+	code := res.Code
+	switch ex.(type) {
+	case *Command:
+		if code >= 0 {
+			return &code, nil
+		}
+	case *HTTP:
+		if code != 0 {
+			return nil, &code
+		}
+	}
+	return nil, nil
+}
+
 // Result is what an executor reports.
 type Result struct {
 	Outcome Outcome

@@ -10,6 +10,7 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -50,6 +51,9 @@ type JobSlotRow struct {
 	Owner     string `json:"owner"`
 	Token     int64  `json:"token"`
 	LastFire  *Fire  `json:"last_fire"`
+	// NextFire is when the slot fires next: the job's next scheduled time
+	// plus the slot's jitter offset; nil when the schedule has ended.
+	NextFire *time.Time `json:"next_fire"`
 }
 
 // ReadJobs reads every job of the cluster's stored catalog, with who leads
@@ -98,7 +102,12 @@ func ReadJob(ctx context.Context, kv clientv3.KV, cluster, name string, now time
 	d := &JobDetail{JobStatus: jobStatus(st, j, newest, now), Spec: j, Slots: []JobSlotRow{}}
 	for p := range j.Partitions {
 		s, _ := st.Slot(j.Name, p)
-		d.Slots = append(d.Slots, JobSlotRow{Partition: p, Owner: s.Owner, Token: s.Token, LastFire: lastOf[p]})
+		row := JobSlotRow{Partition: p, Owner: s.Owner, Token: s.Token, LastFire: lastOf[p]}
+		if d.NextFire != nil {
+			due := d.NextFire.Add(j.JitterOffset(shard.Slot{Job: j.Name, Partition: p}))
+			row.NextFire = &due
+		}
+		d.Slots = append(d.Slots, row)
 	}
 	return d, true, nil
 }

@@ -3,6 +3,8 @@ package operator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -63,6 +65,12 @@ func RequestRun(ctx context.Context, kv clientv3.KV, cluster string, slots []sha
 // ReadHistory returns up to n records of job (all partitions, or one when
 // partition >= 0), newest first.
 func ReadHistory(ctx context.Context, kv clientv3.KV, cluster, job string, partition, n int) ([]history.Record, error) {
+	return ReadHistoryWhere(ctx, kv, cluster, job, partition, n, nil)
+}
+
+// ReadHistoryWhere is ReadHistory of the records keep accepts (all when
+// keep is nil): the n newest of those.
+func ReadHistoryWhere(ctx context.Context, kv clientv3.KV, cluster, job string, partition, n int, keep func(history.Record) bool) ([]history.Record, error) {
 	prefix := keyspace.History(cluster, job)
 	if partition >= 0 {
 		prefix = keyspace.SlotHistory(cluster, shard.Slot{Job: job, Partition: partition})
@@ -74,7 +82,7 @@ func ReadHistory(ctx context.Context, kv clientv3.KV, cluster, job string, parti
 	out := []history.Record{}
 	for _, kv := range resp.Kvs {
 		var r history.Record
-		if json.Unmarshal(kv.Value, &r) == nil && strings.HasPrefix(string(kv.Key), prefix) {
+		if json.Unmarshal(kv.Value, &r) == nil && strings.HasPrefix(string(kv.Key), prefix) && (keep == nil || keep(r)) {
 			out = append(out, r)
 		}
 	}
@@ -89,4 +97,20 @@ func ReadHistory(ctx context.Context, kv clientv3.KV, cluster, job string, parti
 		out = out[:n]
 	}
 	return out, nil
+}
+
+// Outcomes are the outcomes a history record can have.
+var Outcomes = []string{string(jobs.Succeeded), string(jobs.Failed), string(jobs.TimedOut), string(jobs.Cancelled), string(jobs.Fenced),
+	history.OutcomeSkipped, history.OutcomeMissed, history.OutcomeReset}
+
+// OutcomeFilter keeps the records that ended with outcome (all when it is
+// ""), for ReadHistoryWhere; an outcome no record can have is an error.
+func OutcomeFilter(outcome string) (func(history.Record) bool, error) {
+	if outcome == "" {
+		return nil, nil
+	}
+	if !slices.Contains(Outcomes, outcome) {
+		return nil, fmt.Errorf("outcome %q: must be one of %s", outcome, strings.Join(Outcomes, ", "))
+	}
+	return func(r history.Record) bool { return r.Outcome == outcome }, nil
 }

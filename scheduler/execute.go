@@ -28,7 +28,7 @@ func (s *Scheduler) start(sl *slot, f fire) { s.startAt(sl, f, time.Time{}) }
 // built here, on the loop: off the fire's instant when the fire is armed.
 func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 	r := &run{s: s, slot: sl.id, fire: f, exec: s.execution(sl, f), executor: sl.job.executor, timeout: sl.job.spec.Timeout,
-		due: f.scheduled.Add(JitterOffset(sl.job.spec, sl.id)), unrecorded: &sl.unrecorded}
+		due: f.scheduled.Add(sl.job.spec.JitterOffset(sl.id)), unrecorded: &sl.unrecorded}
 	r.slow = slowStart(r.executor)
 	r.recorded, r.armed = s.recordStart(sl, f, at, r.slow)
 	r.number, r.ctx, r.cancel = s.addRun(sl)
@@ -225,15 +225,12 @@ func (r *run) startRecorded(fr *finishedRun, err error) {
 // conventions' names where one exists, and ends it.
 func (r *run) endSpan(res jobs.Result) {
 	r.span.SetAttributes(attribute.String("kira.outcome", string(res.Outcome)))
-	switch r.executor.(type) {
-	case *jobs.HTTP:
-		if res.Code != 0 {
-			r.span.SetAttributes(attribute.Int("http.response.status_code", res.Code))
-		}
-	case *jobs.Command:
-		if res.Code >= 0 {
-			r.span.SetAttributes(attribute.Int("process.exit.code", res.Code))
-		}
+	exit, status := jobs.Codes(r.executor, res)
+	if status != nil {
+		r.span.SetAttributes(attribute.Int("http.response.status_code", *status))
+	}
+	if exit != nil {
+		r.span.SetAttributes(attribute.Int("process.exit.code", *exit))
 	}
 	if res.Outcome != jobs.Succeeded {
 		r.span.SetAttributes(attribute.String("error.type", string(res.Outcome)))

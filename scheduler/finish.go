@@ -97,6 +97,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 		}
 		r := history.Record{ExecutionID: fr.exec.ID, ScheduledTime: fr.fire.scheduled, StartedAt: fr.started, FinishedAt: fr.finished,
 			Outcome: string(fr.res.Outcome), Attempt: fr.fire.attempt, Cause: fr.fire.cause, OutputTail: fr.res.OutputTail}
+		r.ExitCode, r.HTTPStatus = jobs.Codes(sl.job.executor, fr.res)
 		if r.StartedAt.IsZero() {
 			r.StartedAt = fr.finished
 		}

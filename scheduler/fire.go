@@ -4,11 +4,8 @@ import (
 	"container/heap"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
-	"github.com/kira-scheduler/kira/shard"
 )
 
 // fire is one execution to start: a scheduled time, why, and which attempt.
@@ -21,17 +18,6 @@ type fire struct {
 	triggerKey string
 	// takeover marks the fires a new holder owes on acquisition (catchUp's).
 	takeover bool
-}
-
-// JitterOffset is the slot's fixed delay within the job's jitter: derived
-// from the slot alone, so every member fires the slot at the same instant.
-// A fire is due at its scheduled time plus this offset; its lateness is
-// counted from then.
-func JitterOffset(j config.Job, id shard.Slot) time.Duration {
-	if j.Jitter <= 0 {
-		return 0
-	}
-	return time.Duration(xxhash.Sum64String(id.String()) % uint64(j.Jitter))
 }
 
 func latest(a, b time.Time) time.Time {
@@ -47,7 +33,7 @@ func (s *Scheduler) scheduleNext(sl *slot, t time.Time) {
 	if sl.nextScheduled.IsZero() {
 		return // a schedule that never fires again
 	}
-	sl.next = sl.nextScheduled.Add(JitterOffset(sl.job.spec, sl.id))
+	sl.next = sl.nextScheduled.Add(sl.job.spec.JitterOffset(sl.id))
 	sl.wakeAt = sl.next.Add(-s.cfg.ArmAhead)
 	if sl.heapIndex >= 0 {
 		heap.Fix(&s.heap, sl.heapIndex)
@@ -79,7 +65,7 @@ func (s *Scheduler) fireDue() {
 		f := sl.scheduledFire()
 		scheduled := f.scheduled
 		next := sl.job.schedule.Next(scheduled)
-		if !next.IsZero() && !next.Add(JitterOffset(sl.job.spec, sl.id)).After(now) {
+		if !next.IsZero() && !next.Add(sl.job.spec.JitterOffset(sl.id)).After(now) {
 			// The loop fell behind (a stalled process, a jumped clock): the
 			// fires in between are missed, not burst through.
 			s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "fell behind schedule", At: now})

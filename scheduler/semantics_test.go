@@ -499,8 +499,8 @@ func TestJitterIsDeterministicPerSlot(t *testing.T) {
 	seen := map[time.Duration]bool{}
 	for p := 0; p < 20; p++ {
 		s := shard.Slot{Job: "spread", Partition: p}
-		d := JitterOffset(j, s)
-		if d < 0 || d >= j.Jitter || d != JitterOffset(j, s) {
+		d := j.JitterOffset(s)
+		if d < 0 || d >= j.Jitter || d != j.JitterOffset(s) {
 			t.Fatalf("slot %v: offset %s not stable or outside [0, 5s)", s, d)
 		}
 		seen[d] = true
@@ -508,7 +508,7 @@ func TestJitterIsDeterministicPerSlot(t *testing.T) {
 	if len(seen) < 10 {
 		t.Fatalf("20 slots share %d offsets: jitter does not spread", len(seen))
 	}
-	if JitterOffset(config.Job{Name: "none"}, shard.Slot{Job: "none"}) != 0 {
+	if (config.Job{Name: "none"}).JitterOffset(shard.Slot{Job: "none"}) != 0 {
 		t.Fatal("a job without jitter has an offset")
 	}
 }
@@ -519,7 +519,7 @@ func TestJitterDelaysTheStart(t *testing.T) {
 	clock := NewManualClock(t0)
 	j := withDefaults(config.Job{Name: "spread", Schedule: "@every 1m", Handler: "noop", Jitter: 30 * time.Second})
 	cat := catalog("jitter", j)
-	offset := JitterOffset(j, shard.Slot{Job: "spread"})
+	offset := j.JitterOffset(shard.Slot{Job: "spread"})
 	rec := newRecorder()
 	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,39 +18,55 @@ import (
 	"github.com/kira-scheduler/kira/bench"
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/spf13/cobra"
 )
 
-func benchCommand(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	slots := fs.String("slots", "100,1000,10000", "lateness: comma-separated slot counts (empty skips)")
-	duration := fs.Duration("duration", 10*time.Second, "lateness: measuring window")
-	warmup := fs.Duration("warmup", 10*time.Second, "lateness: wait this long after every slot is owned before measuring")
-	command := fs.Bool("sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
-	jitter := fs.Duration("jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
-	probe := fs.Bool("sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
-	ttls := fs.String("ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
-	procs := fs.Bool("procs", false, "failover and handover: run each member as a kira run process of this binary, and end the owner with SIGKILL (failover) or SIGTERM (handover) (default: members share this process)")
-	trials := fs.Int("trials", 9, "failover and handover: trials each (0 skips handover)")
-	rebalance := fs.Int("rebalance", 10000, "rebalance: slots (0 skips)")
-	output := fs.String("o", "table", "table or json")
-	var etcd etcdClientFlags
-	etcd.register(fs, "", "etcd endpoints to use; empty starts an embedded single-node etcd configured as kira run's (fsync on)")
-	etcdFast := fs.Bool("etcd-fast", false, "with no --etcd: tune the embedded etcd as the tests do (no fsync, 20 ms ticks) instead of as kira run does")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
-	heapProfile := fs.String("heapprofile", "", "write a heap profile to this file while the rebalance's members hold their idle slots (go tool pprof)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+func (c *cli) benchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure failover, handover, lateness, rebalance and memory (docs/benchmarks.md)",
+		Args:  exactArgs(0),
+		RunE:  func(*cobra.Command, []string) error { return c.bench(f) },
 	}
-	cfg := bench.Config{Processes: *procs, Duration: *duration, Warmup: *warmup, Command: *command, Jitter: *jitter, Probe: *probe, Trials: *trials, Rebalance: *rebalance, HeapProfile: *heapProfile}
-	for _, s := range etcdclient.SplitList(*slots) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.slots, "slots", "100,1000,10000", "lateness: comma-separated slot counts (empty skips)")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "lateness: measuring window")
+	fs.DurationVar(&f.warmup, "warmup", 10*time.Second, "lateness: wait this long after every slot is owned before measuring")
+	fs.BoolVar(&f.command, "sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
+	fs.DurationVar(&f.jitter, "jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
+	fs.BoolVar(&f.probe, "sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
+	fs.StringVar(&f.ttls, "ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
+	fs.BoolVar(&f.procs, "procs", false, "failover and handover: run each member as a kira run process of this binary, and end the owner with SIGKILL (failover) or SIGTERM (handover) (default: members share this process)")
+	fs.IntVar(&f.trials, "trials", 9, "failover and handover: trials each (0 skips handover)")
+	fs.IntVar(&f.rebalance, "rebalance", 10000, "rebalance: slots (0 skips)")
+	f.output.register(fs)
+	fs.BoolVar(&f.etcdFast, "etcd-fast", false, "with no --etcd: tune the embedded etcd as the tests do (no fsync, 20 ms ticks) instead of as kira run does")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
+	fs.StringVar(&f.heapProfile, "heapprofile", "", "write a heap profile to this file while the rebalance's members hold their idle slots (go tool pprof)")
+	return cmd
+}
+
+type benchFlags struct {
+	slots, ttls                     string
+	duration, warmup, jitter        time.Duration
+	command, probe, procs, etcdFast bool
+	trials, rebalance               int
+	output                          output
+	cpuProfile, heapProfile         string
+}
+
+func (c *cli) bench(f benchFlags) error {
+	stdout, stderr := c.stdout, c.stderr
+	cfg := bench.Config{Processes: f.procs, Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, HeapProfile: f.heapProfile}
+	for _, s := range etcdclient.SplitList(f.slots) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			return fmt.Errorf("kira bench: --slots: %q is not a positive number", s)
 		}
 		cfg.Slots = append(cfg.Slots, n)
 	}
-	for _, s := range etcdclient.SplitList(*ttls) {
+	for _, s := range etcdclient.SplitList(f.ttls) {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 2*time.Second || d%time.Second != 0 {
 			return fmt.Errorf("kira bench: --ttls: %q is not a whole number of seconds ≥ 2s", s)
@@ -66,7 +80,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Binary = bin
 	}
-	cfg.Etcd = etcd.config()
+	cfg.Etcd = c.etcdConfig("")
 	if len(cfg.Etcd.Endpoints) == 0 {
 		dir, err := os.MkdirTemp("", "kira-bench")
 		if err != nil {
@@ -74,7 +88,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 		tuning := etcdnode.Production
-		if *etcdFast {
+		if f.etcdFast {
 			tuning = etcdnode.Fast
 		}
 		e, err := etcdnode.StartLocal(dir, tuning)
@@ -85,13 +99,13 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 		cfg.Etcd, cfg.EtcdInProcess, cfg.EtcdTuning = etcdclient.Config{Endpoints: etcdnode.ClientURLs(e)}, true, tuning.String()
 		useHostingEtcdGC(os.Getenv("GOGC"))
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if f.cpuProfile != "" {
+		prof, err := os.Create(f.cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
+		defer prof.Close()
+		if err := pprof.StartCPUProfile(prof); err != nil {
 			return err
 		}
 		defer pprof.StopCPUProfile()
@@ -103,13 +117,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "bench: GOMAXPROCS %d, GOGC %d\n", runtime.GOMAXPROCS(0), gogc[0].Value.Uint64())
 	rep, err := bench.Run(ctx, cfg, func(s string) { fmt.Fprintln(stderr, "bench:", s) })
 	if rep != nil {
-		if *output == "json" {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			enc.Encode(rep)
-		} else {
-			printBench(stdout, rep)
-		}
+		f.output.print(stdout, rep, func(w io.Writer) error { printBench(w, rep); return nil })
 	}
 	return err
 }

@@ -2,239 +2,225 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdclient"
-	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
+	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// clusterFlags are the flags of every command that talks to a running cluster.
-type clusterFlags struct {
-	etcd    etcdClientFlags
-	cluster string
-}
-
-func (c *clusterFlags) register(fs *flag.FlagSet) {
-	c.registerEtcd(fs)
-	fs.StringVar(&c.cluster, "cluster", config.DefaultCluster, "cluster name (the catalog's cluster:)")
-}
-
-// registerEtcd adds the etcd client flags alone, for a command whose
-// catalog names the cluster.
-func (c *clusterFlags) registerEtcd(fs *flag.FlagSet) {
-	c.etcd.register(fs, "http://127.0.0.1:2379", "comma-separated etcd endpoints")
-}
-
-func (c *clusterFlags) connect() (*clientv3.Client, error) { return etcdclient.New(c.etcd.config()) }
-
-// unreachable explains an error of talking to etcd: a refusal says why, and
-// anything else says where etcd was looked for.
-func (c *clusterFlags) unreachable(err error) error {
-	cfg := c.etcd.config()
-	if err := etcdclient.Explain(cfg, keyspace.Cluster(c.cluster), err); errors.Is(err, etcdclient.ErrRefused) {
-		return err
-	}
-	return fmt.Errorf("%w (etcd at %s, cluster %q: is etcd running there? set --etcd or %s)", err, strings.Join(cfg.Endpoints, ","), c.cluster, etcdclient.EnvEndpoints)
-}
-
-// jobCommand parses the flags of a command that takes one JOB argument and
-// checks that the stored catalog has the job.
-func jobCommand(name, usage string, args []string, stderr io.Writer, extra func(*flag.FlagSet)) (*clusterFlags, *clientv3.Client, config.Job, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clusterFlags
-	cf.register(fs)
-	if extra != nil {
-		extra(fs)
-	}
-	fs.Usage = func() { fmt.Fprintf(stderr, "Usage: kira %s JOB [flags]\n\n%s\n\n", name, usage); fs.PrintDefaults() }
-	// Flags may come before or after JOB.
-	var job string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		job, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, nil, config.Job{}, errUsage
-	}
-	if job == "" && fs.NArg() == 1 {
-		job = fs.Arg(0)
-	} else if fs.NArg() != 0 || job == "" {
-		fs.Usage()
-		return nil, nil, config.Job{}, errUsage
-	}
-	cli, err := cf.connect()
-	if err != nil {
-		return nil, nil, config.Job{}, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cat, _, err := config.LoadStored(ctx, cli, cf.cluster)
-	if err != nil {
-		cli.Close()
-		return nil, nil, config.Job{}, cf.unreachable(err)
-	}
-	j, ok := cat.Job(job)
-	if !ok {
-		cli.Close()
-		var names []string
-		for _, j := range cat.Jobs {
-			names = append(names, j.Name)
+// exactArgs is cobra's ExactArgs as a usage error (exit 2, usage shown).
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == n {
+			return nil
 		}
-		return nil, nil, config.Job{}, fmt.Errorf("kira %s: cluster %q has no job %q (jobs: %s)", name, cf.cluster, job, strings.Join(names, ", "))
+		fmt.Fprintf(cmd.ErrOrStderr(), "kira %s: takes %d argument(s), got %d\n\n%s", cmd.Name(), n, len(args), cmd.UsageString())
+		return errUsage
 	}
-	return &cf, cli, j, nil
 }
 
-func pauseCommand(args []string, stdout, stderr io.Writer, pause bool) error {
-	name, usage := "resume", "Lets a paused job fire again from its next scheduled time."
-	if pause {
-		name, usage = "pause", "Stops a job's scheduled fires on every member until kira resume; runs in flight finish."
+// jobCmd is a command on one job of the stored catalog.
+func (c *cli) jobCmd(name, short string, run func(ctx context.Context, cli *clientv3.Client, j config.Job) error) *cobra.Command {
+	return &cobra.Command{
+		Use:               name + " JOB",
+		Short:             short,
+		Args:              exactArgs(1),
+		ValidArgsFunction: c.completeJobs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return c.withCluster(func(ctx context.Context, cli *clientv3.Client) error {
+				j, err := c.storedJob(ctx, cli, name, args[0])
+				if err != nil {
+					return err
+				}
+				return run(ctx, cli, j)
+			})
+		},
 	}
-	cf, cli, j, err := jobCommand(name, usage, args, stderr, nil)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if pause {
-		err = operator.Pause(ctx, cli, cf.cluster, j.Name)
-	} else {
-		err = operator.Resume(ctx, cli, cf.cluster, j.Name)
-	}
-	if err != nil {
-		return cf.unreachable(err)
-	}
-	fmt.Fprintf(stdout, "job %s %sd\n", j.Name, name)
-	return nil
 }
 
-func triggerCommand(args []string, stdout, stderr io.Writer) error {
-	partition := -1
-	cf, cli, j, err := jobCommand("trigger", "Runs a job once now, by the current owner of each slot, with its own execution id.", args, stderr, func(fs *flag.FlagSet) {
-		fs.IntVar(&partition, "partition", -1, "only this partition (default: every partition)")
-	})
-	if err != nil {
-		return err
+func (c *cli) pauseCmd(pause bool) *cobra.Command {
+	name, short := "resume", "Let a paused job fire again from its next scheduled time"
+	if pause {
+		name, short = "pause", "Stop a job's scheduled fires on every member until kira resume; runs in flight finish"
 	}
-	defer cli.Close()
-	var slots []shard.Slot
-	switch {
-	case partition >= j.Partitions:
-		return fmt.Errorf("kira trigger: job %s has partitions 0 to %d; --partition %d does not exist", j.Name, j.Partitions-1, partition)
-	case partition >= 0:
-		slots = []shard.Slot{{Job: j.Name, Partition: partition}}
-	default:
-		for p := 0; p < j.Partitions; p++ {
-			slots = append(slots, shard.Slot{Job: j.Name, Partition: p})
+	return c.jobCmd(name, short, func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
+		var err error
+		if pause {
+			err = operator.Pause(ctx, cli, c.cluster, j.Name)
+		} else {
+			err = operator.Resume(ctx, cli, c.cluster, j.Name)
 		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ids, err := operator.RequestRun(ctx, cli, cf.cluster, slots)
-	if err != nil {
-		return cf.unreachable(err)
-	}
-	for i, s := range slots {
-		fmt.Fprintf(stdout, "triggered %s execution_id %s\n", s, ids[i])
-	}
-	return nil
+		if err != nil {
+			return c.unreachable(err)
+		}
+		fmt.Fprintf(c.stdout, "job %s %sd\n", j.Name, name)
+		return nil
+	})
 }
 
-func historyCommand(args []string, stdout, stderr io.Writer) error {
-	n, partition, output := 20, -1, "table"
-	cf, cli, j, err := jobCommand("history", "Recent executions of a job, newest first.", args, stderr, func(fs *flag.FlagSet) {
-		fs.IntVar(&n, "n", 20, "how many executions")
-		fs.IntVar(&partition, "partition", -1, "only this partition (default: every partition)")
-		fs.StringVar(&output, "o", "table", "output format: table or json")
-	})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	if output != "table" && output != "json" {
-		return fmt.Errorf("kira history: -o must be table or json, got %q", output)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	recs, err := operator.ReadHistory(ctx, cli, cf.cluster, j.Name, partition, n)
-	if err != nil {
-		return cf.unreachable(err)
-	}
-	if output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(recs)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCHEDULED\tPART\tOUTCOME\tTRIGGER\tATTEMPT\tTOKEN\tMEMBER\tDURATION\tEXECUTION ID")
+func (c *cli) triggerCmd() *cobra.Command {
+	var partition int
+	cmd := c.jobCmd("trigger", "Run a job once now, by the current owner of each slot, with its own execution id",
+		func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
+			var slots []shard.Slot
+			switch {
+			case partition >= j.Partitions:
+				return fmt.Errorf("kira trigger: job %s has partitions 0 to %d; --partition %d does not exist", j.Name, j.Partitions-1, partition)
+			case partition >= 0:
+				slots = []shard.Slot{{Job: j.Name, Partition: partition}}
+			default:
+				for p := 0; p < j.Partitions; p++ {
+					slots = append(slots, shard.Slot{Job: j.Name, Partition: p})
+				}
+			}
+			ids, err := operator.RequestRun(ctx, cli, c.cluster, slots)
+			if err != nil {
+				return c.unreachable(err)
+			}
+			for i, s := range slots {
+				fmt.Fprintf(c.stdout, "triggered %s execution_id %s\n", s, ids[i])
+			}
+			return nil
+		})
+	cmd.Flags().IntVar(&partition, "partition", -1, "only this partition; -1: every partition")
+	return cmd
+}
+
+func (c *cli) historyCmd() *cobra.Command {
+	var n, partition int
+	var outcome string
+	var out output
+	cmd := c.jobCmd("history", "Recent executions of a job, newest first",
+		func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
+			keep, err := operator.OutcomeFilter(outcome)
+			if err != nil {
+				return fmt.Errorf("kira history: --outcome: %w", err)
+			}
+			recs, err := operator.ReadHistoryWhere(ctx, cli, c.cluster, j.Name, partition, n, keep)
+			if err != nil {
+				return c.unreachable(err)
+			}
+			return out.print(c.stdout, recs, func(w io.Writer) error { return printHistory(w, recs) })
+		})
+	fs := cmd.Flags()
+	fs.IntVarP(&n, "limit", "n", 20, "how many executions")
+	fs.IntVar(&partition, "partition", -1, "only this partition; -1: every partition")
+	fs.StringVar(&outcome, "outcome", "", "only executions that ended so: succeeded, failed, timed_out, cancelled, fenced, skipped, missed")
+	out.register(fs)
+	return cmd
+}
+
+func printHistory(w io.Writer, recs []history.Record) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCHEDULED\tPART\tOUTCOME\tCODE\tTRIGGER\tATTEMPT\tTOKEN\tMEMBER\tDURATION\tEXECUTION ID")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ScheduledTime.Format(time.RFC3339), r.Partition, r.Outcome, r.Cause,
+		code := "-"
+		if r.ExitCode != nil {
+			code = fmt.Sprintf("exit %d", *r.ExitCode)
+		} else if r.HTTPStatus != nil {
+			code = fmt.Sprintf("HTTP %d", *r.HTTPStatus)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ScheduledTime.Format(time.RFC3339), r.Partition, r.Outcome, code, r.Cause,
 			r.Attempt, r.Token, r.Member, r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond), r.ExecutionID)
 	}
 	return tw.Flush()
 }
 
-func applyCommand(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clusterFlags
-	cf.registerEtcd(fs)
-	file := fs.String("f", "", "catalog YAML file (required)")
-	dryRun := fs.Bool("dry-run", false, "show what would change, write nothing")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	if *file == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "Usage: kira apply -f FILE [--dry-run] [--etcd URLS]")
-		return errUsage
-	}
-	cat, warnings, err := config.LoadLint(*file)
-	printWarnings(stderr, warnings)
-	if err != nil {
-		return err
-	}
-	cf.cluster = cat.Cluster
-	cli, err := cf.connect()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	prev, prevRev, err := config.LoadStored(ctx, cli, cat.Cluster)
-	if err != nil && !errorsIsNoCatalog(err) {
-		return cf.unreachable(err)
-	}
-	changes := config.Diff(prev, cat)
-	if len(changes) == 0 {
-		fmt.Fprintf(stdout, "cluster %s: catalog unchanged (revision %d)\n", cat.Cluster, prevRev)
-		return nil
-	}
-	for _, c := range changes {
-		fmt.Fprintln(stdout, c)
-	}
-	if *dryRun {
-		fmt.Fprintf(stdout, "dry run: nothing written (stored revision %d)\n", prevRev)
-		return nil
-	}
-	rev, _, err := config.Store(ctx, cli, cat)
-	if err != nil {
-		return cf.unreachable(err)
-	}
-	fmt.Fprintf(stdout, "cluster %s: catalog applied at revision %d; members converge without restart\n", cat.Cluster, rev)
-	return nil
+// catalogFile is the -f flag of apply and diff: a file, or - for
+// standard input.
+type catalogFile struct{ path string }
+
+func (f *catalogFile) register(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "catalog YAML file, or - for standard input (required)")
+	cmd.MarkFlagRequired("filename")
+	cmd.MarkFlagFilename("filename", "yaml", "yml")
 }
 
-func errorsIsNoCatalog(err error) bool { return errors.Is(err, config.ErrNoCatalog) }
+// load reads and checks the catalog; an explicit --cluster must agree
+// with its cluster:.
+func (f *catalogFile) load(c *cli, cmd *cobra.Command) (*config.Catalog, error) {
+	var cat *config.Catalog
+	var warnings []config.Problem
+	var err error
+	if f.path == "-" {
+		data, rerr := io.ReadAll(c.stdin)
+		if rerr != nil {
+			return nil, fmt.Errorf("kira %s: reading standard input: %w", cmd.Name(), rerr)
+		}
+		cat, warnings, err = config.Lint("<stdin>", data)
+	} else {
+		cat, warnings, err = config.LoadLint(f.path)
+	}
+	printWarnings(c.stderr, warnings)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.Flags().Changed("cluster") && c.cluster != cat.Cluster {
+		return nil, fmt.Errorf("kira %s: --cluster %s, but the catalog is of cluster %q (its cluster: field)", cmd.Name(), c.cluster, cat.Cluster)
+	}
+	c.cluster = cat.Cluster
+	return cat, nil
+}
+
+// stored reads the stored catalog, nil if there is none yet.
+func (c *cli) stored(ctx context.Context, cli *clientv3.Client) (*config.Catalog, int64, error) {
+	prev, rev, err := config.LoadStored(ctx, cli, c.cluster)
+	if errors.Is(err, config.ErrNoCatalog) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, c.unreachable(err)
+	}
+	return prev, rev, nil
+}
+
+func (c *cli) applyCmd() *cobra.Command {
+	var file catalogFile
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Store a catalog; the members converge to it without restart",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cat, err := file.load(c, cmd)
+			if err != nil {
+				return err
+			}
+			return c.withCluster(func(ctx context.Context, cli *clientv3.Client) error {
+				prev, prevRev, err := c.stored(ctx, cli)
+				if err != nil {
+					return err
+				}
+				changes := config.Diff(prev, cat)
+				if len(changes) == 0 {
+					fmt.Fprintf(c.stdout, "cluster %s: catalog unchanged (revision %d)\n", cat.Cluster, prevRev)
+					return nil
+				}
+				for _, ch := range changes {
+					fmt.Fprintln(c.stdout, ch)
+				}
+				if dryRun {
+					fmt.Fprintf(c.stdout, "dry run: nothing written (stored revision %d)\n", prevRev)
+					return nil
+				}
+				rev, _, err := config.Store(ctx, cli, cat)
+				if err != nil {
+					return c.unreachable(err)
+				}
+				fmt.Fprintf(c.stdout, "cluster %s: catalog applied at revision %d; members converge without restart\n", cat.Cluster, rev)
+				return nil
+			})
+		},
+	}
+	file.register(cmd)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change, write nothing")
+	return cmd
+}

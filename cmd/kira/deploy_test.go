@@ -2,7 +2,7 @@ package main
 
 import (
 	"bufio"
-	"io"
+	"fmt"
 	"os"
 	"path"
 	"strconv"
@@ -51,7 +51,7 @@ func TestKubernetesManifestsAgreeWithTheBinary(t *testing.T) {
 	if c.Args[0] != "run" {
 		t.Fatalf("args %v: not kira run", c.Args)
 	}
-	f, err := parseRunFlags(c.Args[1:], io.Discard)
+	f, err := parseRunFlags(c.Args[1:])
 	if err != nil {
 		t.Fatalf("args %v are not kira run's flags: %v", c.Args[1:], err)
 	}
@@ -114,7 +114,7 @@ func TestSystemdUnitAndDockerfile(t *testing.T) {
 	if len(args) < 2 || args[1] != "run" {
 		t.Fatalf("ExecStart %q is not kira run", keys["ExecStart"])
 	}
-	f, err := parseRunFlags(args[2:], io.Discard)
+	f, err := parseRunFlags(args[2:])
 	if err != nil {
 		t.Fatalf("ExecStart: %v", err)
 	}
@@ -131,6 +131,20 @@ func TestSystemdUnitAndDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile has no %q", want)
 		}
 	}
+}
+
+// parseRunFlags parses a kira run command line as kira run does, without
+// running it.
+func parseRunFlags(args []string) (runFlags, error) {
+	var f runFlags
+	c := &cli{}
+	cmd := c.runCmdInto(&f)
+	c.registerGlobal(cmd.PersistentFlags())
+	err := cmd.ParseFlags(args)
+	if err == nil && cmd.Flags().NArg() > 0 {
+		err = fmt.Errorf("arguments %v", cmd.Flags().Args())
+	}
+	return f, err
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os/signal"
@@ -10,12 +9,14 @@ import (
 	"syscall"
 
 	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // registerEtcdFlags registers etcd's own flag names, so users carry their
 // habits over, into c.
-func registerEtcdFlags(fs *flag.FlagSet, c *etcdnode.Config) {
+func registerEtcdFlags(fs *pflag.FlagSet, c *etcdnode.Config) {
 	fs.StringVar(&c.Name, "name", "default", "human-readable name for this member")
 	fs.StringVar(&c.DataDir, "data-dir", "", "path to the data directory (default: NAME.etcd)")
 	fs.StringVar(&c.ListenClientURLs, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to listen on for client traffic")
@@ -38,15 +39,25 @@ func registerEtcdFlags(fs *flag.FlagSet, c *etcdnode.Config) {
 	fs.BoolVar(&c.PeerTLS.ClientCertAuth, "peer-client-cert-auth", false, "require peers to present a certificate signed by --peer-trusted-ca-file")
 }
 
-func etcdCommand(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func (cl *cli) etcdCmd() *cobra.Command {
 	var c etcdnode.Config
-	registerEtcdFlags(fs, &c)
-	configFile := fs.String("config-file", "", "etcd's own YAML configuration file; when given, the other flags are ignored, as etcd does")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	var configFile string
+	cmd := &cobra.Command{
+		Use:   "etcd",
+		Short: "Run a standalone etcd server (etcd's own flag names); three make a cluster",
+		Long: "Runs one etcd server, embedded in this binary, configured by etcd's own flag names or its\n" +
+			"--config-file. The global etcd client flags (--etcd, --cacert, ...) do not apply to it.",
+		Args: exactArgs(0),
+		RunE: func(*cobra.Command, []string) error { return runEtcd(c, configFile, cl.stderr) },
 	}
+	registerEtcdFlags(cmd.Flags(), &c)
+	cmd.Flags().StringVar(&configFile, "config-file", "", "etcd's own YAML configuration file; when given, the other flags are ignored, as etcd does")
+	cmd.MarkFlagFilename("config-file", "yaml", "yml", "conf")
+	return cmd
+}
+
+// runEtcd serves until SIGTERM or SIGINT.
+func runEtcd(c etcdnode.Config, configFile string, stderr io.Writer) error {
 	if c.DataDir == "" {
 		c.DataDir = c.Name + ".etcd"
 	}
@@ -54,17 +65,18 @@ func etcdCommand(args []string, stderr io.Writer) error {
 	defer stop()
 	var e *embed.Etcd
 	var err error
-	if *configFile != "" {
+	if configFile != "" {
 		var cfg *embed.Config
-		if cfg, err = embed.ConfigFromFile(*configFile); err != nil {
-			return fmt.Errorf("kira etcd: --config-file %s: %w", *configFile, err)
+		if cfg, err = embed.ConfigFromFile(configFile); err != nil {
+			return fmt.Errorf("kira etcd: --config-file %s: %w", configFile, err)
 		}
 		e, err = etcdnode.StartEmbed(cfg)
 	} else {
 		e, err = etcdnode.Start(c)
 	}
 	if err != nil {
-		return fmt.Errorf("kira etcd: %w", err)
+		return fmt.Errorf("kira etcd: %w", portTaken(err, map[string]string{
+			"listen-client-urls": c.ListenClientURLs, "listen-peer-urls": c.ListenPeerURLs}, "as etcd does"))
 	}
 	fmt.Fprintf(stderr, "kira etcd: member %s serving clients on %s\n", e.Config().Name, strings.Join(etcdnode.ClientURLs(e), ","))
 	select {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/server/v3/etcdserver"
 )
 
@@ -30,8 +29,7 @@ func TestSingleMemberEtcdKeepsFewRaftEntries(t *testing.T) {
 		{[]string{"--name", "a", "--initial-cluster", "a=http://127.0.0.1:2380,b=http://127.0.0.1:2382,c=http://127.0.0.1:2384"},
 			etcdserver.DefaultSnapshotCatchUpEntries},
 	} {
-		fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
+		fs := pflag.NewFlagSet("etcd", pflag.ContinueOnError)
 		var c etcdnode.Config
 		registerEtcdFlags(fs, &c)
 		if err := fs.Parse(tc.args); err != nil {

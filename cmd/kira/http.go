@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/kira-scheduler/kira/dashboard"
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
 )
 
 // EnvHTTPToken is read when --http-token-file is not given.
@@ -29,7 +29,7 @@ type httpFlags struct {
 	readAuth               bool
 }
 
-func (h *httpFlags) register(fs *flag.FlagSet) {
+func (h *httpFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&h.addr, "http", "", "serve /healthz, /metrics and the API (/v1) on this address; a bare port, such as 8080, binds 127.0.0.1; empty disables")
 	fs.StringVar(&h.tokenFile, "http-token-file", "", "file whose first line is the bearer token the API's write actions require (also $"+EnvHTTPToken+")")
 	fs.StringVar(&h.tlsCert, "http-tls-cert", "", "serve HTTPS with this certificate")

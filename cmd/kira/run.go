@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -20,30 +22,34 @@ import (
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/member"
 	"github.com/kira-scheduler/kira/scheduler"
+	"github.com/spf13/cobra"
 )
 
 type runFlags struct {
-	catalog, cluster, dataDir, name string
-	http                            httpFlags
-	etcd                            etcdClientFlags
-	embeddedClient, embeddedPeer    string
-	grace                           time.Duration
-	clockOffset                     time.Duration
-	traceStdout                     bool
-	logLevel, logFormat             string
+	catalog, dataDir, name       string
+	http                         httpFlags
+	embeddedClient, embeddedPeer string
+	grace                        time.Duration
+	clockOffset                  time.Duration
+	traceStdout                  bool
+	logLevel, logFormat          string
 }
 
-// parseRunFlags reads kira run's command line.
-func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	host, _ := os.Hostname()
-	var f runFlags
+func (c *cli) runCmd() *cobra.Command { return c.runCmdInto(new(runFlags)) }
+
+// runCmdInto is kira run with its flags parsed into f.
+func (c *cli) runCmdInto(f *runFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run a member: with --etcd, of the cluster there; without, on an embedded single-node etcd",
+		Args:  exactArgs(0),
+		RunE:  func(*cobra.Command, []string) error { return c.run(*f) },
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&f.catalog, "catalog", "", "catalog YAML file, applied to the cluster at start if it differs from the stored one; without it, the stored catalog of --cluster runs")
-	fs.StringVar(&f.cluster, "cluster", config.DefaultCluster, "cluster to run when no --catalog is given")
-	f.etcd.register(fs, "", "comma-separated etcd endpoints; empty starts an embedded single-node etcd")
+	cmd.MarkFlagFilename("catalog", "yaml", "yml")
 	fs.StringVar(&f.dataDir, "data-dir", "./kira-data", "data directory of the embedded etcd")
-	fs.StringVar(&f.name, "name", host, "human-readable member name (the member id adds a UUID to the hostname)")
+	fs.StringVar(&f.name, "name", "", "human-readable member name (default: the hostname; the member id adds a UUID to the hostname)")
 	f.http.register(fs)
 	fs.StringVar(&f.embeddedClient, "embedded-client-url", "http://127.0.0.1:2379", "client URL of the embedded etcd")
 	fs.StringVar(&f.embeddedPeer, "embedded-peer-url", "http://127.0.0.1:2380", "peer URL of the embedded etcd")
@@ -52,27 +58,18 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.BoolVar(&f.traceStdout, "trace-stdout", false, "print every span to stdout (the console exporter; otherwise OTEL_TRACES_EXPORTER and the other OTEL_* variables configure tracing)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json (one JSON object a line)")
-	if err := fs.Parse(args); err != nil {
-		return f, errUsage
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return f, errUsage
-	}
-	return f, nil
+	return cmd
 }
 
-func runCommand(args []string, stderr io.Writer) error {
-	f, err := parseRunFlags(args, stderr)
-	if err != nil {
-		return err
-	}
+func (c *cli) run(f runFlags) error {
+	stderr := c.stderr
 	var cat *config.Catalog
+	var err error
 	if f.catalog != "" {
 		if cat, err = config.Load(f.catalog); err != nil {
 			return err
 		}
-		f.cluster = cat.Cluster
+		c.cluster = cat.Cluster
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -82,7 +79,7 @@ func runCommand(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	traces, err := setupTracing(context.Background(), f.traceStdout, f.cluster)
+	traces, err := setupTracing(context.Background(), f.traceStdout, c.cluster)
 	if err != nil {
 		return err
 	}
@@ -90,11 +87,12 @@ func runCommand(args []string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	etcd := f.etcd.config()
+	etcd := c.etcdConfig("")
 	if len(etcd.Endpoints) == 0 {
 		e, err := etcdnode.Start(embeddedEtcd(f))
 		if err != nil {
-			return fmt.Errorf("kira run: %w", err)
+			return fmt.Errorf("kira run: %w", portTaken(err, map[string]string{
+				"embedded-client-url": f.embeddedClient, "embedded-peer-url": f.embeddedPeer}, "or --etcd to join a running etcd"))
 		}
 		defer e.Close()
 		useHostingEtcdGC(os.Getenv("GOGC"))
@@ -105,14 +103,14 @@ func runCommand(args []string, stderr io.Writer) error {
 	r := &runner{logger: logger}
 	r.metrics = newMetrics(r.current.Load)
 	if f.http.addr != "" {
-		stopHTTP, err := r.serveHTTP(f.http, etcd, f.cluster)
+		stopHTTP, err := r.serveHTTP(f.http, etcd, c.cluster)
 		if err != nil {
 			return err
 		}
 		defer stopHTTP()
 	}
 	cfg := member.Config{
-		Etcd: etcd, Cluster: f.cluster, Catalog: cat,
+		Etcd: etcd, Cluster: c.cluster, Catalog: cat,
 		Name: f.name, HTTP: f.http.listenAddr(), Version: version, Logger: logger,
 		Scheduler: scheduler.Config{
 			Grace:   f.grace,
@@ -180,6 +178,22 @@ func (r *runner) executionFinished(e scheduler.Event) {
 func embeddedEtcd(f runFlags) etcdnode.Config {
 	return etcdnode.Config{Name: "kira", DataDir: f.dataDir, ListenClientURLs: f.embeddedClient, ListenPeerURLs: f.embeddedPeer,
 		InitialClusterState: "new", InitialClusterToken: "kira-embedded", LogLevel: "error", Quiet: true}
+}
+
+// portTaken explains a failure to listen on an address already in use:
+// which URL, and the flag (of flags: flag name → URL) that moves it.
+func portTaken(err error, flags map[string]string, alternative string) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(flags)) {
+		for _, u := range etcdclient.SplitList(flags[name]) {
+			if parsed, perr := url.Parse(u); perr == nil && strings.Contains(err.Error(), parsed.Host) {
+				return fmt.Errorf("%s is taken (another etcd, or another kira run?): give --%s another address, %s: %w", parsed.Host, name, alternative, err)
+			}
+		}
+	}
+	return fmt.Errorf("a port is taken (another etcd, or another kira run?); see --%s, %s: %w", strings.Join(slices.Sorted(maps.Keys(flags)), ", --"), alternative, err)
 }
 
 // newLogger is kira run's logger: text (slog's key=value) or JSON.

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,40 +10,28 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/operator"
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-func statusCommand(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clusterFlags
-	cf.register(fs)
-	cluster := &cf.cluster
-	output := fs.String("o", "table", "output format: table or json")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+func (c *cli) statusCmd() *cobra.Command {
+	var out output
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "The members of the cluster and the owner and token of every slot",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return c.withCluster(func(ctx context.Context, cli *clientv3.Client) error {
+				st, err := operator.ReadStatus(ctx, cli, c.cluster)
+				if err != nil {
+					return fmt.Errorf("kira status: %w", c.unreachable(err))
+				}
+				return out.print(c.stdout, st, func(w io.Writer) error { printStatus(w, st); return nil })
+			})
+		},
 	}
-	if *output != "table" && *output != "json" {
-		fmt.Fprintf(stderr, "kira status: -o must be table or json, got %q\n", *output)
-		return errUsage
-	}
-	cli, err := cf.connect()
-	if err != nil {
-		return fmt.Errorf("kira status: %w", err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := operator.ReadStatus(ctx, cli, *cluster)
-	if err != nil {
-		return fmt.Errorf("kira status: %w", cf.unreachable(err))
-	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
-	}
-	printStatus(stdout, st)
-	return nil
+	out.register(cmd.Flags())
+	return cmd
 }
 
 func printStatus(w io.Writer, st *operator.Status) {

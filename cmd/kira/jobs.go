@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kira-scheduler/kira/operator"
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func (c *cli) jobsCmd() *cobra.Command {
+	var out output
+	cmd := &cobra.Command{
+		Use:   "jobs [JOB]",
+		Short: "The jobs of the stored catalog: schedule, slots led, last and next fire (with JOB: each slot)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return exactArgs(1)(cmd, args)
+			}
+			return nil
+		},
+		ValidArgsFunction: c.completeJobs,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return c.withCluster(func(ctx context.Context, cli *clientv3.Client) error {
+				if len(args) == 1 {
+					if _, err := c.storedJob(ctx, cli, "jobs", args[0]); err != nil {
+						return err
+					}
+					d, _, err := operator.ReadJob(ctx, cli, c.cluster, args[0], time.Now())
+					if err != nil {
+						return c.unreachable(err)
+					}
+					return out.print(c.stdout, d, func(w io.Writer) error { return printJob(w, d) })
+				}
+				js, err := operator.ReadJobs(ctx, cli, c.cluster, time.Now())
+				if err != nil {
+					return c.unreachable(err)
+				}
+				return out.print(c.stdout, js, func(w io.Writer) error { return printJobs(w, js) })
+			})
+		},
+	}
+	out.register(cmd.Flags())
+	return cmd
+}
+
+// when prints a time for a table: RFC 3339 in UTC, "-" for none.
+func when(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// lastFire is a fire's time, outcome and member, for a table.
+func lastFire(f *operator.Fire) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s %s by %s", when(&f.ScheduledTime), f.Outcome, f.Member)
+}
+
+func printJobs(w io.Writer, js []operator.JobStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tTIMEZONE\tPARTITIONS\tPAUSED\tLED\tLAST FIRE\tNEXT FIRE")
+	for _, j := range js {
+		tz := j.Timezone
+		if tz == "" {
+			tz = "UTC"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%t\t%d/%d\t%s\t%s\n", j.Name, j.Schedule, tz, j.Partitions, j.Paused, j.SlotsLed, j.Partitions, lastFire(j.LastFire), when(j.NextFire))
+	}
+	return tw.Flush()
+}
+
+func printJob(w io.Writer, d *operator.JobDetail) error {
+	if err := printJobs(w, []operator.JobStatus{d.JobStatus}); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tOWNER\tTOKEN\tLAST FIRE\tNEXT FIRE")
+	for _, s := range d.Slots {
+		owner, token := s.Owner, strconv.FormatInt(s.Token, 10)
+		if owner == "" {
+			owner, token = "(none)", "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", s.Partition, owner, token, lastFire(s.LastFire), when(s.NextFire))
+	}
+	return tw.Flush()
+}

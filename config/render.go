@@ -1,0 +1,40 @@
+package config
+
+import (
+	"time"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Marshal writes cat in the catalog's YAML format, every setting in force
+// spelled out (defaults included); Parse reads it back to an equal catalog
+// (TestMarshalRoundTrips). kira catalog -o yaml prints it, so the stored
+// catalog can be saved, edited and applied again.
+func Marshal(cat *Catalog) ([]byte, error) {
+	raw := rawCatalog{Cluster: cat.Cluster, Membership: rawMembership{LeaseTTL: durationText(cat.Membership.LeaseTTL)}}
+	for _, j := range cat.Jobs {
+		raw.Jobs = append(raw.Jobs, rawOf(j))
+	}
+	return yaml.MarshalWithOptions(raw, yaml.OmitEmpty(), yaml.IndentSequence(true), yaml.UseLiteralStyleIfMultiline(true))
+}
+
+func rawOf(j Job) rawJob {
+	partitions, historyLimit := j.Partitions, j.HistoryLimit
+	r := rawJob{Name: j.Name, Schedule: j.Schedule, Partitions: &partitions, Timeout: durationText(j.Timeout),
+		Command: j.Command, Handler: j.Handler, FenceURL: j.FenceURL, FenceCommand: j.FenceCommand,
+		Env: j.Env, PassEnv: j.PassEnv, Misfire: string(j.Misfire), CatchupWindow: durationText(j.CatchupWindow),
+		HistoryLimit: &historyLimit, Overlap: string(j.Overlap), Jitter: durationText(j.Jitter), Timezone: j.Timezone,
+		Retries: &rawRetries{Max: j.Retries.Max, Backoff: durationText(j.Retries.Backoff), MaxBackoff: durationText(j.Retries.MaxBackoff)}}
+	if j.HTTP != nil {
+		r.HTTP = &rawHTTP{URL: j.HTTP.URL, Method: j.HTTP.Method, Headers: j.HTTP.Headers, Body: j.HTTP.Body}
+	}
+	return r
+}
+
+// durationText is d as the catalog writes it ("" for zero: the field is left out).
+func durationText(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
