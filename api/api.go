@@ -6,6 +6,7 @@
 //	GET  /v1/jobs                                     every job: schedule, paused, slots led, last and next fire
 //	GET  /v1/jobs/{job}                               one job: its spec, and each slot's owner, token and last fire
 //	GET  /v1/jobs/{job}/executions?partition=&limit=&outcome=  recent executions, newest first (kira history -o json)
+//	GET  /v1/jobs/{job}/executions/{id}               one execution (the link in a notification)
 //	POST /v1/jobs/{job}/trigger?partition=            one run now of each slot, or one partition
 //	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
 //	POST /v1/jobs/{job}/resume
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -73,6 +75,7 @@ var routes = []route{
 	{"GET /v1/jobs", false, func(s *server) handler { return s.jobs }},
 	{"GET /v1/jobs/{job}", false, func(s *server) handler { return s.jobDetail }},
 	{"GET /v1/jobs/{job}/executions", false, func(s *server) handler { return s.executions }},
+	{"GET /v1/jobs/{job}/executions/{id}", false, func(s *server) handler { return s.execution }},
 	{"POST /v1/jobs/{job}/trigger", true, func(s *server) handler { return s.trigger }},
 	{"POST /v1/jobs/{job}/pause", true, func(s *server) handler { return s.pause }},
 	{"POST /v1/jobs/{job}/resume", true, func(s *server) handler { return s.resume }},
@@ -252,6 +255,23 @@ func (s *server) jobPartition(ctx context.Context, r *http.Request) (config.Job,
 	}
 	partition, err := intParam(r, "partition", -1, j.Partitions-1)
 	return j, partition, err
+}
+
+// execution is one record of the job's history, by execution id.
+func (s *server) execution(ctx context.Context, r *http.Request) (any, error) {
+	j, err := s.job(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	id := r.PathValue("id")
+	recs, err := operator.ReadHistoryWhere(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, -1, 1, func(rec history.Record) bool { return rec.ExecutionID == id })
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, errorf(http.StatusNotFound, "job %s has no execution %q in its history (it keeps history_limit records a slot)", j.Name, id)
+	}
+	return recs[0], nil
 }
 
 func (s *server) executions(ctx context.Context, r *http.Request) (any, error) {

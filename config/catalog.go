@@ -89,6 +89,8 @@ type Catalog struct {
 	Cluster    string     `json:"cluster"`
 	Membership Membership `json:"membership"`
 	Jobs       []Job      `json:"jobs"`
+	// Notify is the default notify rules of the jobs that set none.
+	Notify []NotifyRule `json:"notify,omitempty"`
 }
 
 // Membership holds the settings of every member's etcd session.
@@ -132,6 +134,12 @@ type Job struct {
 	Jitter time.Duration `json:"jitter,omitempty"`
 	// Timezone the schedule is read in (unless it says CRON_TZ=); default UTC.
 	Timezone string `json:"timezone,omitempty"`
+	// Notify, if set (even empty), replaces the catalog's notify rules for
+	// this job (Catalog.NotifyRules). Stored as null when unset, so that an
+	// empty list survives.
+	Notify []NotifyRule `json:"notify"`
+	// Placement, if set, limits the job's slots to members with its labels.
+	Placement *Placement `json:"placement,omitempty"`
 }
 
 // ParsedSchedule returns the job's schedule in its time zone.
@@ -264,6 +272,7 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 		v.addf(root("jobs"), "the catalog has %d jobs, over the limit of %d", len(raw.Jobs), MaxJobs)
 		return cat
 	}
+	cat.Notify = v.notify(root("notify"), raw.Notify)
 	seen := map[string]int{}
 	for i, rj := range raw.Jobs {
 		jp := root("jobs").index(i)
@@ -349,6 +358,10 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 		executors++
 	}
 	v.environment(jp, rj, &j)
+	if rj.Notify != nil {
+		j.Notify = v.notify(jp.child("notify"), *rj.Notify)
+	}
+	j.Placement = v.placement(jp.child("placement"), rj.Placement)
 	switch {
 	case executors == 0 && rj.Name != "":
 		v.addf(jp, "job %q has no executor: set one of command, http or handler", rj.Name)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -176,6 +177,77 @@ func TestMarshalRoundTrips(t *testing.T) {
 	for _, want := range []string{"lease_ttl: ", "catchup_window: 1h0m0s", "timezone: Europe/Istanbul"} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("no %q in\n%s", want, text)
+		}
+	}
+}
+
+// notify: rules, per job and as the catalog's default: validated with the
+// field's line, inherited by the jobs without their own, turned off by
+// notify: [], and kept through storage and Marshal.
+func TestNotifyRules(t *testing.T) {
+	const text = `cluster: c
+notify:
+  - {on: [failed, missed], webhook: "https://hooks.example/${HOOK_PATH}", headers: {Authorization: "Bearer ${HOOK_TOKEN}"}}
+jobs:
+  - {name: inherits, schedule: "@every 1s", command: ["true"]}
+  - {name: own, schedule: "@every 1s", command: ["true"], notify: [{on: [timed_out], webhook: "http://x/y"}]}
+  - {name: silent, schedule: "@every 1s", command: ["true"], notify: []}
+`
+	cat, err := Parse("n.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]int{}
+	for _, j := range cat.Jobs {
+		rules[j.Name] = len(cat.NotifyRules(j))
+	}
+	if rules["inherits"] != 1 || cat.NotifyRules(cat.Jobs[0])[0].On[1] != "missed" || rules["own"] != 1 || cat.NotifyRules(cat.Jobs[1])[0].Webhook != "http://x/y" || rules["silent"] != 0 {
+		t.Fatalf("rules per job: %v", rules)
+	}
+	stored, _ := json.Marshal(cat)
+	back, err := decodeStored(stored)
+	if err != nil || !reflect.DeepEqual(back, cat) {
+		t.Fatalf("stored and read back: %v\n%+v\n%+v", err, back, cat)
+	}
+	text2, _ := Marshal(cat)
+	if back, err := Parse("m.yaml", text2); err != nil || !reflect.DeepEqual(back, cat) {
+		t.Fatalf("Marshal round trip: %v\n%s", err, text2)
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"notify: [{on: [failed], webhook: ftp://x}]", "n.yaml:3:90: jobs[0].notify[0].webhook: \"ftp://x\" is not an absolute http(s) URL"},
+		{"notify: [{on: [exploded], webhook: http://x}]", "n.yaml:3:72: jobs[0].notify[0].on[0]: \"exploded\" is not an outcome"},
+		{"notify: [{webhook: http://x}]", "jobs[0].notify[0]: on: is required"},
+		{"notify: [{on: [failed]}]", "jobs[0].notify[0]: webhook: is required"},
+	} {
+		_, err := Parse("n.yaml", []byte("cluster: c\njobs:\n  - {name: j, schedule: \"@every 1s\", command: [\"true\"], "+bad.yaml+"}\n"))
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: got %v, want %q", bad.yaml, err, bad.want)
+		}
+	}
+}
+
+// placement: labels are checked with their line, and kept through storage
+// and Marshal.
+func TestPlacement(t *testing.T) {
+	cat, err := Parse("p.yaml", []byte("cluster: c\njobs:\n  - {name: train, schedule: \"@every 1s\", command: [\"true\"], placement: {labels: {gpu: \"true\", zone: eu-1}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cat.Jobs[0].Placement.String(); got != "gpu=true,zone=eu-1" {
+		t.Fatalf("placement %q", got)
+	}
+	text, _ := Marshal(cat)
+	if back, err := Parse("m.yaml", text); err != nil || !reflect.DeepEqual(back, cat) {
+		t.Fatalf("Marshal round trip: %v\n%s", err, text)
+	}
+	for _, bad := range []struct{ yaml, want string }{
+		{"placement: {labels: {\"-gpu\": x}}", "p.yaml:3:86: jobs[0].placement.labels.-gpu: label key \"-gpu\""},
+		{"placement: {labels: {gpu: \"a b\"}}", "jobs[0].placement.labels.gpu: label gpu: value \"a b\""},
+		{"placement: {}", "jobs[0].placement: placement needs labels"},
+	} {
+		_, err := Parse("p.yaml", []byte("cluster: c\njobs:\n  - {name: j, schedule: \"@every 1s\", command: [\"true\"], "+bad.yaml+"}\n"))
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: got %v, want %q", bad.yaml, err, bad.want)
 		}
 	}
 }

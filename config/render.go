@@ -11,7 +11,7 @@ import (
 // (TestMarshalRoundTrips). kira catalog -o yaml prints it, so the stored
 // catalog can be saved, edited and applied again.
 func Marshal(cat *Catalog) ([]byte, error) {
-	raw := rawCatalog{Cluster: cat.Cluster, Membership: rawMembership{LeaseTTL: durationText(cat.Membership.LeaseTTL)}}
+	raw := rawCatalog{Cluster: cat.Cluster, Membership: rawMembership{LeaseTTL: durationText(cat.Membership.LeaseTTL)}, Notify: rawNotifyOf(cat.Notify)}
 	for _, j := range cat.Jobs {
 		raw.Jobs = append(raw.Jobs, rawOf(j))
 	}
@@ -25,6 +25,13 @@ func rawOf(j Job) rawJob {
 		Env: j.Env, PassEnv: j.PassEnv, Misfire: string(j.Misfire), CatchupWindow: durationText(j.CatchupWindow),
 		HistoryLimit: &historyLimit, Overlap: string(j.Overlap), Jitter: durationText(j.Jitter), Timezone: j.Timezone,
 		Retries: &rawRetries{Max: j.Retries.Max, Backoff: durationText(j.Retries.Backoff), MaxBackoff: durationText(j.Retries.MaxBackoff)}}
+	if j.Notify != nil {
+		rules := rawNotifyOf(j.Notify)
+		r.Notify = &rules
+	}
+	if j.Placement != nil {
+		r.Placement = &rawPlacement{Labels: j.Placement.Labels}
+	}
 	if j.HTTP != nil {
 		r.HTTP = &rawHTTP{URL: j.HTTP.URL, Method: j.HTTP.Method, Headers: j.HTTP.Headers, Body: j.HTTP.Body}
 	}

@@ -47,7 +47,7 @@ func TestUnreadableStoredCatalogIsRefused(t *testing.T) {
 	}()
 	defer func() { cancel(); kiratest.Receive(t, done, 10*time.Second, "WatchStored to return") }()
 	for _, junk := range []string{
-		`{"cluster":"c","jobs":[{"name":"a","schedule":"@every 1s","partitions":1,"placement":{"labels":{"gpu":"true"}}}]}`,
+		`{"cluster":"c","jobs":[{"name":"a","schedule":"@every 1s","partitions":1,"quota":{"cpu":"2"}}]}`,
 		`{not json`,
 		`{"cluster":"c"}`,
 	} {
@@ -64,7 +64,7 @@ func TestUnreadableStoredCatalogIsRefused(t *testing.T) {
 	if _, _, err := LoadStored(ctx, cli, "c"); !errors.Is(err, ErrUnreadableCatalog) || !strings.Contains(err.Error(), "no cluster or no jobs") {
 		t.Fatalf("LoadStored of junk: %v", err)
 	}
-	cli.Put(ctx, keyspace.Catalog("c"), `{"cluster":"c","jobs":[{"name":"a","placement":{}}]}`)
+	cli.Put(ctx, keyspace.Catalog("c"), `{"cluster":"c","jobs":[{"name":"a","quota":{}}]}`)
 	if _, _, err := LoadStored(ctx, cli, "c"); err == nil || !strings.Contains(err.Error(), "does not know (stored by a newer version?)") {
 		t.Fatalf("LoadStored of a newer version's catalog: %v", err)
 	}

@@ -17,6 +17,7 @@ type rawCatalog struct {
 	Cluster    string        `yaml:"cluster"`
 	Membership rawMembership `yaml:"membership"`
 	Jobs       []rawJob      `yaml:"jobs"`
+	Notify     []rawNotify   `yaml:"notify"`
 }
 
 type rawMembership struct {
@@ -43,6 +44,10 @@ type rawJob struct {
 	Retries       *rawRetries `yaml:"retries"`
 	Jitter        string      `yaml:"jitter"`
 	Timezone      string      `yaml:"timezone"`
+	// Notify is a pointer: notify: [] (no rules, not the catalog's) is not
+	// the same as no notify: at all.
+	Notify    *[]rawNotify  `yaml:"notify"`
+	Placement *rawPlacement `yaml:"placement"`
 }
 
 type rawRetries struct {

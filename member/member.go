@@ -50,6 +50,8 @@ type Config struct {
 	HTTP string
 	// Version is published in the member record.
 	Version string
+	// Labels are published in the member record, for the jobs' placement.
+	Labels map[string]string
 	// Scheduler is the scheduler's configuration (handlers, grace, clock,
 	// events); its Logger defaults to Logger.
 	Scheduler scheduler.Config
@@ -258,7 +260,7 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	m, err := membership.Join(ctx, cli, membership.Config{
 		Cluster: cat.Cluster,
 		TTL:     cat.Membership.LeaseTTL,
-		Record: membership.Record{ID: id, Name: name, Host: host, HTTP: cfg.HTTP, Version: cfg.Version,
+		Record: membership.Record{ID: id, Name: name, Host: host, HTTP: cfg.HTTP, Version: cfg.Version, Labels: cfg.Labels,
 			StartedAt: time.Now().UTC(), CatalogRevision: catRev},
 	})
 	if err != nil {

@@ -41,6 +41,9 @@ type Record struct {
 	StartedAt time.Time `json:"started_at"`
 	// CatalogRevision is the catalog this member runs (0 when it runs a local file).
 	CatalogRevision int64 `json:"catalog_revision,omitempty"`
+	// Labels are the member's (kira run --label); a job's placement picks
+	// members by them. Set at join, never changed.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Config says how a member joins.

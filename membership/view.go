@@ -22,6 +22,33 @@ import (
 type View struct {
 	Revision int64
 	Members  []string // sorted member ids
+	// Labels are the labels of the members that have any, by member id.
+	Labels map[string]map[string]string
+}
+
+// Matching returns the members whose labels include every pair of
+// selector, sorted; every member for an empty selector.
+func (v View) Matching(selector map[string]string) []string {
+	if len(selector) == 0 {
+		return v.Members
+	}
+	var out []string
+	for _, id := range v.Members {
+		if Matches(v.Labels[id], selector) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Matches reports whether labels include every pair of selector.
+func Matches(labels, selector map[string]string) bool {
+	for k, want := range selector {
+		if got, ok := labels[k]; !ok || got != want {
+			return false
+		}
+	}
+	return true
 }
 
 // Contains reports whether id is in the view.
@@ -156,9 +183,13 @@ func (v *Views) logJunk(key string) {
 func (v *Views) publish(rev int64, records map[string]Record) {
 	ids := make([]string, 0, len(records))
 	copied := make(map[string]Record, len(records))
+	labels := map[string]map[string]string{}
 	for id, r := range records {
 		ids = append(ids, id)
 		copied[id] = r
+		if len(r.Labels) > 0 {
+			labels[id] = r.Labels
+		}
 	}
 	slices.Sort(ids)
 	v.mu.Lock()
@@ -167,7 +198,7 @@ func (v *Views) publish(rev int64, records map[string]Record) {
 		return
 	}
 	same := slices.Equal(ids, v.latest.Members)
-	v.latest = View{Revision: rev, Members: ids}
+	v.latest = View{Revision: rev, Members: ids, Labels: labels}
 	v.records = copied
 	v.mu.Unlock()
 	if same && rev > 0 && len(ids) > 0 {

@@ -23,6 +23,11 @@ type JobStatus struct {
 	Partitions int    `json:"partitions"`
 	Paused     bool   `json:"paused"`
 	SlotsLed   int    `json:"slots_led"`
+	// Placement is the labels a member needs to run the job, key=value
+	// pairs ("" for any member); EligibleMembers counts the live members
+	// that have them (0: nobody runs the job).
+	Placement       string `json:"placement"`
+	EligibleMembers int    `json:"eligible_members"`
 	// LastFire is the newest execution record of any of its slots, or nil.
 	LastFire *Fire `json:"last_fire"`
 	// NextFire is the next scheduled time after now (the slots' jitter
@@ -126,7 +131,7 @@ func readWithCatalog(ctx context.Context, kv clientv3.KV, cluster string) (*Stat
 
 func jobStatus(st *Status, j config.Job, last *history.Record, now time.Time) JobStatus {
 	js := JobStatus{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Partitions: j.Partitions,
-		Paused: slices.Contains(st.Paused, j.Name)}
+		Paused: slices.Contains(st.Paused, j.Name), Placement: j.Placement.String(), EligibleMembers: EligibleMembers(st.Members, j)}
 	for _, s := range st.Slots {
 		if s.Job == j.Name && s.Owner != "" {
 			js.SlotsLed++

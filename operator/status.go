@@ -25,6 +25,9 @@ type Status struct {
 	Paused          []string            `json:"paused"`
 	Members         []membership.Record `json:"members"`
 	Slots           []SlotStatus        `json:"slots"`
+	// Unplaced are the jobs whose placement matches no member: nobody
+	// runs them until a member with their labels joins.
+	Unplaced []string `json:"unplaced"`
 }
 
 // SlotStatus is one slot: its owner is the member whose election key is
@@ -66,13 +69,17 @@ func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, e
 		return nil, err
 	}
 	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
-	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []membership.Record{}, Slots: []SlotStatus{}, Paused: []string{}}
+	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []membership.Record{}, Slots: []SlotStatus{}, Paused: []string{}, Unplaced: []string{}}
 	st.Paused = pausedJobs(cluster, kvs(3))
 	st.Members = memberRecords(cluster, kvs(0))
 	slots := map[shard.Slot]*SlotStatus{}
 	if cat := kvs(2); len(cat) == 1 {
 		st.CatalogRevision = cat[0].ModRevision
-		catalogSlots(cat[0].Value, slots)
+		for _, j := range catalogSlots(cat[0].Value, slots) {
+			if j.Placement != nil && EligibleMembers(st.Members, j) == 0 {
+				st.Unplaced = append(st.Unplaced, j.Name)
+			}
+		}
 	}
 	electionOwners(cluster, kvs(1), slots)
 	for _, s := range slots {
@@ -124,16 +131,29 @@ func slotStatus(slots map[shard.Slot]*SlotStatus, s shard.Slot) *SlotStatus {
 }
 
 // catalogSlots adds every slot of the stored catalog, led or not.
-func catalogSlots(data []byte, slots map[shard.Slot]*SlotStatus) {
+func catalogSlots(data []byte, slots map[shard.Slot]*SlotStatus) []config.Job {
 	var cat config.Catalog
 	if json.Unmarshal(data, &cat) != nil {
-		return
+		return nil
 	}
 	for _, j := range cat.Jobs {
 		for p := 0; p < j.Partitions; p++ {
 			slotStatus(slots, shard.Slot{Job: j.Name, Partition: p})
 		}
 	}
+	return cat.Jobs
+}
+
+// EligibleMembers counts the members whose labels the job's placement
+// admits (all of them for a job without one).
+func EligibleMembers(members []membership.Record, j config.Job) int {
+	n := 0
+	for _, m := range members {
+		if membership.Matches(m.Labels, j.Selector()) {
+			n++
+		}
+	}
+	return n
 }
 
 // electionOwners sets each slot's owner and token: the oldest key of its

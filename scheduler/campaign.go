@@ -74,7 +74,7 @@ func (b *campaignBell) put(q queuedCampaign) {
 	b.mu.Lock()
 	b.due = append(b.due, q)
 	b.mu.Unlock()
-	notify(b.bell)
+	ringBell(b.bell)
 }
 
 func (b *campaignBell) take() []queuedCampaign {
@@ -131,7 +131,7 @@ func (s *Scheduler) runCampaign(sl *slot) {
 		// up nobody for long.
 		leave := sync.OnceFunc(func() {
 			<-s.campaigning
-			notify(s.campaignsDue.bell)
+			ringBell(s.campaignsDue.bell)
 		})
 		t := time.AfterFunc(campaignHold, leave)
 		_, span := s.slotSpan(ctx, "slot.acquire", id)
@@ -250,9 +250,9 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 	s.raiseFences(sl)
 }
 
-// ring sends on a bell, a channel of capacity one, without blocking: a bell
+// ringBell sends on a bell, a channel of capacity one, without blocking: a bell
 // already rung and not yet answered says the same.
-func notify(bell chan<- struct{}) {
+func ringBell(bell chan<- struct{}) {
 	select {
 	case bell <- struct{}{}:
 	default:

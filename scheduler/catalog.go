@@ -16,6 +16,7 @@ type job struct {
 	schedule config.Schedule
 	executor jobs.Executor
 	fence    jobs.Fence // nil without fence_url or fence_command
+	notify   []config.NotifyRule
 }
 
 // prepareJobs parses a catalog's jobs into dispatchable form.
@@ -36,7 +37,7 @@ func prepareJobs(cat *config.Catalog, handlers jobs.Handlers) (map[string]*job, 
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
-		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec)}
+		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec), notify: cat.NotifyRules(spec)}
 	}
 	return out, nil
 }
@@ -95,7 +96,7 @@ func (s *Scheduler) SetCatalog(cat *config.Catalog, rev int64) error {
 	s.mu.Lock()
 	s.nextCatalog, s.nextCatalogRev = prepared, rev
 	s.mu.Unlock()
-	notify(s.catalogChanged)
+	ringBell(s.catalogChanged)
 	return nil
 }
 

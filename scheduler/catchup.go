@@ -110,8 +110,10 @@ func (s *Scheduler) acquired(sl *slot, st history.SlotState, unreadable error, t
 		f := fire{scheduled: t, cause: history.CauseCatchup, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)}
 		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Cause: history.CauseCatchup,
 			Reason: "missed (misfire " + string(sl.job.spec.Misfire) + ")", Policy: string(sl.job.spec.Misfire), At: now})
-		s.record(sl, history.Record{ExecutionID: f.id, ScheduledTime: t, StartedAt: now, FinishedAt: now,
-			Outcome: history.OutcomeMissed, Attempt: 1, Cause: history.CauseCatchup, Error: "misfire policy " + string(sl.job.spec.Misfire)}, nil)
+		r := history.Record{ExecutionID: f.id, ScheduledTime: t, StartedAt: now, FinishedAt: now,
+			Outcome: history.OutcomeMissed, Attempt: 1, Cause: history.CauseCatchup, Error: "misfire policy " + string(sl.job.spec.Misfire)}
+		s.record(sl, r, nil)
+		s.notify(sl, r)
 	}
 	for i := range runs {
 		runs[i].takeover = true

@@ -70,6 +70,7 @@ func (s *Scheduler) skip(sl *slot, f fire, now time.Time, reason string) {
 	s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: e, Reason: reason, At: now})
 	r := history.Record{ExecutionID: e.ID, ScheduledTime: f.scheduled, StartedAt: now, FinishedAt: now,
 		Outcome: history.OutcomeSkipped, Attempt: f.attempt, Cause: f.cause, Error: reason}
+	s.notify(sl, r)
 	if sl.unrecorded.Load() > 0 && len(sl.carried) < maxCarried {
 		sl.carried = append(sl.carried, r)
 		return

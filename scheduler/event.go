@@ -28,6 +28,9 @@ const (
 	Queued   EventKind = "queued"   // a fire waits for the running one (overlap: queue, or a retry)
 	Paused   EventKind = "paused"   // this member learned that Slot.Job is paused
 	Resumed  EventKind = "resumed"  // this member learned that Slot.Job is resumed
+
+	Notified     EventKind = "notified"      // a notification of an execution of Slot was delivered
+	NotifyFailed EventKind = "notify-failed" // one was not (Reason says why)
 	// CatalogApplied: the loop runs a new catalog, revision Count.
 	CatalogApplied EventKind = "catalog-applied"
 )

@@ -49,7 +49,7 @@ func (f *finishedRuns) put(r finishedRun) {
 			break
 		}
 	}
-	notify(f.bell)
+	ringBell(f.bell)
 }
 
 // take returns what was put since the last take, in the order it was put.
@@ -90,44 +90,63 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 	}
 	now := s.cfg.Clock.Now()
 	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Cause: fr.fire.cause, Attempt: fr.fire.attempt, StartedAt: fr.started, TraceID: fr.traceID, At: now})
-	holds := sl.stage == leading && sl.token == fr.exec.Token
-	if holds {
-		if fr.fire.cause != history.CauseManual && !fr.notStarted && !fr.fire.scheduled.Before(sl.recorded.Finished) {
-			sl.recorded.Finished, sl.recorded.Outcome = fr.fire.scheduled, string(fr.res.Outcome)
+	if sl.stage == leading && sl.token == fr.exec.Token { // still the holder that started it
+		r := s.recordResult(sl, fr)
+		if fr.res.Outcome == jobs.Fenced {
+			// A protected resource saw a newer token: we are not the holder any
+			// more, whatever etcd told us. Stop this slot's work and recheck.
+			s.notify(sl, r)
+			s.endLeadership(sl, Released, "fenced by a protected resource")
+			return
 		}
-		r := history.Record{ExecutionID: fr.exec.ID, ScheduledTime: fr.fire.scheduled, StartedAt: fr.started, FinishedAt: fr.finished,
-			Outcome: string(fr.res.Outcome), Attempt: fr.fire.attempt, Cause: fr.fire.cause, OutputTail: fr.res.OutputTail}
-		r.ExitCode, r.HTTPStatus = jobs.Codes(sl.job.executor, fr.res)
-		if r.StartedAt.IsZero() {
-			r.StartedAt = fr.finished
+		if !s.tryAgain(sl, fr) {
+			s.notify(sl, r)
 		}
-		if fr.res.Err != nil {
-			r.Error = fr.res.Err.Error()
-		}
-		var done chan error
-		if fr.res.Outcome != jobs.Fenced {
-			if a := s.recordAhead(sl); a != nil {
-				done = a.done
-			}
-		}
-		s.recordWith(sl, r, nil, done)
-	}
-	if fr.res.Outcome == jobs.Fenced && holds {
-		// A protected resource saw a newer token: we are not the holder any
-		// more, whatever etcd told us. Stop this slot's work and recheck.
-		s.endLeadership(sl, Released, "fenced by a protected resource")
-		return
-	}
-	switch {
-	case holds && fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.cause != history.CauseManual && sl.job.spec.Misfire == config.MisfireFireAll &&
-		!errors.Is(fr.res.Err, fenced.ErrBehind):
-		s.startAgainLater(sl, fr.fire, fr.finished)
-	case holds && (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max:
-		s.retryLater(sl, fr.fire, fr.finished)
 	}
 	if sl.stage == leading && !sl.wanted && len(sl.runs) == 0 {
 		s.endLeadership(sl, Released, "not preferred in the current view")
 		return
 	}
 	s.startWaiting(sl, now)
+}
+
+// recordResult records a run's result, with the slot's next start recorded
+// ahead unless a resource fenced it, and returns the record.
+func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
+	if fr.fire.cause != history.CauseManual && !fr.notStarted && !fr.fire.scheduled.Before(sl.recorded.Finished) {
+		sl.recorded.Finished, sl.recorded.Outcome = fr.fire.scheduled, string(fr.res.Outcome)
+	}
+	r := history.Record{ExecutionID: fr.exec.ID, ScheduledTime: fr.fire.scheduled, StartedAt: fr.started, FinishedAt: fr.finished,
+		Outcome: string(fr.res.Outcome), Attempt: fr.fire.attempt, Cause: fr.fire.cause, OutputTail: fr.res.OutputTail}
+	r.ExitCode, r.HTTPStatus = jobs.Codes(sl.job.executor, fr.res)
+	if r.StartedAt.IsZero() {
+		r.StartedAt = fr.finished
+	}
+	if fr.res.Err != nil {
+		r.Error = fr.res.Err.Error()
+	}
+	var done chan error
+	if fr.res.Outcome != jobs.Fenced {
+		if a := s.recordAhead(sl); a != nil {
+			done = a.done
+		}
+	}
+	s.recordWith(sl, r, nil, done)
+	return r
+}
+
+// tryAgain schedules the fire again if its run's result calls for it: a
+// start etcd did not record, under fire-all; a failure or a timeout with
+// retries left. It reports whether it did: if not, the result is final.
+func (s *Scheduler) tryAgain(sl *slot, fr finishedRun) bool {
+	switch {
+	case fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.cause != history.CauseManual && sl.job.spec.Misfire == config.MisfireFireAll &&
+		!errors.Is(fr.res.Err, fenced.ErrBehind):
+		s.startAgainLater(sl, fr.fire, fr.finished)
+		return true
+	case (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max:
+		s.retryLater(sl, fr.fire, fr.finished)
+		return true
+	}
+	return false
 }

@@ -202,7 +202,7 @@ func (r *gates) wait(at time.Time, first bool) *place {
 	g.waiters++
 	r.mu.Unlock()
 	if !ok {
-		notify(r.added)
+		ringBell(r.added)
 	}
 	return p
 }

@@ -2,8 +2,10 @@ package scheduler
 
 import (
 	"context"
+	"maps"
 	"time"
 
+	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/shard"
 )
@@ -129,19 +131,69 @@ func (s *Scheduler) ownKeyDeleted(d deletedKey) {
 	}
 }
 
-// applyView recomputes which slots this member is preferred for.
+// applyView recomputes which slots this member is preferred for: each
+// job's slots by the ring over the view's members its placement admits
+// (every member for a job without one).
 func (s *Scheduler) applyView(v membership.View) {
-	ring, err := shard.New(v.Members)
+	rings, err := s.rings(v)
 	if err != nil {
 		s.cfg.Logger.Error("cannot build ring; keeping the previous assignment", "revision", v.Revision, "err", err)
 		return
 	}
 	me := s.member.ID()
 	for _, sl := range s.slots {
-		sl.wanted = !sl.removed && v.Contains(me) && ring.Owner(sl.id) == me
+		sl.wanted = !sl.removed && v.Contains(me) && rings[sl.job.spec.Placement.String()].Owner(sl.id) == me
 		s.reconcile(sl)
 		s.dropIfRemoved(sl)
 	}
+}
+
+// rings builds one ring per placement of the jobs, over the members of v
+// it admits, and records how many members each job may run on.
+func (s *Scheduler) rings(v membership.View) (map[string]*shard.Ring, error) {
+	rings := map[string]*shard.Ring{}
+	eligible := map[string]int{}
+	for name, j := range s.jobs {
+		key := j.spec.Placement.String()
+		if _, ok := rings[key]; !ok {
+			ring, err := shard.New(v.Matching(j.spec.Selector()))
+			if err != nil {
+				return nil, err
+			}
+			rings[key] = ring
+		}
+		eligible[name] = len(rings[key].Members())
+		s.reportPlacement(j.spec, eligible[name], v.Revision)
+	}
+	s.mu.Lock()
+	s.eligible = eligible
+	s.mu.Unlock()
+	return rings, nil
+}
+
+// reportPlacement logs when a job's placement stops (and starts again)
+// matching any member of the view: meanwhile nobody runs it, and the
+// member that takes its slots applies its misfire policy to the fires
+// missed.
+func (s *Scheduler) reportPlacement(j config.Job, eligible int, rev int64) {
+	if j.Placement == nil || rev == 0 { // no view read yet
+		return
+	}
+	switch unplaced := eligible == 0; {
+	case unplaced && !s.unplaced[j.Name]:
+		s.cfg.Logger.Warn("no live member matches the job's placement: nobody runs it until one joins", "job", j.Name, "placement", j.Placement.String(), "view", rev)
+	case !unplaced && s.unplaced[j.Name]:
+		s.cfg.Logger.Info("a live member matches the job's placement again", "job", j.Name, "placement", j.Placement.String(), "members", eligible)
+	}
+	s.unplaced[j.Name] = eligible == 0
+}
+
+// Eligible returns, for each job of the catalog the scheduler runs, how
+// many members of the latest view its placement admits.
+func (s *Scheduler) Eligible() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.eligible)
 }
 
 // reconcile moves a slot toward what the view wants, between executions.

@@ -34,8 +34,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // background is what Run starts beside the loop: the election and control
-// watches, the gate opener shared by the process, and the fenced writer.
+// watches, the gate opener shared by the process, the fenced writer and the
+// notifier.
 type background struct {
+	stopNotifier  context.CancelFunc
+	notifierDone  chan struct{}
 	stopWatches   context.CancelFunc
 	giveGates     func()
 	stopWriter    chan struct{}
@@ -54,6 +57,10 @@ func (s *Scheduler) startBackground() *background {
 	bg := &background{stopWatches: stopWatches, giveGates: giveGates, stopWriter: make(chan struct{}),
 		writerDone: make(chan struct{}), abandonWrites: abandonWrites}
 	go func() { s.writer.Run(writerCtx, bg.stopWriter); close(bg.writerDone) }()
+	var notifyCtx context.Context
+	notifyCtx, bg.stopNotifier = context.WithCancel(context.Background())
+	bg.notifierDone = make(chan struct{})
+	go func() { s.notifier.Run(notifyCtx); close(bg.notifierDone) }()
 	return bg
 }
 
@@ -118,6 +125,7 @@ func (s *Scheduler) runClosing(graceful bool, bg *background) {
 	close(s.stopped)
 	close(bg.stopWriter)
 	<-bg.writerDone
+	s.stopNotifier(bg.stopNotifier, bg.notifierDone)
 }
 
 // drain waits for in-flight executions, up to grace, then cancels the rest

@@ -12,6 +12,7 @@ import (
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/notify"
 	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -62,6 +63,12 @@ type Config struct {
 	// CatalogRevision is the etcd revision of the catalog given to New, if
 	// it was stored (0 otherwise).
 	CatalogRevision int64
+	// Notify says how notifications of executions are delivered (the
+	// catalog's notify: rules say which); its OnResult is the scheduler's.
+	Notify notify.Config
+	// APIURL is the base URL of this member's API (http://host:port), for
+	// the links in notifications; empty: no link.
+	APIURL string
 	// Tracer defaults to the global OpenTelemetry tracer provider's.
 	Tracer trace.Tracer
 	// Logger defaults to slog.Default().
@@ -92,8 +99,9 @@ type Scheduler struct {
 	control      chan []controlEvent
 	stopped      chan struct{} // closed when Run no longer reads the channels above
 
-	writer *fenced.Writer
-	gates  *gates
+	writer   *fenced.Writer
+	gates    *gates
+	notifier *notify.Notifier
 	// armedHook, if set (by tests, before Run), is called by the loop for
 	// each fire it arms.
 	armedHook func(shard.Slot)
@@ -127,8 +135,13 @@ type Scheduler struct {
 	byKey map[string]*slot // leader key → slot, for deletions seen by the watch
 	wg    sync.WaitGroup   // campaign, resign, execution and watch goroutines
 
+	// unplaced holds the jobs whose placement matched no member at the
+	// last view (the loop's).
+	unplaced map[string]bool
+
 	mu       sync.Mutex
 	snapshot map[shard.Slot]fencing.Token
+	eligible map[string]int // Eligible's
 }
 
 // New prepares a scheduler for cat on member; views must be running.
@@ -172,8 +185,10 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		catalogChanged: make(chan struct{}, 1),
 		byKey:          map[string]*slot{},
 		snapshot:       map[shard.Slot]fencing.Token{},
+		unplaced:       map[string]bool{},
 	}
 	s.catalogRev = cfg.CatalogRevision
+	s.notifier = s.newNotifier()
 	s.cleanupCtx, s.cancelCleanup = context.WithCancel(context.Background())
 	prepared, err := prepareJobs(cat, cfg.Handlers)
 	if err != nil {

@@ -46,6 +46,27 @@ func (h httpFlags) listenAddr() string {
 	return h.addr
 }
 
+// baseURL is the member's API as others reach it, for links: "" without
+// --http; a wildcard host is replaced by the hostname.
+func (h httpFlags) baseURL() string {
+	addr := h.listenAddr()
+	if addr == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host, _ = os.Hostname()
+	}
+	scheme := "http"
+	if h.tlsCert != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
 // auth reads the token and says which credentials the API accepts.
 func (h httpFlags) auth() (api.Auth, error) {
 	a := api.Auth{ClientCerts: h.useCA != "", ProtectReads: h.readAuth}

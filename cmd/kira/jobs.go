@@ -65,15 +65,27 @@ func lastFire(f *operator.Fire) string {
 	return fmt.Sprintf("%s %s by %s", when(&f.ScheduledTime), f.Outcome, f.Member)
 }
 
+// placement is a job's placement for a table, with how many members it
+// admits.
+func placement(j operator.JobStatus) string {
+	switch {
+	case j.Placement == "":
+		return "any"
+	case j.EligibleMembers == 0:
+		return j.Placement + " (NO MEMBER: not running)"
+	}
+	return fmt.Sprintf("%s (%d members)", j.Placement, j.EligibleMembers)
+}
+
 func printJobs(w io.Writer, js []operator.JobStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSCHEDULE\tTIMEZONE\tPARTITIONS\tPAUSED\tLED\tLAST FIRE\tNEXT FIRE")
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tTIMEZONE\tPARTITIONS\tPAUSED\tPLACEMENT\tLED\tLAST FIRE\tNEXT FIRE")
 	for _, j := range js {
 		tz := j.Timezone
 		if tz == "" {
 			tz = "UTC"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%t\t%d/%d\t%s\t%s\n", j.Name, j.Schedule, tz, j.Partitions, j.Paused, j.SlotsLed, j.Partitions, lastFire(j.LastFire), when(j.NextFire))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%t\t%s\t%d/%d\t%s\t%s\n", j.Name, j.Schedule, tz, j.Partitions, j.Paused, placement(j), j.SlotsLed, j.Partitions, lastFire(j.LastFire), when(j.NextFire))
 	}
 	return tw.Flush()
 }

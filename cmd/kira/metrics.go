@@ -31,6 +31,7 @@ type metrics struct {
 	skipped     *prometheus.CounterVec
 	missed      *prometheus.CounterVec
 	fenced      *prometheus.CounterVec
+	notified    *prometheus.CounterVec
 	lateness    *prometheus.HistogramVec
 
 	mu         sync.Mutex
@@ -66,6 +67,9 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kira_fenced_total", Help: "Executions a protected resource refused for a newer token.",
 		}, []string{"job"}),
+		notified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kira_notifications_total", Help: "Notifications of executions (notify: rules), by result: delivered, or failed (retries and deadline exhausted, refused, or dropped: each is logged).",
+		}, []string{"job", "result"}),
 		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kira_execution_lateness_seconds", Help: "Start time minus scheduled time.",
 			Buckets: []float64{.001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5},
@@ -90,14 +94,15 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 		}
 		return 0
 	})
-	m.registry.MustRegister(catalogGauges{current: current}, m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.lateness,
+	m.registry.MustRegister(catalogGauges{current: current}, m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.notified, m.lateness,
 		catalogRev, buildInfo, leaseLeft, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // catalogGauges are computed at each scrape from the catalog the member
 // runs: kira_job_partitions (what sum by (job) (kira_slots_led) must equal:
-// less means a slot without a leader, more means two) and
+// less means a slot without a leader, more means two),
+// kira_job_eligible_members (0: the job's placement matches no member) and
 // kira_job_next_fire_timestamp_seconds, with the scheduler's own schedule
 // code (the slots' jitter comes on top), as kube-state-metrics reports a
 // CronJob's next schedule time.
@@ -110,9 +115,15 @@ var (
 		"The job's next scheduled time (Unix seconds), before each slot's jitter.", []string{"job"}, nil)
 	partitionsDesc = prometheus.NewDesc("kira_job_partitions",
 		"The job's partitions (slots) in the catalog this member runs.", []string{"job"}, nil)
+	eligibleDesc = prometheus.NewDesc("kira_job_eligible_members",
+		"Members of the latest view the job's placement admits (all members for a job without one); 0: nobody runs the job.", []string{"job"}, nil)
 )
 
-func (n catalogGauges) Describe(ch chan<- *prometheus.Desc) { ch <- nextFireDesc; ch <- partitionsDesc }
+func (n catalogGauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- nextFireDesc
+	ch <- partitionsDesc
+	ch <- eligibleDesc
+}
 
 func (n catalogGauges) Collect(ch chan<- prometheus.Metric) {
 	inc := n.current()
@@ -120,6 +131,9 @@ func (n catalogGauges) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	now := time.Now().UTC()
+	for job, n := range inc.Scheduler().Eligible() {
+		ch <- prometheus.MustNewConstMetric(eligibleDesc, prometheus.GaugeValue, float64(n), job)
+	}
 	for _, j := range inc.Scheduler().Jobs() {
 		ch <- prometheus.MustNewConstMetric(partitionsDesc, prometheus.GaugeValue, float64(j.Partitions), j.Name)
 		sched, err := j.ParsedSchedule()
@@ -146,6 +160,10 @@ func (m *metrics) observe(e scheduler.Event) {
 		m.lateness.WithLabelValues(e.Slot.Job).Observe(e.At.Sub(e.Execution.ScheduledTime).Seconds())
 	case scheduler.Finished:
 		m.finished(e)
+	case scheduler.Notified:
+		m.notified.WithLabelValues(e.Slot.Job, "delivered").Inc()
+	case scheduler.NotifyFailed:
+		m.notified.WithLabelValues(e.Slot.Job, "failed").Inc()
 	case scheduler.Skipped:
 		m.skipped.WithLabelValues(e.Slot.Job, e.Reason).Add(float64(max(e.Count, 1)))
 		if e.Policy != "" {

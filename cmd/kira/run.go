@@ -33,6 +33,7 @@ type runFlags struct {
 	clockOffset                  time.Duration
 	traceStdout                  bool
 	logLevel, logFormat          string
+	labels                       map[string]string
 }
 
 func (c *cli) runCmd() *cobra.Command { return c.runCmdInto(new(runFlags)) }
@@ -58,11 +59,17 @@ func (c *cli) runCmdInto(f *runFlags) *cobra.Command {
 	fs.BoolVar(&f.traceStdout, "trace-stdout", false, "print every span to stdout (the console exporter; otherwise OTEL_TRACES_EXPORTER and the other OTEL_* variables configure tracing)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json (one JSON object a line)")
+	fs.StringToStringVar(&f.labels, "label", nil, "a label of this member, key=value, for the jobs' placement (repeatable, or comma-separated: gpu=true,zone=eu-1)")
 	return cmd
 }
 
 func (c *cli) run(f runFlags) error {
 	stderr := c.stderr
+	for k, v := range f.labels {
+		if err := config.CheckLabel(k, v); err != nil {
+			return fmt.Errorf("kira run: --label: %w", err)
+		}
+	}
 	var cat *config.Catalog
 	var err error
 	if f.catalog != "" {
@@ -111,11 +118,12 @@ func (c *cli) run(f runFlags) error {
 	}
 	cfg := member.Config{
 		Etcd: etcd, Cluster: c.cluster, Catalog: cat,
-		Name: f.name, HTTP: f.http.listenAddr(), Version: version, Logger: logger,
+		Name: f.name, HTTP: f.http.listenAddr(), Version: version, Logger: logger, Labels: f.labels,
 		Scheduler: scheduler.Config{
 			Grace:   f.grace,
 			OnEvent: r.onEvent,
 			Clock:   scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: f.clockOffset},
+			APIURL:  f.http.baseURL(),
 		},
 		OnIncarnation: r.current.Store,
 	}

@@ -39,6 +39,9 @@ func printStatus(w io.Writer, st *operator.Status) {
 	if len(st.Paused) > 0 {
 		fmt.Fprintf(w, "paused: %s\n", strings.Join(st.Paused, ", "))
 	}
+	if len(st.Unplaced) > 0 {
+		fmt.Fprintf(w, "NOT RUNNING, no member matches their placement: %s\n", strings.Join(st.Unplaced, ", "))
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tNAME\tHOST\tSTARTED\tCATALOG\tLEADS")

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/operator"
+)
+
+const placedCatalog = `cluster: placed
+membership: {lease_ttl: 2s}
+jobs:
+  - {name: train, schedule: "@every 1s", partitions: 40, command: ["true"], placement: {labels: {gpu: "true"}}}
+  - {name: plain, schedule: "@every 1s", partitions: 40, command: ["true"]}
+  - {name: tpu, schedule: "@every 1s", command: ["true"], placement: {labels: {tpu: v5}}}
+`
+
+// Placement with four members of two labels: a job's slots go only to the
+// members with its labels, spread evenly over them, and move only among
+// them on kill -9; a job without placement spreads over all four; a job no
+// member matches is reported (kira status, kira jobs, the metric), and a
+// member with its labels takes it when it joins.
+func TestPlacementByLabels(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ep := etcd.Endpoints()[0]
+	catalog := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(catalog, []byte(placedCatalog), 0o600)
+	addr := freePort(t)
+	members := map[string]*proc{}
+	for _, m := range []struct{ name, label string }{{"a", "gpu=true"}, {"b", "gpu=true,zone=x"}, {"c", "gpu=false"}, {"d", ""}} {
+		args := []string{"run", "--catalog", catalog, "--etcd", ep, "--name", m.name}
+		if m.label != "" {
+			args = append(args, "--label", m.label)
+		}
+		if m.name == "c" {
+			args = append(args, "--http", addr)
+		}
+		members[m.name] = start(t, args...)
+	}
+	// owners counts, by member name, the owned slots of job.
+	owners := func(st operator.Status, job string) (map[string]int, int) {
+		names := map[string]string{}
+		for _, m := range st.Members {
+			names[m.ID] = m.Name
+		}
+		n, owned := map[string]int{}, 0
+		for _, s := range st.Slots {
+			if s.Job == job && s.Owner != "" {
+				n[names[s.Owner]]++
+				owned++
+			}
+		}
+		return n, owned
+	}
+	var st operator.Status
+	kiratest.WaitUntil(t, "train on a and b only, plain on all four", 30*time.Second, func() bool {
+		st = statusOf(t, ep, "placed")
+		train, trainOwned := owners(st, "train")
+		plain, plainOwned := owners(st, "plain")
+		return len(st.Members) == 4 && trainOwned == 40 && plainOwned == 40 && len(plain) == 4 && len(train) == 2
+	})
+	train, _ := owners(st, "train")
+	if train["a"] < 12 || train["b"] < 12 {
+		t.Fatalf("train's 40 slots over a and b: %v, not even", train)
+	}
+	if len(st.Unplaced) != 1 || st.Unplaced[0] != "tpu" {
+		t.Fatalf("unplaced %v, want [tpu]", st.Unplaced)
+	}
+	out, code := runKira(t, "jobs", "--etcd", ep, "--cluster", "placed", "-o", "json")
+	var js []operator.JobStatus
+	if code != 0 || json.Unmarshal([]byte(out), &js) != nil || len(js) != 3 {
+		t.Fatalf("kira jobs: exit %d\n%s", code, out)
+	}
+	eligible, placement := map[string]int{}, map[string]string{}
+	for _, j := range js {
+		eligible[j.Name], placement[j.Name] = j.EligibleMembers, j.Placement
+	}
+	if eligible["train"] != 2 || eligible["plain"] != 4 || eligible["tpu"] != 0 || placement["train"] != "gpu=true" || placement["plain"] != "" {
+		t.Fatalf("eligible members %v, placement %v", eligible, placement)
+	}
+	if _, metrics := get("http://" + addr + "/metrics"); !strings.Contains(metrics, `kira_job_eligible_members{job="tpu"} 0`) || !strings.Contains(metrics, `kira_job_eligible_members{job="train"} 2`) {
+		t.Fatalf("metrics lack kira_job_eligible_members:\n%s", metrics)
+	}
+	if !strings.Contains(members["c"].Output(), "no live member matches the job's placement") {
+		t.Fatalf("c did not log the unplaced job:\n%s", members["c"].Output())
+	}
+
+	members["a"].Cmd.Process.Kill()
+	kiratest.WaitUntil(t, "a's train slots on b alone, its plain slots on b, c and d", 30*time.Second, func() bool {
+		st = statusOf(t, ep, "placed")
+		train, trainOwned := owners(st, "train")
+		plain, plainOwned := owners(st, "plain")
+		return len(st.Members) == 3 && trainOwned == 40 && train["b"] == 40 && plainOwned == 40 && len(plain) == 3 && plain["a"] == 0
+	})
+
+	// A member with the labels joins (its labels from the environment): it takes the job.
+	t.Setenv("KIRA_RUN_LABEL", "tpu=v5")
+	start(t, "run", "--cluster", "placed", "--etcd", ep, "--name", "e")
+	kiratest.WaitUntil(t, "e to take tpu", 30*time.Second, func() bool {
+		st = statusOf(t, ep, "placed")
+		tpu, owned := owners(st, "tpu")
+		return owned == 1 && tpu["e"] == 1 && len(st.Unplaced) == 0
+	})
+}

@@ -1,0 +1,83 @@
+package config
+
+import (
+	"maps"
+	"slices"
+	"strings"
+)
+
+// NotifyRule sends a job's executions that end in one of On to Webhook:
+// one POST of a JSON document per execution (package notify). Webhook and
+// header values may refer to the member's environment as ${NAME}.
+type NotifyRule struct {
+	On      []string          `json:"on"`
+	Webhook string            `json:"webhook"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// NotifyOutcomes are the outcomes a rule's on: may name.
+var NotifyOutcomes = []string{"succeeded", "failed", "timed_out", "cancelled", "fenced", "skipped", "missed"}
+
+// MaxNotifyRules bounds the rules of a job (or of the catalog's default).
+const MaxNotifyRules = 10
+
+// NotifyRules are the rules of job j: its own notify:, or the catalog's
+// notify: when the job has none (notify: [] on a job turns the default off).
+func (c *Catalog) NotifyRules(j Job) []NotifyRule {
+	if j.Notify != nil {
+		return j.Notify
+	}
+	return c.Notify
+}
+
+type rawNotify struct {
+	On      []string          `yaml:"on"`
+	Webhook string            `yaml:"webhook"`
+	Headers map[string]string `yaml:"headers"`
+}
+
+// notify validates a notify: list at p; nil stays nil (not set).
+func (v *validator) notify(p fieldPath, raw []rawNotify) []NotifyRule {
+	if raw == nil {
+		return nil
+	}
+	if len(raw) > MaxNotifyRules {
+		v.addf(p, "%d notify rules, over the limit of %d", len(raw), MaxNotifyRules)
+	}
+	out := []NotifyRule{}
+	for i, r := range raw {
+		rp := p.index(i)
+		if len(r.On) == 0 {
+			v.addf(rp, "on: is required: the outcomes to notify, such as [failed, timed_out, fenced, missed]")
+		}
+		for k, o := range r.On {
+			if !slices.Contains(NotifyOutcomes, o) {
+				v.addf(rp.child("on").index(k), "%q is not an outcome: use %s", o, strings.Join(NotifyOutcomes, ", "))
+			}
+		}
+		switch {
+		case r.Webhook == "":
+			v.addf(rp, "webhook: is required: the URL each matching execution is POSTed to")
+		case v.references(rp.child("webhook"), r.Webhook):
+			// Checked as a URL once the member has expanded it.
+		case !isHTTPURL(r.Webhook):
+			v.addf(rp.child("webhook"), "%q is not an absolute http(s) URL", r.Webhook)
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Headers)) {
+			v.references(rp.child("headers").child(name), r.Headers[name])
+		}
+		out = append(out, NotifyRule{On: r.On, Webhook: r.Webhook, Headers: r.Headers})
+	}
+	return out
+}
+
+func rawNotifyOf(rules []NotifyRule) []rawNotify {
+	if rules == nil {
+		return nil
+	}
+	out := []rawNotify{}
+	for _, r := range rules {
+		out = append(out, rawNotify{On: r.On, Webhook: r.Webhook, Headers: r.Headers})
+	}
+	return out
+}
