@@ -131,6 +131,27 @@ func TestDayTwoCommands(t *testing.T) {
 		t.Fatalf("kira catalog -o json:\n%s", out)
 	}
 
+	// Every command that prints takes -o json|yaml.
+	var trig []map[string]any
+	if out, _, code := kiraWith(t, "", env, "trigger", "ok", "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &trig) != nil || len(trig) != 2 || trig[1]["partition"] != float64(1) || !strings.HasPrefix(trig[1]["execution_id"].(string), "manual-") {
+		t.Fatalf("trigger -o json: exit %d\n%s", code, out)
+	}
+	var paused struct {
+		Job    string `json:"job"`
+		Paused bool   `json:"paused"`
+	}
+	if out, _, code := kiraWith(t, "", env, "pause", "nightly", "-o", "yaml"); code != 0 || yaml.Unmarshal([]byte(out), &paused) != nil || paused.Job != "nightly" || !paused.Paused {
+		t.Fatalf("pause -o yaml: exit %d\n%s", code, out)
+	}
+	var applied map[string]any
+	if out, _, code := kiraWith(t, stored, env, "apply", "-f", "-", "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &applied) != nil || applied["written"] != false || len(applied["changes"].([]any)) != 0 {
+		t.Fatalf("apply -o json of the stored catalog: exit %d\n%s", code, out)
+	}
+	var valid map[string]any
+	if out, _, code := kiraWith(t, "", nil, "validate", "--next", "2", "-o", "json", "../../examples/catalog.yaml"); code != 0 || json.Unmarshal([]byte(out), &valid) != nil || valid["slots"] != float64(5) || len(valid["next"].(map[string]any)) != 2 {
+		t.Fatalf("validate -o json: exit %d\n%s", code, out)
+	}
+
 	// A flag on the command line wins over its variable; a bad value names it.
 	if _, stderr, code := kiraWith(t, "", append(env, "KIRA_HISTORY_LIMIT=x"), "history", "ok"); code != 1 || !strings.Contains(stderr, "$KIRA_HISTORY_LIMIT") {
 		t.Fatalf("bad KIRA_HISTORY_LIMIT: exit %d: %s", code, stderr)

@@ -51,7 +51,8 @@ func (c *cli) pauseCmd(pause bool) *cobra.Command {
 	if pause {
 		name, short = "pause", "Stop a job's scheduled fires on every member until kira resume; runs in flight finish"
 	}
-	return c.jobCmd(name, short, func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
+	var out output
+	cmd := c.jobCmd(name, short, func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
 		var err error
 		if pause {
 			err = operator.Pause(ctx, cli, c.cluster, j.Name)
@@ -61,13 +62,19 @@ func (c *cli) pauseCmd(pause bool) *cobra.Command {
 		if err != nil {
 			return c.unreachable(err)
 		}
-		fmt.Fprintf(c.stdout, "job %s %sd\n", j.Name, name)
-		return nil
+		done := struct {
+			Job    string `json:"job"`
+			Paused bool   `json:"paused"`
+		}{j.Name, pause}
+		return out.print(c.stdout, done, func(w io.Writer) error { _, err := fmt.Fprintf(w, "job %s %sd\n", j.Name, name); return err })
 	})
+	out.register(cmd.Flags())
+	return cmd
 }
 
 func (c *cli) triggerCmd() *cobra.Command {
 	var partition int
+	var out output
 	cmd := c.jobCmd("trigger", "Run a job once now, by the current owner of each slot, with its own execution id",
 		func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
 			var slots []shard.Slot
@@ -85,12 +92,24 @@ func (c *cli) triggerCmd() *cobra.Command {
 			if err != nil {
 				return c.unreachable(err)
 			}
-			for i, s := range slots {
-				fmt.Fprintf(c.stdout, "triggered %s execution_id %s\n", s, ids[i])
+			type triggered struct {
+				Job         string `json:"job"`
+				Partition   int    `json:"partition"`
+				ExecutionID string `json:"execution_id"`
 			}
-			return nil
+			runs := []triggered{}
+			for i, s := range slots {
+				runs = append(runs, triggered{s.Job, s.Partition, ids[i]})
+			}
+			return out.print(c.stdout, runs, func(w io.Writer) error {
+				for _, r := range runs {
+					fmt.Fprintf(w, "triggered %s/%d execution_id %s\n", r.Job, r.Partition, r.ExecutionID)
+				}
+				return nil
+			})
 		})
 	cmd.Flags().IntVar(&partition, "partition", -1, "only this partition; -1: every partition")
+	out.register(cmd.Flags())
 	return cmd
 }
 
@@ -185,6 +204,7 @@ func (c *cli) stored(ctx context.Context, cli *clientv3.Client) (*config.Catalog
 func (c *cli) applyCmd() *cobra.Command {
 	var file catalogFile
 	var dryRun bool
+	var out output
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
 		Short: "Store a catalog; the members converge to it without restart",
@@ -195,32 +215,62 @@ func (c *cli) applyCmd() *cobra.Command {
 				return err
 			}
 			return c.withCluster(func(ctx context.Context, cli *clientv3.Client) error {
-				prev, prevRev, err := c.stored(ctx, cli)
+				res, err := c.apply(ctx, cli, cat, dryRun)
 				if err != nil {
 					return err
 				}
-				changes := config.Diff(prev, cat)
-				if len(changes) == 0 {
-					fmt.Fprintf(c.stdout, "cluster %s: catalog unchanged (revision %d)\n", cat.Cluster, prevRev)
-					return nil
-				}
-				for _, ch := range changes {
-					fmt.Fprintln(c.stdout, ch)
-				}
-				if dryRun {
-					fmt.Fprintf(c.stdout, "dry run: nothing written (stored revision %d)\n", prevRev)
-					return nil
-				}
-				rev, _, err := config.Store(ctx, cli, cat)
-				if err != nil {
-					return c.unreachable(err)
-				}
-				fmt.Fprintf(c.stdout, "cluster %s: catalog applied at revision %d; members converge without restart\n", cat.Cluster, rev)
-				return nil
+				return out.print(c.stdout, res, res.print)
 			})
 		},
 	}
 	file.register(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change, write nothing")
+	out.register(cmd.Flags())
 	return cmd
+}
+
+// applied is what kira apply did.
+type applied struct {
+	Cluster string   `json:"cluster"`
+	Changes []string `json:"changes"` // as kira apply --dry-run lists them
+	Written bool     `json:"written"`
+	// Revision is the stored catalog's: the new one when Written.
+	Revision int64 `json:"revision"`
+	DryRun   bool  `json:"dry_run"`
+}
+
+// apply stores cat unless it is the stored one or dryRun says not to.
+func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, dryRun bool) (*applied, error) {
+	prev, rev, err := c.stored(ctx, cli)
+	if err != nil {
+		return nil, err
+	}
+	res := &applied{Cluster: cat.Cluster, Changes: []string{}, Revision: rev, DryRun: dryRun}
+	for _, ch := range config.Diff(prev, cat) {
+		res.Changes = append(res.Changes, ch.String())
+	}
+	if len(res.Changes) == 0 || dryRun {
+		return res, nil
+	}
+	if res.Revision, _, err = config.Store(ctx, cli, cat); err != nil {
+		return nil, c.unreachable(err)
+	}
+	res.Written = true
+	return res, nil
+}
+
+func (a *applied) print(w io.Writer) error {
+	if len(a.Changes) == 0 {
+		_, err := fmt.Fprintf(w, "cluster %s: catalog unchanged (revision %d)\n", a.Cluster, a.Revision)
+		return err
+	}
+	for _, ch := range a.Changes {
+		fmt.Fprintln(w, ch)
+	}
+	if a.DryRun {
+		_, err := fmt.Fprintf(w, "dry run: nothing written (stored revision %d)\n", a.Revision)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "cluster %s: catalog applied at revision %d; members converge without restart\n", a.Cluster, a.Revision)
+	return err
 }

@@ -94,18 +94,3 @@ func printNext(w io.Writer, j config.Job, fires []nextFire, partition int) error
 	}
 	return tw.Flush()
 }
-
-// printCatalogNext is kira validate --next: every job's next n fires from now.
-func printCatalogNext(w io.Writer, cat *config.Catalog, n int) error {
-	for _, j := range cat.Jobs {
-		fires, err := upcoming(j, time.Now(), n, 0)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "\njob %s (%s):\n", j.Name, j.Schedule)
-		if err := printNext(w, j, fires, 0); err != nil {
-			return err
-		}
-	}
-	return nil
-}

@@ -3,13 +3,27 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/spf13/cobra"
 )
 
+// validated is what kira validate found in a valid catalog.
+type validated struct {
+	File     string   `json:"file"`
+	Cluster  string   `json:"cluster"`
+	Jobs     int      `json:"jobs"`
+	Slots    int      `json:"slots"`
+	LeaseTTL string   `json:"lease_ttl"`
+	Warnings []string `json:"warnings"`
+	// Next is each job's next fires (--next N), by job name.
+	Next map[string][]nextFire `json:"next"`
+}
+
 func (c *cli) validateCmd() *cobra.Command {
 	var next int
+	var out output
 	cmd := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a catalog without running it",
@@ -22,18 +36,35 @@ func (c *cli) validateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			slots := 0
+			v := validated{File: args[0], Cluster: cat.Cluster, Jobs: len(cat.Jobs), LeaseTTL: cat.Membership.LeaseTTL.String(),
+				Warnings: []string{}, Next: map[string][]nextFire{}}
+			for _, w := range warnings {
+				v.Warnings = append(v.Warnings, w.String())
+			}
 			for _, j := range cat.Jobs {
-				slots += j.Partitions
+				v.Slots += j.Partitions
+				if next > 0 {
+					if v.Next[j.Name], err = upcoming(j, time.Now(), next, 0); err != nil {
+						return err
+					}
+				}
 			}
-			fmt.Fprintf(c.stdout, "%s: ok: cluster %q, %d jobs, %d slots, lease_ttl %s\n", args[0], cat.Cluster, len(cat.Jobs), slots, cat.Membership.LeaseTTL)
-			if next > 0 {
-				return printCatalogNext(c.stdout, cat, next)
-			}
-			return nil
+			return out.print(c.stdout, v, func(w io.Writer) error {
+				fmt.Fprintf(w, "%s: ok: cluster %q, %d jobs, %d slots, lease_ttl %s\n", v.File, v.Cluster, v.Jobs, v.Slots, v.LeaseTTL)
+				for _, j := range cat.Jobs {
+					if fires, ok := v.Next[j.Name]; ok {
+						fmt.Fprintf(w, "\njob %s (%s):\n", j.Name, j.Schedule)
+						if err := printNext(w, j, fires, 0); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().IntVar(&next, "next", 0, "also print each job's next N fire times, in its zone and in UTC")
+	out.register(cmd.Flags())
 	return cmd
 }
 
