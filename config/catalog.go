@@ -378,17 +378,7 @@ func (v *validator) http(p fieldPath, rh *rawHTTP) *HTTPSpec {
 	if h.Method == "" {
 		h.Method = DefaultHTTPMethod
 	}
-	switch {
-	case rh.URL == "":
-		v.addf(p, "http.url is required")
-	case v.references(p.child("url"), rh.URL):
-		// Checked as a URL once the member has expanded it.
-	case !isHTTPURL(rh.URL):
-		v.addf(p.child("url"), "%q is not an absolute http(s) URL", rh.URL)
-	}
-	for _, name := range slices.Sorted(maps.Keys(rh.Headers)) {
-		v.references(p.child("headers").child(name), rh.Headers[name])
-	}
+	v.request(p, "url", rh.URL, rh.Headers, "http.url is required")
 	v.references(p.child("body"), rh.Body)
 	switch h.Method {
 	case "GET", "POST", "PUT", "PATCH", "DELETE":
@@ -396,6 +386,24 @@ func (v *validator) http(p fieldPath, rh *rawHTTP) *HTTPSpec {
 		v.addf(p.child("method"), "method %q is not one of GET, POST, PUT, PATCH, DELETE", rh.Method)
 	}
 	return h
+}
+
+// request checks the URL (field urlField of p) and the headers of a
+// request Kira makes: an absolute http(s) URL, unless it refers to the
+// member's environment (checked once expanded), and well-formed ${NAME}
+// references.
+func (v *validator) request(p fieldPath, urlField, url string, headers map[string]string, missing string) {
+	switch {
+	case url == "":
+		v.addf(p, "%s", missing)
+	case v.references(p.child(urlField), url):
+		// Checked as a URL once the member has expanded it.
+	case !isHTTPURL(url):
+		v.addf(p.child(urlField), "%q is not an absolute http(s) URL", url)
+	}
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		v.references(p.child("headers").child(name), headers[name])
+	}
 }
 
 // argv checks an argv's size.

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"maps"
 	"slices"
 	"strings"
 )
@@ -55,17 +54,7 @@ func (v *validator) notify(p fieldPath, raw []rawNotify) []NotifyRule {
 				v.addf(rp.child("on").index(k), "%q is not an outcome: use %s", o, strings.Join(NotifyOutcomes, ", "))
 			}
 		}
-		switch {
-		case r.Webhook == "":
-			v.addf(rp, "webhook: is required: the URL each matching execution is POSTed to")
-		case v.references(rp.child("webhook"), r.Webhook):
-			// Checked as a URL once the member has expanded it.
-		case !isHTTPURL(r.Webhook):
-			v.addf(rp.child("webhook"), "%q is not an absolute http(s) URL", r.Webhook)
-		}
-		for _, name := range slices.Sorted(maps.Keys(r.Headers)) {
-			v.references(rp.child("headers").child(name), r.Headers[name])
-		}
+		v.request(rp, "webhook", r.Webhook, r.Headers, "webhook: is required: the URL each matching execution is POSTed to")
 		out = append(out, NotifyRule{On: r.On, Webhook: r.Webhook, Headers: r.Headers})
 	}
 	return out

@@ -55,6 +55,17 @@ func TestDayTwoCommands(t *testing.T) {
 	}
 	start(t, "run", "--etcd", ep, "--cluster", "daytwo")
 
+	dayTwoJobs(t, env)
+	dayTwoHistory(t, env)
+	stored := dayTwoCatalogAndDiff(t, env)
+	dayTwoOutputs(t, env, stored)
+	dayTwoEnvironment(t, env)
+	dayTwoHelpAndCompletion(t, env)
+}
+
+// dayTwoJobs: kira jobs and kira jobs JOB, in JSON, YAML and a table.
+func dayTwoJobs(t *testing.T, env []string) {
+	t.Helper()
 	var jobsOut []map[string]any
 	kiratest.WaitUntil(t, "kira jobs to show every slot led and a last fire", 20*time.Second, func() bool {
 		out, _, code := kiraWith(t, "", env, "jobs", "-o", "json")
@@ -85,7 +96,11 @@ func TestDayTwoCommands(t *testing.T) {
 		t.Fatalf("kira jobs ok -o yaml: exit %d\n%s", code, out)
 	}
 
-	// History: failures only, with the exit code, and every field present.
+}
+
+// dayTwoHistory: kira history --outcome: failures only, with the exit code, every field present.
+func dayTwoHistory(t *testing.T, env []string) {
+	t.Helper()
 	var recs []map[string]any
 	kiratest.WaitUntil(t, "a failure in the history", 20*time.Second, func() bool {
 		out, _, code := kiraWith(t, "", env, "history", "broken", "--outcome", "failed", "-o", "json")
@@ -103,7 +118,11 @@ func TestDayTwoCommands(t *testing.T) {
 		t.Fatalf("--outcome bad: exit %d: %s", code, stderr)
 	}
 
-	// kira catalog -o yaml is what was applied: kira diff of it says nothing.
+}
+
+// dayTwoCatalogAndDiff: kira catalog round-trips through kira diff -f - (exit 0, 1, 2); it returns the stored text.
+func dayTwoCatalogAndDiff(t *testing.T, env []string) string {
+	t.Helper()
 	stored, _, code := kiraWith(t, "", env, "catalog")
 	if code != 0 || !strings.Contains(stored, "# cluster daytwo, stored at etcd revision") {
 		t.Fatalf("kira catalog: exit %d\n%s", code, stored)
@@ -115,7 +134,7 @@ func TestDayTwoCommands(t *testing.T) {
 	if changed == stored {
 		t.Fatalf("the stored catalog has no nightly schedule line:\n%s", stored)
 	}
-	out, _, code = kiraWith(t, changed, env, "diff", "-f", "-")
+	out, _, code := kiraWith(t, changed, env, "diff", "-f", "-")
 	if code != 1 || !strings.Contains(out, "-    schedule: 30 2 * * *") || !strings.Contains(out, "+    schedule: 45 2 * * *") {
 		t.Fatalf("diff of a change: exit %d\n%s", code, out)
 	}
@@ -131,7 +150,12 @@ func TestDayTwoCommands(t *testing.T) {
 		t.Fatalf("kira catalog -o json:\n%s", out)
 	}
 
-	// Every command that prints takes -o json|yaml.
+	return stored
+}
+
+// dayTwoOutputs: every command that prints takes -o json|yaml.
+func dayTwoOutputs(t *testing.T, env []string, stored string) {
+	t.Helper()
 	var trig []map[string]any
 	if out, _, code := kiraWith(t, "", env, "trigger", "ok", "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &trig) != nil || len(trig) != 2 || trig[1]["partition"] != float64(1) || !strings.HasPrefix(trig[1]["execution_id"].(string), "manual-") {
 		t.Fatalf("trigger -o json: exit %d\n%s", code, out)
@@ -152,11 +176,16 @@ func TestDayTwoCommands(t *testing.T) {
 		t.Fatalf("validate -o json: exit %d\n%s", code, out)
 	}
 
-	// A flag on the command line wins over its variable; a bad value names it.
+}
+
+// dayTwoEnvironment: a flag on the command line wins over its KIRA_* variable; a bad value names it.
+func dayTwoEnvironment(t *testing.T, env []string) {
+	t.Helper()
+	var recs []map[string]any
 	if _, stderr, code := kiraWith(t, "", append(env, "KIRA_HISTORY_LIMIT=x"), "history", "ok"); code != 1 || !strings.Contains(stderr, "$KIRA_HISTORY_LIMIT") {
 		t.Fatalf("bad KIRA_HISTORY_LIMIT: exit %d: %s", code, stderr)
 	}
-	out, _, _ = kiraWith(t, "", append(env, "KIRA_HISTORY_LIMIT=1", "KIRA_HISTORY_OUTPUT=json"), "history", "ok")
+	out, _, _ := kiraWith(t, "", append(env, "KIRA_HISTORY_LIMIT=1", "KIRA_HISTORY_OUTPUT=json"), "history", "ok")
 	if json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 1 {
 		t.Fatalf("KIRA_HISTORY_LIMIT=1 KIRA_HISTORY_OUTPUT=json: %s", out)
 	}
@@ -164,8 +193,11 @@ func TestDayTwoCommands(t *testing.T) {
 		out, _, _ = kiraWith(t, "", append(env, "KIRA_HISTORY_LIMIT=1"), "history", "ok", "-n", "3", "-o", "json")
 		return json.Unmarshal([]byte(out), &recs) == nil && len(recs) == 3
 	})
+}
 
-	// Help exits 0 and shows --double-dashed flags; completion completes jobs.
+// dayTwoHelpAndCompletion: -h exits 0 with --double-dashed flags; completion completes job names.
+func dayTwoHelpAndCompletion(t *testing.T, env []string) {
+	t.Helper()
 	for _, args := range [][]string{{"-h"}, {"history", "--help"}, {"run", "-h"}} {
 		if out, _, code := kiraWith(t, "", nil, args...); code != 0 || !strings.Contains(out, "--etcd") {
 			t.Fatalf("%v: exit %d\n%s", args, code, out)
