@@ -89,7 +89,9 @@ type Catalog struct {
 	Cluster    string     `json:"cluster"`
 	Membership Membership `json:"membership"`
 	Jobs       []Job      `json:"jobs"`
-	// Notify is the default notify rules of the jobs that set none.
+	// Notify is the catalog's default notify rules, which every job without
+	// a notify: of its own has (in its Notify): kept here to write the
+	// catalog back out (Marshal).
 	Notify []NotifyRule `json:"notify,omitempty"`
 }
 
@@ -134,10 +136,9 @@ type Job struct {
 	Jitter time.Duration `json:"jitter,omitempty"`
 	// Timezone the schedule is read in (unless it says CRON_TZ=); default UTC.
 	Timezone string `json:"timezone,omitempty"`
-	// Notify, if set (even empty), replaces the catalog's notify rules for
-	// this job (Catalog.NotifyRules). Stored as null when unset, so that an
-	// empty list survives.
-	Notify []NotifyRule `json:"notify"`
+	// Notify is the job's notify rules in force: its own notify:, or the
+	// catalog's when it has none (notify: [] turns them off).
+	Notify []NotifyRule `json:"notify,omitempty"`
 	// Placement, if set, limits the job's slots to members with its labels.
 	Placement *Placement `json:"placement,omitempty"`
 }
@@ -283,6 +284,9 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 			} else {
 				seen[j.Name] = i
 			}
+		}
+		if rj.Notify == nil {
+			j.Notify = cat.Notify
 		}
 		cat.Jobs = append(cat.Jobs, j)
 	}

@@ -199,9 +199,9 @@ jobs:
 	}
 	rules := map[string]int{}
 	for _, j := range cat.Jobs {
-		rules[j.Name] = len(cat.NotifyRules(j))
+		rules[j.Name] = len(j.Notify)
 	}
-	if rules["inherits"] != 1 || cat.NotifyRules(cat.Jobs[0])[0].On[1] != "missed" || rules["own"] != 1 || cat.NotifyRules(cat.Jobs[1])[0].Webhook != "http://x/y" || rules["silent"] != 0 {
+	if rules["inherits"] != 1 || cat.Jobs[0].Notify[0].On[1] != "missed" || rules["own"] != 1 || cat.Jobs[1].Notify[0].Webhook != "http://x/y" || rules["silent"] != 0 {
 		t.Fatalf("rules per job: %v", rules)
 	}
 	stored, _ := json.Marshal(cat)

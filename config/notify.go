@@ -20,24 +20,15 @@ var NotifyOutcomes = []string{"succeeded", "failed", "timed_out", "cancelled", "
 // MaxNotifyRules bounds the rules of a job (or of the catalog's default).
 const MaxNotifyRules = 10
 
-// NotifyRules are the rules of job j: its own notify:, or the catalog's
-// notify: when the job has none (notify: [] on a job turns the default off).
-func (c *Catalog) NotifyRules(j Job) []NotifyRule {
-	if j.Notify != nil {
-		return j.Notify
-	}
-	return c.Notify
-}
-
 type rawNotify struct {
 	On      []string          `yaml:"on"`
 	Webhook string            `yaml:"webhook"`
 	Headers map[string]string `yaml:"headers"`
 }
 
-// notify validates a notify: list at p; nil stays nil (not set).
+// notify validates a notify: list at p; nil for none.
 func (v *validator) notify(p fieldPath, raw []rawNotify) []NotifyRule {
-	if raw == nil {
+	if len(raw) == 0 {
 		return nil
 	}
 	if len(raw) > MaxNotifyRules {
@@ -61,9 +52,6 @@ func (v *validator) notify(p fieldPath, raw []rawNotify) []NotifyRule {
 }
 
 func rawNotifyOf(rules []NotifyRule) []rawNotify {
-	if rules == nil {
-		return nil
-	}
 	out := []rawNotify{}
 	for _, r := range rules {
 		out = append(out, rawNotify{On: r.On, Webhook: r.Webhook, Headers: r.Headers})

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -13,19 +14,21 @@ import (
 func Marshal(cat *Catalog) ([]byte, error) {
 	raw := rawCatalog{Cluster: cat.Cluster, Membership: rawMembership{LeaseTTL: durationText(cat.Membership.LeaseTTL)}, Notify: rawNotifyOf(cat.Notify)}
 	for _, j := range cat.Jobs {
-		raw.Jobs = append(raw.Jobs, rawOf(j))
+		raw.Jobs = append(raw.Jobs, rawOf(j, cat.Notify))
 	}
 	return yaml.MarshalWithOptions(raw, yaml.OmitEmpty(), yaml.IndentSequence(true), yaml.UseLiteralStyleIfMultiline(true))
 }
 
-func rawOf(j Job) rawJob {
+// rawOf is j as the catalog writes it; notifyDefault is the catalog's
+// notify rules.
+func rawOf(j Job, notifyDefault []NotifyRule) rawJob {
 	partitions, historyLimit := j.Partitions, j.HistoryLimit
 	r := rawJob{Name: j.Name, Schedule: j.Schedule, Partitions: &partitions, Timeout: durationText(j.Timeout),
 		Command: j.Command, Handler: j.Handler, FenceURL: j.FenceURL, FenceCommand: j.FenceCommand,
 		Env: j.Env, PassEnv: j.PassEnv, Misfire: string(j.Misfire), CatchupWindow: durationText(j.CatchupWindow),
 		HistoryLimit: &historyLimit, Overlap: string(j.Overlap), Jitter: durationText(j.Jitter), Timezone: j.Timezone,
 		Retries: &rawRetries{Max: j.Retries.Max, Backoff: durationText(j.Retries.Backoff), MaxBackoff: durationText(j.Retries.MaxBackoff)}}
-	if j.Notify != nil {
+	if !reflect.DeepEqual(j.Notify, notifyDefault) { // its own rules, or notify: [] to turn the default off
 		rules := rawNotifyOf(j.Notify)
 		r.Notify = &rules
 	}

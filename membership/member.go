@@ -36,14 +36,14 @@ type Record struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	Host      string    `json:"host"`
-	HTTP      string    `json:"http,omitempty"`
-	Version   string    `json:"version,omitempty"`
+	HTTP      string    `json:"http"`
+	Version   string    `json:"version"`
 	StartedAt time.Time `json:"started_at"`
 	// CatalogRevision is the catalog this member runs (0 when it runs a local file).
-	CatalogRevision int64 `json:"catalog_revision,omitempty"`
+	CatalogRevision int64 `json:"catalog_revision"`
 	// Labels are the member's (kira run --label); a job's placement picks
 	// members by them. Set at join, never changed.
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels"`
 }
 
 // Config says how a member joins.

@@ -16,7 +16,6 @@ type job struct {
 	schedule config.Schedule
 	executor jobs.Executor
 	fence    jobs.Fence // nil without fence_url or fence_command
-	notify   []config.NotifyRule
 }
 
 // prepareJobs parses a catalog's jobs into dispatchable form.
@@ -37,7 +36,7 @@ func prepareJobs(cat *config.Catalog, handlers jobs.Handlers) (map[string]*job, 
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
-		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec), notify: cat.NotifyRules(spec)}
+		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec)}
 	}
 	return out, nil
 }

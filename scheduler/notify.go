@@ -36,7 +36,7 @@ func (s *Scheduler) newNotifier() *notify.Notifier {
 // rules. Final: no retry of it follows (finish.go decides), so the retries
 // of an execution notify once, for the outcome of the last attempt.
 func (s *Scheduler) notify(sl *slot, r history.Record) {
-	if len(sl.job.notify) == 0 {
+	if len(sl.job.spec.Notify) == 0 {
 		return
 	}
 	r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
@@ -44,7 +44,7 @@ func (s *Scheduler) notify(sl *slot, r history.Record) {
 	if s.cfg.APIURL != "" {
 		m.Link = fmt.Sprintf("%s/v1/jobs/%s/executions/%s", s.cfg.APIURL, url.PathEscape(r.Job), url.PathEscape(r.ExecutionID))
 	}
-	s.notifier.Notify(sl.job.notify, m)
+	s.notifier.Notify(sl.job.spec.Notify, m)
 }
 
 // stopNotifier lets the queued notifications go out, within notifyGrace,
