@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/shard"
@@ -86,6 +87,85 @@ const (
 type Stored struct {
 	Record
 	State *SlotState `json:"state,omitempty"`
+}
+
+// What a stored record keeps of a run's output and error: the last
+// StoredOutputBytes of its output tail, the first StoredErrorBytes of its
+// error. The whole tail the executor kept is in the member's log and the
+// execution's span. With them a stored record (its state included) is at
+// most MaxStoredBytes whatever a job prints, and under 1 KiB for the
+// names of a usual deployment: TestStoredRecordIsBounded.
+const (
+	StoredOutputBytes = 256
+	StoredErrorBytes  = 256
+	MaxStoredBytes    = 1600
+)
+
+// MarshalJSON writes s as etcd keeps it: every byte is paid for by every
+// etcd member, so the record's empty fields are left out and its output
+// and error are cut to their stored bounds. Record's own JSON, which
+// kira history and the API print, has every field.
+func (s Stored) MarshalJSON() ([]byte, error) {
+	r := storedRecord(s.Record)
+	r.OutputTail = lastBytes(r.OutputTail, StoredOutputBytes)
+	r.Error = firstBytes(r.Error, StoredErrorBytes)
+	return json.Marshal(storedForm{storedRecord: r, State: s.State})
+}
+
+type storedForm struct {
+	storedRecord
+	State *SlotState `json:"state,omitempty"`
+}
+
+// storedRecord is Record with its optional fields left out when empty; the
+// conversion storedRecord(r) makes the compiler hold the two field lists
+// equal.
+type storedRecord struct {
+	Job           string        `json:"job"`
+	Partition     int           `json:"partition"`
+	ExecutionID   string        `json:"execution_id"`
+	Member        string        `json:"member"`
+	Token         fencing.Token `json:"token"`
+	ScheduledTime time.Time     `json:"scheduled_time"`
+	StartedAt     time.Time     `json:"started_at"`
+	FinishedAt    time.Time     `json:"finished_at"`
+	Outcome       string        `json:"outcome"`
+	Attempt       int           `json:"attempt"`
+	Cause         Cause         `json:"trigger"`
+	OutputTail    string        `json:"output_tail,omitempty"`
+	Error         string        `json:"error,omitempty"`
+	ExitCode      *int          `json:"exit_code,omitempty"`
+	HTTPStatus    *int          `json:"http_status,omitempty"`
+}
+
+// lastBytes is the end of s, at most n bytes, not starting in the middle
+// of a character.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	for i := 0; i < utf8.UTFMax && len(s) > 0 && !utf8.RuneStart(s[0]); i++ {
+		s = s[1:]
+	}
+	return s
+}
+
+// firstBytes is the start of s, at most n bytes, not ending in the middle
+// of a character, with "…" when cut.
+func firstBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n-len("…")]
+	i := len(s) - 1
+	for i > 0 && len(s)-i < utf8.UTFMax && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	if !utf8.FullRuneInString(s[i:]) {
+		s = s[:i]
+	}
+	return s + "…"
 }
 
 // StateFrom decodes slot s's state from what readAcquired read: its state

@@ -225,6 +225,11 @@ func (r *run) startRecorded(fr *finishedRun, err error) {
 // conventions' names where one exists, and ends it.
 func (r *run) endSpan(res jobs.Result) {
 	r.span.SetAttributes(attribute.String("kira.outcome", string(res.Outcome)))
+	if res.OutputTail != "" {
+		// The tail the executor kept (jobs.OutputTailBytes); etcd's record
+		// keeps only its end (history.StoredOutputBytes).
+		r.span.SetAttributes(attribute.String("kira.output_tail", res.OutputTail))
+	}
 	exit, status := jobs.Codes(r.executor, res)
 	if status != nil {
 		r.span.SetAttributes(attribute.Int("http.response.status_code", *status))
