@@ -69,6 +69,9 @@ type Config struct {
 	// keeps every revision, and the database then grows until etcd's quota
 	// stops all writes.
 	AutoCompactionRetention string
+	// QuotaBackendBytes is etcd's --quota-backend-bytes: past it etcd
+	// raises the NOSPACE alarm and refuses writes; 0 is etcd's default (2 GiB).
+	QuotaBackendBytes int64
 	// Client TLS (etcd's --cert-file, --key-file, --trusted-ca-file,
 	// --client-cert-auth): the listen client URLs must then be https.
 	ClientTLS TLS
@@ -144,6 +147,10 @@ func (c Config) Embed() (*embed.Config, error) {
 		return nil, fmt.Errorf("etcd: --initial-cluster-state must be new or existing, got %q", c.InitialClusterState)
 	}
 	cfg.InitialClusterToken = c.InitialClusterToken
+	if c.QuotaBackendBytes < 0 {
+		return nil, fmt.Errorf("etcd: --quota-backend-bytes must not be negative, got %d", c.QuotaBackendBytes)
+	}
+	cfg.QuotaBackendBytes = c.QuotaBackendBytes
 	cfg.ClientTLSInfo, cfg.PeerTLSInfo = c.ClientTLS.info(), c.PeerTLS.info()
 	if err := checkTLS("client", cfg.ListenClientUrls, c.ClientTLS); err != nil {
 		return nil, err

@@ -217,6 +217,7 @@ type Incarnation struct {
 	done   chan struct{} // closed when the scheduler returned
 	// flushTraces ends the incarnation's tracer provider, after the scheduler.
 	flushTraces func()
+	alarms      alarms
 	err         error // the scheduler's, once done
 }
 
@@ -282,8 +283,9 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{}), flushTraces: sync.OnceFunc(flushTraces)}
-	inc.wg.Add(3)
+	inc.wg.Add(4)
 	go func() { defer inc.wg.Done(); views.Run(runCtx) }()
+	go func() { defer inc.wg.Done(); inc.alarms.watch(runCtx, cli, cfg.Logger) }()
 	go func() { defer inc.wg.Done(); inc.followCatalog(runCtx, cli, cat.Cluster, catRev, cfg.Logger) }()
 	go func() {
 		defer inc.wg.Done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -27,6 +28,7 @@ func registerEtcdFlags(fs *pflag.FlagSet, c *etcdnode.Config) {
 	fs.StringVar(&c.InitialClusterState, "initial-cluster-state", "new", "new or existing")
 	fs.StringVar(&c.InitialClusterToken, "initial-cluster-token", "kira-etcd-cluster", "initial cluster token")
 	fs.StringVar(&c.LogLevel, "log-level", "warn", "debug, info, warn or error")
+	fs.Int64Var(&c.QuotaBackendBytes, "quota-backend-bytes", 0, "raise the NOSPACE alarm (writes refused) when the database reaches this size; 0 is etcd's default, 2 GiB. Kira defragments and disarms by itself once compaction has freed space")
 	fs.StringVar(&c.AutoCompactionRetention, "auto-compaction-retention", etcdnode.DefaultCompactionRetention,
 		"keep this much history of revisions (periodic auto-compaction); 0 keeps every revision, and the database then grows until etcd's quota stops all writes")
 	fs.StringVar(&c.ClientTLS.CertFile, "cert-file", "", "path to the client server TLS cert file (the client URLs must be https://)")
@@ -56,6 +58,15 @@ func (cl *cli) etcdCmd() *cobra.Command {
 	return cmd
 }
 
+// keepSpace runs etcdnode.KeepSpace on e until the returned function is
+// called.
+func keepSpace(e *embed.Etcd, logger *slog.Logger) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { etcdnode.KeepSpace(ctx, e, logger); close(done) }()
+	return func() { cancel(); <-done }
+}
+
 // runEtcd serves until SIGTERM or SIGINT.
 func runEtcd(c etcdnode.Config, configFile string, stderr io.Writer) error {
 	if c.DataDir == "" {
@@ -79,12 +90,13 @@ func runEtcd(c etcdnode.Config, configFile string, stderr io.Writer) error {
 			"listen-client-urls": c.ListenClientURLs, "listen-peer-urls": c.ListenPeerURLs}, "as etcd does"))
 	}
 	fmt.Fprintf(stderr, "kira etcd: member %s serving clients on %s\n", e.Config().Name, strings.Join(etcdnode.ClientURLs(e), ","))
+	stopKeeping := keepSpace(e, slog.New(slog.NewTextHandler(stderr, nil)))
+	defer e.Close()
+	defer stopKeeping()
 	select {
 	case <-ctx.Done():
-		e.Close()
 		return nil
 	case err := <-e.Err():
-		e.Close()
 		return fmt.Errorf("kira etcd: %w", err)
 	}
 }

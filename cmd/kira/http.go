@@ -143,6 +143,10 @@ func (r *runner) serveHTTP(h httpFlags, etcd etcdclient.Config, cluster string) 
 			http.Error(w, "not ready: no trusted lease or not yet in the member views (joining, or etcd unreachable)", http.StatusServiceUnavailable)
 			return
 		}
+		if alarms := inc.EtcdAlarms(); len(alarms) > 0 {
+			http.Error(w, "not ready: etcd alarm "+strings.Join(alarms, ", ")+": etcd refuses writes, no execution starts", http.StatusServiceUnavailable)
+			return
+		}
 		fmt.Fprintf(w, "ok %s\n", inc.ID())
 	}
 	mux.HandleFunc("/readyz", ready)

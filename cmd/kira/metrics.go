@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -94,19 +95,20 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 		}
 		return 0
 	})
-	m.registry.MustRegister(catalogGauges{current: current}, m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.notified, m.lateness,
+	m.registry.MustRegister(incarnationGauges{current: current}, m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.notified, m.lateness,
 		catalogRev, buildInfo, leaseLeft, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// catalogGauges are computed at each scrape from the catalog the member
-// runs: kira_job_partitions (what sum by (job) (kira_slots_led) must equal:
-// less means a slot without a leader, more means two),
-// kira_job_eligible_members (0: the job's placement matches no member) and
+// incarnationGauges are computed at each scrape from the current
+// incarnation: kira_etcd_alarm; and from the catalog it runs:
+// kira_job_partitions (what sum by (job) (kira_slots_led) must equal: less
+// means a slot without a leader, more means two), kira_job_eligible_members
+// (0: the job's placement matches no member) and
 // kira_job_next_fire_timestamp_seconds, with the scheduler's own schedule
 // code (the slots' jitter comes on top), as kube-state-metrics reports a
 // CronJob's next schedule time.
-type catalogGauges struct {
+type incarnationGauges struct {
 	current func() *member.Incarnation
 }
 
@@ -115,20 +117,30 @@ var (
 		"The job's next scheduled time (Unix seconds), before each slot's jitter.", []string{"job"}, nil)
 	partitionsDesc = prometheus.NewDesc("kira_job_partitions",
 		"The job's partitions (slots) in the catalog this member runs.", []string{"job"}, nil)
+	alarmDesc = prometheus.NewDesc("kira_etcd_alarm",
+		"1 while etcd has the alarm raised (NOSPACE: every write refused, no execution starts), as this member last saw; NOSPACE is always reported.", []string{"alarm"}, nil)
 	eligibleDesc = prometheus.NewDesc("kira_job_eligible_members",
 		"Members of the latest view the job's placement admits (all members for a job without one); 0: nobody runs the job.", []string{"job"}, nil)
 )
 
-func (n catalogGauges) Describe(ch chan<- *prometheus.Desc) {
+func (n incarnationGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- nextFireDesc
 	ch <- partitionsDesc
 	ch <- eligibleDesc
+	ch <- alarmDesc
 }
 
-func (n catalogGauges) Collect(ch chan<- prometheus.Metric) {
+func (n incarnationGauges) Collect(ch chan<- prometheus.Metric) {
 	inc := n.current()
 	if inc == nil {
 		return
+	}
+	alarms := inc.EtcdAlarms()
+	if !slices.Contains(alarms, "NOSPACE") {
+		ch <- prometheus.MustNewConstMetric(alarmDesc, prometheus.GaugeValue, 0, "NOSPACE")
+	}
+	for _, a := range alarms {
+		ch <- prometheus.MustNewConstMetric(alarmDesc, prometheus.GaugeValue, 1, a)
 	}
 	now := time.Now().UTC()
 	for job, n := range inc.Scheduler().Eligible() {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,31 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/shard"
 )
+
+// byRing reports whether every slot of job is owned as the ring over the
+// members named (and no other) places it.
+func byRing(t *testing.T, st operator.Status, job string, names ...string) bool {
+	var ids []string
+	nameOf := map[string]string{}
+	for _, m := range st.Members {
+		nameOf[m.ID] = m.Name
+		if slices.Contains(names, m.Name) {
+			ids = append(ids, m.ID)
+		}
+	}
+	ring, err := shard.New(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Slots {
+		if s.Job == job && (s.Owner == "" || s.Owner != ring.Owner(shard.Slot{Job: job, Partition: s.Partition})) {
+			return false
+		}
+	}
+	return len(ids) == len(names)
+}
 
 const placedCatalog = `cluster: placed
 membership: {lease_ttl: 2s}
@@ -59,15 +84,13 @@ func TestPlacementByLabels(t *testing.T) {
 		return n, owned
 	}
 	var st operator.Status
-	kiratest.WaitUntil(t, "train on a and b only, plain on all four", 30*time.Second, func() bool {
+	kiratest.WaitUntil(t, "train on a and b by the ring of a and b, plain on all four by theirs", 30*time.Second, func() bool {
 		st = statusOf(t, ep, "placed")
-		train, trainOwned := owners(st, "train")
-		plain, plainOwned := owners(st, "plain")
-		return len(st.Members) == 4 && trainOwned == 40 && plainOwned == 40 && len(plain) == 4 && len(train) == 2
+		return len(st.Members) == 4 && byRing(t, st, "train", "a", "b") && byRing(t, st, "plain", "a", "b", "c", "d")
 	})
 	train, _ := owners(st, "train")
-	if train["a"] < 12 || train["b"] < 12 {
-		t.Fatalf("train's 40 slots over a and b: %v, not even", train)
+	if train["a"] < 10 || train["b"] < 10 {
+		t.Fatalf("train's 40 slots over a and b: %v, not spread", train)
 	}
 	if len(st.Unplaced) != 1 || st.Unplaced[0] != "tpu" {
 		t.Fatalf("unplaced %v, want [tpu]", st.Unplaced)
@@ -92,11 +115,9 @@ func TestPlacementByLabels(t *testing.T) {
 	}
 
 	members["a"].Cmd.Process.Kill()
-	kiratest.WaitUntil(t, "a's train slots on b alone, its plain slots on b, c and d", 30*time.Second, func() bool {
+	kiratest.WaitUntil(t, "a's train slots on b alone, its plain slots on b, c and d by their ring", 30*time.Second, func() bool {
 		st = statusOf(t, ep, "placed")
-		train, trainOwned := owners(st, "train")
-		plain, plainOwned := owners(st, "plain")
-		return len(st.Members) == 3 && trainOwned == 40 && train["b"] == 40 && plainOwned == 40 && len(plain) == 3 && plain["a"] == 0
+		return len(st.Members) == 3 && byRing(t, st, "train", "b") && byRing(t, st, "plain", "b", "c", "d")
 	})
 
 	// A member with the labels joins (its labels from the environment): it takes the job.
