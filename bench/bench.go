@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -32,6 +34,10 @@ type Config struct {
 	Duration time.Duration     // lateness: measuring window
 	Warmup   time.Duration     // lateness: from every slot owned to the window
 	Command  bool              // lateness: run `sh -c :` instead of an in-process handler
+	// OutputBytes, if positive, makes the lateness load an HTTP job whose
+	// answer, of this many bytes, is its output: the write volume of jobs
+	// that print, rather than of silent Go handlers. The bench serves it.
+	OutputBytes int
 	// Jitter spreads the load's fires over time: each slot fires at its own
 	// fixed offset in [0, Jitter) after its scheduled second (the job's
 	// jitter), and its lateness is counted from then. Zero: every slot
@@ -115,6 +121,10 @@ type Lateness struct {
 	// window per execution, from its own counters; zero when etcd is not in
 	// this process.
 	KeysPerExecute float64 `json:"etcd_keys_written_per_execution"`
+	// BytesPerExecute is the bytes etcd received from its clients (gRPC
+	// requests: the writes and the reads) during the window per execution,
+	// from its own counters; zero when etcd is not in this process.
+	BytesPerExecute float64 `json:"etcd_bytes_received_per_execution"`
 	// CPU is this process's CPU time (user + system) during the window;
 	// CPUPer1000 is that per second of window, per 1,000 slots, per member
 	// (3 members): cores busy. Includes etcd's when EtcdInProcess.
@@ -276,13 +286,10 @@ func noop(context.Context) error { return nil }
 
 var handlers = jobs.Handlers{"noop": noop}
 
-func benchCatalog(cluster string, ttl time.Duration, partitions int, command bool, jitter time.Duration) *config.Catalog {
+func benchCatalog(cluster string, ttl time.Duration, partitions int, jitter time.Duration) *config.Catalog {
 	j := config.Job{Name: "load", Schedule: "@every 1s", Partitions: partitions, Handler: "noop", Jitter: jitter,
 		Misfire: config.MisfireFireAll, CatchupWindow: time.Minute, Overlap: config.OverlapSkip,
 		Retries: config.Retries{Backoff: time.Second, MaxBackoff: time.Second}}
-	if command {
-		j.Handler, j.Command = "", []string{"sh", "-c", ":"}
-	}
 	return &config.Catalog{Cluster: cluster, Membership: config.Membership{LeaseTTL: ttl}, Jobs: []config.Job{j}}
 }
 
@@ -503,7 +510,7 @@ func ownerChange(cfg Config, name string, ttl time.Duration, n int, offset func(
 	lost := 0
 	for trial := 0; trial < cfg.Trials; trial++ {
 		ev := &events{}
-		ms, err := startMembers(cfg, benchCatalog(cluster(name), ttl, 1, false, 0), n, ev.add)
+		ms, err := startMembers(cfg, benchCatalog(cluster(name), ttl, 1, 0), n, ev.add)
 		if err != nil {
 			return samples, lost, err
 		}
@@ -624,30 +631,62 @@ func grpcCalls() map[string]int {
 }
 
 // keysWritten reads the embedded etcd's own count of keys put and deleted.
-func keysWritten() int {
+func keysWritten() int { return int(counters("etcd_mvcc_put_total", "etcd_mvcc_delete_total")) }
+
+// bytesReceived reads the embedded etcd's own count of bytes its clients sent.
+func bytesReceived() float64 { return counters("etcd_network_client_grpc_received_bytes_total") }
+
+// counters sums the embedded etcd's counters of the names given.
+func counters(names ...string) float64 {
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		return 0
 	}
-	n := 0
+	n := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() == "etcd_mvcc_put_total" || mf.GetName() == "etcd_mvcc_delete_total" {
+		if slices.Contains(names, mf.GetName()) {
 			for _, m := range mf.GetMetric() {
-				n += int(m.GetCounter().GetValue())
+				n += m.GetCounter().GetValue()
 			}
 		}
 	}
 	return n
 }
 
+// useLoad makes the lateness load job of cat what cfg says: `sh -c :`, an
+// HTTP job answered with cfg.OutputBytes bytes by a server it starts (the
+// returned function stops it), or the Go handler.
+func useLoad(cfg Config, cat *config.Catalog, res *Lateness) (stop func(), err error) {
+	j := &cat.Jobs[0]
+	switch {
+	case cfg.Command:
+		j.Handler, j.Command = "", []string{"sh", "-c", ":"}
+		res.Executor = "sh -c :" // started: the process exec'd (Result.ProcessStarted)
+	case cfg.OutputBytes > 0:
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		answer := []byte(strings.Repeat("x", cfg.OutputBytes))
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(answer) }), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(l)
+		j.Handler, j.HTTP = "", &config.HTTPSpec{URL: "http://" + l.Addr().String() + "/", Method: http.MethodGet}
+		res.Executor = fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes)
+		return func() { srv.Close() }, nil
+	}
+	return func() {}, nil
+}
+
 // lateness runs n slots firing every second over 3 members and measures
 // actual start − scheduled time over the window.
 func lateness(cfg Config, n int) (Lateness, error) {
 	res := Lateness{Slots: n, Executor: "go-handler", Jitter: cfg.Jitter}
-	if cfg.Command {
-		res.Executor = "sh -c :" // started: the process exec'd (Result.ProcessStarted)
+	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Jitter)
+	stopLoad, err := useLoad(cfg, cat, &res)
+	if err != nil {
+		return res, err
 	}
-	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Command, cfg.Jitter)
+	defer stopLoad()
 	total := n
 	if cfg.Probe {
 		withProbe(cat)
@@ -681,9 +720,9 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	// and at an instant it took the CPU from the fires measured. They count
 	// a span as long as the window, in the same steady state.
 	time.Sleep(time.Until(from.Add(-time.Second / 2)))
-	before, keysBefore, cpuBefore := grpcCalls(), keysWritten(), cpuTime()
+	before, keysBefore, bytesBefore, cpuBefore := grpcCalls(), keysWritten(), bytesReceived(), cpuTime()
 	time.Sleep(time.Until(to.Add(-time.Second / 2)))
-	after, keysAfter, cpuAfter := grpcCalls(), keysWritten(), cpuTime()
+	after, keysAfter, bytesAfter, cpuAfter := grpcCalls(), keysWritten(), bytesReceived(), cpuTime()
 	time.Sleep(time.Until(to))
 	res.CPU, res.EtcdInProcess = cpuAfter-cpuBefore, cfg.EtcdInProcess
 	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
@@ -742,6 +781,7 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	if res.Started > 0 {
 		res.PerExecute = float64(writes) / float64(res.Started)
 		res.KeysPerExecute = float64(keysAfter-keysBefore) / float64(res.Started)
+		res.BytesPerExecute = (bytesAfter - bytesBefore) / float64(res.Started)
 	}
 	return res, nil
 }
@@ -838,7 +878,7 @@ func describeMisplaced(ms []*member, cat *config.Catalog) string {
 // rebalance adds a fourth member to n slots over three, then removes it.
 func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 	ev := &events{}
-	cat := benchCatalog(cluster("rebalance"), 6*time.Second, n, false, 0)
+	cat := benchCatalog(cluster("rebalance"), 6*time.Second, n, 0)
 	cat.Jobs[0].Schedule = "@hourly" // idle slots: ownership is what is measured
 	heapBefore := liveHeap()
 	debug.FreeOSMemory()

@@ -65,7 +65,7 @@ func TestForkFloorStartsEveryCommand(t *testing.T) {
 // and that is what its lateness counts from: the load's and the probe's
 // (which has the load's jitter), each by its own job.
 func TestJitteredFiresAreDueAtTheirOffset(t *testing.T) {
-	cat := benchCatalog("c", 6*time.Second, 8, false, time.Second)
+	cat := benchCatalog("c", 6*time.Second, 8, time.Second)
 	withProbe(cat)
 	load, probe := cat.Jobs[0], cat.Jobs[1]
 	f := &fires{jobs: jobsByName(cat)}

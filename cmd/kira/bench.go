@@ -35,6 +35,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	fs.DurationVar(&f.warmup, "warmup", 10*time.Second, "lateness: wait this long after every slot is owned before measuring")
 	fs.BoolVar(&f.command, "sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
 	fs.DurationVar(&f.jitter, "jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
+	fs.IntVar(&f.outputBytes, "output-bytes", 0, "lateness: the load is an HTTP job whose answer, its output, is this many bytes (served by the bench), instead of a silent in-process handler")
 	fs.BoolVar(&f.probe, "sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
 	fs.StringVar(&f.ttls, "ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
 	fs.BoolVar(&f.procs, "procs", false, "failover and handover: run each member as a kira run process of this binary, and end the owner with SIGKILL (failover) or SIGTERM (handover) (default: members share this process)")
@@ -51,14 +52,14 @@ type benchFlags struct {
 	slots, ttls                     string
 	duration, warmup, jitter        time.Duration
 	command, probe, procs, etcdFast bool
-	trials, rebalance               int
+	trials, rebalance, outputBytes  int
 	output                          output
 	cpuProfile, heapProfile         string
 }
 
 func (c *cli) bench(f benchFlags) error {
 	stdout, stderr := c.stdout, c.stderr
-	cfg := bench.Config{Processes: f.procs, Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, HeapProfile: f.heapProfile}
+	cfg := bench.Config{Processes: f.procs, Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, HeapProfile: f.heapProfile, OutputBytes: f.outputBytes}
 	for _, s := range etcdclient.SplitList(f.slots) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -161,13 +162,13 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintf(tw, "\t\t%s\t%s\t\t%d\n\n", ms(h.Median), ms(h.Worst), h.Lost)
 	}
 	if len(r.Lateness) > 0 {
-		fmt.Fprintln(tw, "LATENESS\tSLOTS\tEXECUTOR\tP50\tP99\tMAX\tSTARTED/EXPECTED\tSKIPPED\tNOT STARTED\tETCD TXNS/EXEC\tKEYS WRITTEN/EXEC\tSETTLE\tCPU s/s PER 1000 SLOTS PER MEMBER")
+		fmt.Fprintln(tw, "LATENESS\tSLOTS\tEXECUTOR\tP50\tP99\tMAX\tSTARTED/EXPECTED\tSKIPPED\tNOT STARTED\tETCD TXNS/EXEC\tKEYS WRITTEN/EXEC\tETCD BYTES IN/EXEC\tSETTLE\tCPU s/s PER 1000 SLOTS PER MEMBER")
 		for _, l := range r.Lateness {
 			if l.NoScheduler {
-				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t-\t-\t-\t-\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted)
+				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t-\t-\t-\t-\t-\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted)
 				continue
 			}
-			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%.2f\t%s\t%s\t%.3f%s\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, l.PerExecute, keysText(l.KeysPerExecute), l.Settle.Round(time.Millisecond),
+			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%.2f\t%s\t%s\t%s\t%.3f%s\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, l.PerExecute, keysText(l.KeysPerExecute), bytesText(l.BytesPerExecute), l.Settle.Round(time.Millisecond),
 				l.CPUPer1000, withEtcd(l.EtcdInProcess))
 		}
 		for _, l := range r.Lateness {
@@ -205,6 +206,15 @@ func withEtcd(inProcess bool) string {
 		return " (incl. etcd)"
 	}
 	return ""
+}
+
+// bytesText prints bytes per execution, "-" when etcd's counters were not
+// in this process.
+func bytesText(b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f B", b)
 }
 
 // keysText prints keys written per execution, "-" when etcd's counters were
