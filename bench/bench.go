@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -66,6 +65,11 @@ type Config struct {
 	// EtcdTuning names how the bench's own etcd is tuned (etcdnode.Tuning),
 	// or is empty for an etcd given with --etcd.
 	EtcdTuning string
+	// Cluster, if set, is the production shape: etcd is these three
+	// `kira etcd` processes (Etcd their endpoints), lateness runs with the
+	// members as `kira run` processes of Binary and reports what etcd paid,
+	// and failover and handover run with processes.
+	Cluster *EtcdCluster
 }
 
 // Report is what kira bench prints.
@@ -144,6 +148,11 @@ type Lateness struct {
 	// Probe is the lateness of the one `sh -c :` slot (Config.Probe),
 	// measured to its process start; not counted in the figures above.
 	Probe *Figures `json:"sh_probe,omitempty"`
+	// Processes: the members were `kira run` processes (the production
+	// shape), and what ran was read from etcd; EtcdCost is then what the
+	// three `kira etcd` processes paid.
+	Processes bool      `json:"processes,omitempty"`
+	EtcdCost  *EtcdCost `json:"etcd_cost,omitempty"`
 }
 
 // Figures count a set of fires over the window and spread their lateness.
@@ -389,7 +398,10 @@ func median(d []time.Duration) time.Duration {
 // Run measures every scenario the config enables.
 func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error) {
 	r := &Report{Etcd: "embedded in this process, " + cfg.EtcdTuning}
-	if !cfg.EtcdInProcess {
+	switch {
+	case cfg.Cluster != nil:
+		r.Etcd = "production shape: three kira etcd processes (fsync, etcd's defaults), members as kira run processes"
+	case !cfg.EtcdInProcess:
 		r.Etcd = "external: " + strings.Join(cfg.Etcd.Endpoints, ",")
 	}
 	for _, ttl := range cfg.TTLs {
@@ -418,7 +430,11 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 	for _, n := range cfg.Slots {
 		progress(fmt.Sprintf("lateness, %d slots firing every second over 3 members, %s", n, cfg.Duration))
-		l, err := lateness(cfg, n)
+		measure := lateness
+		if cfg.Cluster != nil {
+			measure = procLateness
+		}
+		l, err := measure(cfg, n)
 		if err != nil {
 			return r, err
 		}
@@ -663,16 +679,13 @@ func useLoad(cfg Config, cat *config.Catalog, res *Lateness) (stop func(), err e
 		j.Handler, j.Command = "", []string{"sh", "-c", ":"}
 		res.Executor = "sh -c :" // started: the process exec'd (Result.ProcessStarted)
 	case cfg.OutputBytes > 0:
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		url, stop, err := loadServer(cfg.OutputBytes)
 		if err != nil {
 			return nil, err
 		}
-		answer := []byte(strings.Repeat("x", cfg.OutputBytes))
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(answer) }), ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(l)
-		j.Handler, j.HTTP = "", &config.HTTPSpec{URL: "http://" + l.Addr().String() + "/", Method: http.MethodGet}
+		j.Handler, j.HTTP = "", &config.HTTPSpec{URL: url, Method: http.MethodGet}
 		res.Executor = fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes)
-		return func() { srv.Close() }, nil
+		return stop, nil
 	}
 	return func() {}, nil
 }

@@ -152,10 +152,7 @@ func TestProcessFailoverAndHandover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds kira and runs a real failover")
 	}
-	bin := filepath.Join(t.TempDir(), "kira")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kira").CombinedOutput(); err != nil {
-		t.Fatalf("building kira: %v\n%s", err, out)
-	}
+	bin := buildKira(t)
 	c := etcdtest.Start(t)
 	f, err := procFailover(Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Processes: true, Binary: bin, Trials: 1}, 2*time.Second)
 	if err != nil {
@@ -173,4 +170,44 @@ func TestProcessFailoverAndHandover(t *testing.T) {
 		t.Fatalf("handover %+v; want one sample under half the TTL, none lost", h)
 	}
 	t.Logf("%+v", h)
+}
+
+// buildKira builds the kira binary into the test's temp dir.
+func buildKira(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kira")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kira").CombinedOutput(); err != nil {
+		t.Fatalf("building kira: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// The production shape, small: three kira etcd processes, three kira run
+// members running an HTTP job that prints, every fire of the window found
+// in etcd's history, and what etcd paid counted from its own metrics and
+// /proc: one key per execution, and some CPU, disk and database.
+func TestProductionShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds kira and runs six processes")
+	}
+	bin := buildKira(t)
+	cluster, err := StartEtcdCluster(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Stop()
+	cfg := Config{Etcd: etcdclient.Config{Endpoints: cluster.Endpoints}, Cluster: cluster, Processes: true, Binary: bin,
+		Duration: 3 * time.Second, Warmup: time.Second, OutputBytes: 1024}
+	l, err := procLateness(cfg, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v %+v", l.Figures, *l.EtcdCost)
+	c := l.EtcdCost
+	if !l.Processes || l.Expected != 90 || l.Started+l.Skipped+l.NotStarted != l.Expected || l.Started < 80 || l.MemberLost != "" {
+		t.Fatalf("lateness %+v", l)
+	}
+	if c == nil || c.Keys < 900 || c.Keys > 1300 || c.CPUSeconds <= 0 || c.DiskBytes <= 0 || c.DBBytes <= 0 {
+		t.Fatalf("etcd cost %+v: want about 1,000 keys per 1,000 executions, and some CPU, disk and database", c)
+	}
 }

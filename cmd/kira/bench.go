@@ -42,6 +42,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	fs.IntVar(&f.trials, "trials", 9, "failover and handover: trials each (0 skips handover)")
 	fs.IntVar(&f.rebalance, "rebalance", 10000, "rebalance: slots (0 skips)")
 	f.output.register(fs)
+	fs.BoolVar(&f.production, "production", false, "the production shape: etcd as three kira etcd processes of this binary (fsync, etcd's defaults), lateness with the members as kira run processes and what etcd paid per 1,000 executions, failover and handover with processes")
 	fs.BoolVar(&f.etcdFast, "etcd-fast", false, "with no --etcd: tune the embedded etcd as the tests do (no fsync, 20 ms ticks) instead of as kira run does")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
 	fs.StringVar(&f.heapProfile, "heapprofile", "", "write a heap profile to this file while the rebalance's members hold their idle slots (go tool pprof)")
@@ -49,12 +50,12 @@ func (c *cli) benchCmd() *cobra.Command {
 }
 
 type benchFlags struct {
-	slots, ttls                     string
-	duration, warmup, jitter        time.Duration
-	command, probe, procs, etcdFast bool
-	trials, rebalance, outputBytes  int
-	output                          output
-	cpuProfile, heapProfile         string
+	slots, ttls                                 string
+	duration, warmup, jitter                    time.Duration
+	command, probe, procs, etcdFast, production bool
+	trials, rebalance, outputBytes              int
+	output                                      output
+	cpuProfile, heapProfile                     string
 }
 
 func (c *cli) bench(f benchFlags) error {
@@ -74,15 +75,30 @@ func (c *cli) bench(f benchFlags) error {
 		}
 		cfg.TTLs = append(cfg.TTLs, d)
 	}
-	if cfg.Processes {
+	if cfg.Processes || f.production {
 		bin, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("kira bench: --procs: %w", err)
+			return fmt.Errorf("kira bench: %w", err)
 		}
-		cfg.Binary = bin
+		cfg.Binary, cfg.Processes = bin, true
 	}
 	cfg.Etcd = c.etcdConfig("")
-	if len(cfg.Etcd.Endpoints) == 0 {
+	switch {
+	case f.production && len(cfg.Etcd.Endpoints) > 0:
+		return fmt.Errorf("kira bench: --production starts its own etcd cluster; leave out --etcd")
+	case f.production:
+		dir, err := os.MkdirTemp("", "kira-bench-etcd")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cluster, err := bench.StartEtcdCluster(cfg.Binary, dir)
+		if err != nil {
+			return err
+		}
+		defer cluster.Stop()
+		cfg.Cluster, cfg.Etcd = cluster, etcdclient.Config{Endpoints: cluster.Endpoints}
+	case len(cfg.Etcd.Endpoints) == 0:
 		dir, err := os.MkdirTemp("", "kira-bench")
 		if err != nil {
 			return err
@@ -168,7 +184,7 @@ func printBench(w io.Writer, r *bench.Report) {
 				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t-\t-\t-\t-\t-\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted)
 				continue
 			}
-			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%.2f\t%s\t%s\t%s\t%.3f%s\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, l.PerExecute, keysText(l.KeysPerExecute), bytesText(l.BytesPerExecute), l.Settle.Round(time.Millisecond),
+			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.3f%s\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, keysText(l.PerExecute), keysText(l.KeysPerExecute), bytesText(l.BytesPerExecute), l.Settle.Round(time.Millisecond),
 				l.CPUPer1000, withEtcd(l.EtcdInProcess))
 		}
 		for _, l := range r.Lateness {
@@ -187,6 +203,20 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintln(tw, "REBALANCE\tCHANGE\tSLOTS\tMOVED\tIDEAL\tSETTLE")
 		for _, b := range r.Rebalance {
 			fmt.Fprintf(tw, "\t%s\t%d\t%.3f\t%.3f\t%s\n", b.Change, b.Slots, b.Moved, b.Ideal, b.Settle.Round(time.Millisecond))
+		}
+		fmt.Fprintln(tw)
+	}
+	var costs []bench.Lateness
+	for _, l := range r.Lateness {
+		if l.EtcdCost != nil {
+			costs = append(costs, l)
+		}
+	}
+	if len(costs) > 0 {
+		fmt.Fprintln(tw, "ETCD COST PER 1,000 EXECUTIONS\tSLOTS\tCPU s (3 processes)\tDISK WRITTEN\tKEYS\tTXNS\tDB SIZE AT END")
+		for _, l := range costs {
+			c := l.EtcdCost
+			fmt.Fprintf(tw, "\t%d\t%.3f\t%.2f MB\t%.0f\t%.1f\t%.1f MB\n", l.Slots, c.CPUSeconds, c.DiskBytes/1e6, c.Keys, c.Txns, c.DBBytes/1e6)
 		}
 		fmt.Fprintln(tw)
 	}

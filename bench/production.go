@@ -1,0 +1,367 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/shard"
+)
+
+// EtcdCluster is the production shape's etcd: three `kira etcd` processes
+// of the bench's binary as one cluster, with the defaults a user gets
+// (fsync on, etcd's ticks, 5-minute compaction).
+type EtcdCluster struct {
+	Endpoints []string
+	procs     []*memberProc
+	metrics   []string // each member's /metrics URL
+}
+
+// StartEtcdCluster starts the three processes in dir and waits until the
+// cluster serves.
+func StartEtcdCluster(binary, dir string) (*EtcdCluster, error) {
+	var clients, peers []string
+	for i := 0; i < 3; i++ {
+		c, err := etcdnode.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		p, err := etcdnode.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		clients, peers = append(clients, "http://"+c), append(peers, "http://"+p)
+	}
+	var initial []string
+	for i, p := range peers {
+		initial = append(initial, fmt.Sprintf("e%d=%s", i, p))
+	}
+	c := &EtcdCluster{Endpoints: clients}
+	for i := range clients {
+		name := fmt.Sprintf("e%d", i)
+		logPath := filepath.Join(dir, name+".log")
+		log, err := os.Create(logPath)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		cmd := exec.Command(binary, "etcd", "--name", name, "--data-dir", filepath.Join(dir, name), "--listen-client-urls", clients[i],
+			"--listen-peer-urls", peers[i], "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", "kira-bench")
+		cmd.Stdout, cmd.Stderr = log, log
+		err = cmd.Start()
+		log.Close()
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		p := &memberProc{name: "etcd " + name, log: logPath, cmd: cmd, done: make(chan struct{})}
+		go func() { cmd.Wait(); close(p.done) }()
+		c.procs = append(c.procs, p)
+		c.metrics = append(c.metrics, clients[i]+"/metrics")
+	}
+	err := waitProcs(c.procs, time.Minute, func(ctx context.Context) (bool, error) {
+		for _, ep := range clients {
+			resp, err := http.Get(ep + "/health")
+			if err != nil {
+				return false, nil
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("bench: three kira etcd processes: %w", err)
+	}
+	return c, nil
+}
+
+// Stop ends the processes.
+func (c *EtcdCluster) Stop() {
+	for _, p := range c.procs {
+		p.stop()
+	}
+}
+
+// EtcdCost is what the etcd cluster paid during a window, per 1,000
+// executions: the machine-independent figures of the production shape.
+type EtcdCost struct {
+	// CPUSeconds is the three processes' CPU time (user + system).
+	CPUSeconds float64 `json:"cpu_seconds_per_1000_executions"`
+	// DiskBytes is what the three processes wrote to disk (/proc's
+	// write_bytes: the WAL and the backend).
+	DiskBytes float64 `json:"disk_bytes_written_per_1000_executions"`
+	// Keys is the keys put and deleted, Txns the transactions, as one
+	// member counts them (every member applies each).
+	Keys float64 `json:"keys_written_per_1000_executions"`
+	Txns float64 `json:"transactions_per_1000_executions"`
+	// DBBytes is the database size at the end of the window (the largest
+	// member's).
+	DBBytes float64 `json:"db_size_bytes"`
+}
+
+// etcdReading is the cluster's counters at one moment.
+type etcdReading struct {
+	cpu, disk, keys, txns, db float64
+}
+
+func (c *EtcdCluster) read() etcdReading {
+	var r etcdReading
+	for i, p := range c.procs {
+		cpu, disk := procUsage(p.cmd.Process.Pid)
+		r.cpu, r.disk = r.cpu+cpu, r.disk+disk
+		m := scrape(c.metrics[i])
+		r.keys = max(r.keys, m["etcd_mvcc_put_total"]+m["etcd_mvcc_delete_total"])
+		r.txns = max(r.txns, m["etcd_mvcc_txn_total"])
+		r.db = max(r.db, m["etcd_mvcc_db_total_size_in_bytes"])
+	}
+	return r
+}
+
+// cost is what the cluster paid between two readings for executions.
+func cost(before, after etcdReading, executions int) *EtcdCost {
+	if executions == 0 {
+		return nil
+	}
+	per := 1000 / float64(executions)
+	return &EtcdCost{CPUSeconds: (after.cpu - before.cpu) * per, DiskBytes: (after.disk - before.disk) * per,
+		Keys: (after.keys - before.keys) * per, Txns: (after.txns - before.txns) * per, DBBytes: after.db}
+}
+
+// procUsage reads a process's CPU seconds and bytes written to disk from /proc.
+func procUsage(pid int) (cpuSeconds, diskBytes float64) {
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// Fields after the command (which may hold spaces) start after ")".
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
+			f := strings.Fields(string(stat)[i+1:])
+			if len(f) > 12 {
+				utime, _ := strconv.ParseFloat(f[11], 64)
+				stime, _ := strconv.ParseFloat(f[12], 64)
+				cpuSeconds = (utime + stime) / clockTicks
+			}
+		}
+	}
+	if io, err := os.Open(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
+		sc := bufio.NewScanner(io)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "write_bytes: "); ok {
+				diskBytes, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		io.Close()
+	}
+	return cpuSeconds, diskBytes
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times: 100
+// on every Linux Go runs on.
+const clockTicks = 100
+
+// scrape reads the counters and gauges of a Prometheus text endpoint,
+// summed over their labels.
+func scrape(url string) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get(url)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, "{")
+		if v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
+			out[name] += v
+		}
+	}
+	return out
+}
+
+// loadServer answers the HTTP load job with n bytes until stopped.
+func loadServer(n int) (url string, stop func(), err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	answer := []byte(strings.Repeat("x", n))
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(answer) }), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(l)
+	return "http://" + l.Addr().String() + "/", func() { srv.Close() }, nil
+}
+
+// prodCatalog is the lateness load for `kira run` processes: an HTTP job
+// (kira run has no Go handlers) answered by the bench, with a history long
+// enough to keep every fire of the window.
+const prodCatalog = `cluster: %s
+membership:
+  lease_ttl: 6s
+jobs:
+  - name: load
+    schedule: "@every 1s"
+    partitions: %d
+    http: {url: "%s", method: GET}
+    misfire: fire-all
+    catchup_window: 1m
+    overlap: skip
+    history_limit: %d
+    jitter: %s
+`
+
+// procLateness is lateness with the members as three `kira run` processes
+// of the bench's binary, against cfg.Cluster (three `kira etcd`
+// processes), and what etcd paid: the production shape. What ran is read
+// back from the history in etcd.
+func procLateness(cfg Config, n int) (Lateness, error) {
+	res := Lateness{Slots: n, Executor: fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes), Jitter: cfg.Jitter, Processes: true}
+	url, stopLoad, err := loadServer(cfg.OutputBytes)
+	if err != nil {
+		return res, err
+	}
+	defer stopLoad()
+	dir, err := os.MkdirTemp("", "kira-bench-lateness")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	name := cluster("prod-lateness")
+	keep := min(999, int(cfg.Duration/time.Second)+10)
+	catalog := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(catalog, []byte(fmt.Sprintf(prodCatalog, name, n, url, keep, cfg.Jitter)), 0o600); err != nil {
+		return res, err
+	}
+	cli, err := etcdclient.New(cfg.Etcd)
+	if err != nil {
+		return res, err
+	}
+	defer cli.Close()
+	began := time.Now()
+	var procs []*memberProc
+	defer func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		p, err := startProc(cfg, dir, catalog, fmt.Sprintf("m%d", i))
+		if err != nil {
+			return res, err
+		}
+		procs = append(procs, p)
+	}
+	err = waitProcs(procs, 5*time.Minute, func(ctx context.Context) (bool, error) {
+		st, err := operator.ReadStatus(ctx, cli, name)
+		if err != nil {
+			return false, err
+		}
+		owned := 0
+		for _, s := range st.Slots {
+			if s.Owner != "" {
+				owned++
+			}
+		}
+		return len(st.Members) == 3 && owned == n, nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("bench: lateness at %d slots with processes, while the slots were being taken: %w", n, err)
+	}
+	res.Settle = time.Since(began)
+	from := time.Now().Add(cfg.Warmup).Truncate(time.Second).Add(time.Second)
+	to := from.Add(cfg.Duration)
+	time.Sleep(time.Until(from.Add(-time.Second / 2)))
+	etcdBefore, cpuBefore := cfg.Cluster.read(), procsCPU(procs)
+	time.Sleep(time.Until(to.Add(-time.Second / 2)))
+	etcdAfter, cpuAfter := cfg.Cluster.read(), procsCPU(procs)
+	time.Sleep(time.Until(to) + 2*time.Second) // let the window's runs finish and be recorded
+	if err := exited(procs); err != nil {
+		res.MemberLost = err.Error()
+	}
+	res.CPU = time.Duration((cpuAfter - cpuBefore) * float64(time.Second))
+	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
+	if err := countFromHistory(cli, name, from, to, cfg.Jitter, &res); err != nil {
+		return res, err
+	}
+	res.Expected = n * int(cfg.Duration/time.Second)
+	// A fire with no record did not start: the loop fell behind and let it
+	// go, or its start could not be recorded.
+	res.NotStarted += max(0, res.Expected-res.Started-res.Skipped-res.NotStarted)
+	res.EtcdCost = cost(etcdBefore, etcdAfter, res.Started)
+	return res, nil
+}
+
+// procsCPU is the CPU seconds the processes used so far.
+func procsCPU(procs []*memberProc) float64 {
+	total := 0.0
+	for _, p := range procs {
+		cpu, _ := procUsage(p.cmd.Process.Pid)
+		total += cpu
+	}
+	return total
+}
+
+// countFromHistory counts and spreads the fires scheduled in [from, to)
+// from the job's history records, read in pages.
+func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, jitter time.Duration, res *Lateness) error {
+	load := config.Job{Name: "load", Jitter: jitter}
+	prefix := keyspace.History(cluster, "load")
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	var late []time.Duration
+	for key := prefix; ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		resp, err := cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(2000))
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			var r history.Record
+			if json.Unmarshal(kv.Value, &r) != nil || r.ScheduledTime.Before(from) || !r.ScheduledTime.Before(to) || r.Cause != history.CauseSchedule && r.Cause != history.CauseCatchup {
+				continue
+			}
+			due := r.ScheduledTime.Add(load.JitterOffset(shard.Slot{Job: "load", Partition: r.Partition}))
+			switch r.Outcome {
+			case history.OutcomeSkipped, history.OutcomeMissed:
+				res.Skipped++
+			case string(jobs.Succeeded), string(jobs.Failed), string(jobs.TimedOut), string(jobs.Fenced):
+				res.Started++
+				late = append(late, r.StartedAt.Sub(due))
+			default:
+				res.NotStarted++
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	res.P50, res.P99, res.Max = spread(late)
+	return nil
+}
