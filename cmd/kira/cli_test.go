@@ -117,6 +117,11 @@ func dayTwoHistory(t *testing.T, env []string) {
 	if _, stderr, code := kiraWith(t, "", env, "history", "ok", "--outcome", "bad"); code != 1 || !strings.Contains(stderr, "must be one of") {
 		t.Fatalf("--outcome bad: exit %d: %s", code, stderr)
 	}
+	for _, cmd := range []string{"history", "trigger", "next"} {
+		if _, stderr, code := kiraWith(t, "", env, cmd, "ok", "--partition", "2"); code != 1 || !strings.Contains(stderr, "job ok has partitions 0 to 1; --partition 2 does not exist") {
+			t.Fatalf("%s --partition 2 of a job of two: exit %d: %s", cmd, code, stderr)
+		}
+	}
 
 }
 

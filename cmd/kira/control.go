@@ -27,6 +27,15 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
+// checkPartition refuses a --partition the job does not have; -1 stands
+// for every partition where every says it may.
+func checkPartition(cmd string, j config.Job, p int, every bool) error {
+	if p >= j.Partitions || p < 0 && !(every && p == -1) {
+		return fmt.Errorf("kira %s: job %s has partitions 0 to %d; --partition %d does not exist", cmd, j.Name, j.Partitions-1, p)
+	}
+	return nil
+}
+
 // jobCmd is a command on one job of the stored catalog.
 func (c *cli) jobCmd(name, short string, run func(ctx context.Context, cli *clientv3.Client, j config.Job) error) *cobra.Command {
 	return &cobra.Command{
@@ -77,10 +86,11 @@ func (c *cli) triggerCmd() *cobra.Command {
 	var out output
 	cmd := c.jobCmd("trigger", "Run a job once now, by the current owner of each slot, with its own execution id",
 		func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
+			if err := checkPartition("trigger", j, partition, true); err != nil {
+				return err
+			}
 			var slots []shard.Slot
 			switch {
-			case partition >= j.Partitions:
-				return fmt.Errorf("kira trigger: job %s has partitions 0 to %d; --partition %d does not exist", j.Name, j.Partitions-1, partition)
 			case partition >= 0:
 				slots = []shard.Slot{{Job: j.Name, Partition: partition}}
 			default:
@@ -119,6 +129,9 @@ func (c *cli) historyCmd() *cobra.Command {
 	var out output
 	cmd := c.jobCmd("history", "Recent executions of a job, newest first",
 		func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
+			if err := checkPartition("history", j, partition, true); err != nil {
+				return err
+			}
 			keep, err := operator.OutcomeFilter(outcome)
 			if err != nil {
 				return fmt.Errorf("kira history: --outcome: %w", err)

@@ -36,8 +36,8 @@ func (c *cli) nextCmd() *cobra.Command {
 				}
 				start = t
 			}
-			if partition >= j.Partitions {
-				return fmt.Errorf("kira next: job %s has partitions 0 to %d; --partition %d does not exist", j.Name, j.Partitions-1, partition)
+			if err := checkPartition("next", j, partition, false); err != nil {
+				return err
 			}
 			fires, err := upcoming(j, start, n, partition)
 			if err != nil {
