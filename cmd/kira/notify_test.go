@@ -97,14 +97,15 @@ jobs:
 		t.Fatalf("the link %s: %d %+v", got[0].msg.Link, resp.StatusCode, linked)
 	}
 
-	// Each fire started on time while /slow held every notification for 3 s.
+	// Each fire started on time while /slow held every notification for 3 s:
+	// a notifier in the fire's way would make it seconds late, or skip it.
 	out, code := runKira(t, "history", "flaky", "--etcd", etcd.Endpoints()[0], "--cluster", "hooks", "-n", "10", "-o", "json")
 	var recs []history.Record
 	if code != 0 || json.Unmarshal([]byte(out), &recs) != nil || len(recs) < 6 {
 		t.Fatalf("history: exit %d\n%s", code, out)
 	}
 	for _, r := range recs {
-		if r.Attempt == 1 && r.StartedAt.Sub(r.ScheduledTime) > 500*time.Millisecond {
+		if r.Attempt == 1 && r.StartedAt.Sub(r.ScheduledTime) > time.Second {
 			t.Errorf("fire %s started %s late", r.ScheduledTime, r.StartedAt.Sub(r.ScheduledTime))
 		}
 	}
