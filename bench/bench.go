@@ -669,6 +669,19 @@ func counters(names ...string) float64 {
 	return n
 }
 
+// metricsURLs are the /metrics URLs of an etcd the bench did not start in
+// its process (--etcd), whose cost it then reads from etcd's own metrics.
+func metricsURLs(cfg Config) []string {
+	if cfg.EtcdInProcess {
+		return nil
+	}
+	var out []string
+	for _, ep := range cfg.Etcd.Endpoints {
+		out = append(out, strings.TrimSuffix(ep, "/")+"/metrics")
+	}
+	return out
+}
+
 // useLoad makes the lateness load job of cat what cfg says: `sh -c :`, an
 // HTTP job answered with cfg.OutputBytes bytes by a server it starts (the
 // returned function stops it), or the Go handler.
@@ -733,9 +746,12 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	// and at an instant it took the CPU from the fires measured. They count
 	// a span as long as the window, in the same steady state.
 	time.Sleep(time.Until(from.Add(-time.Second / 2)))
+	external := metricsURLs(cfg) // what an etcd of its own says it paid
+	extBefore, extOK := readMetrics(external)
 	before, keysBefore, bytesBefore, cpuBefore := grpcCalls(), keysWritten(), bytesReceived(), cpuTime()
 	time.Sleep(time.Until(to.Add(-time.Second / 2)))
 	after, keysAfter, bytesAfter, cpuAfter := grpcCalls(), keysWritten(), bytesReceived(), cpuTime()
+	extAfter, extAfterOK := readMetrics(external)
 	time.Sleep(time.Until(to))
 	res.CPU, res.EtcdInProcess = cpuAfter-cpuBefore, cfg.EtcdInProcess
 	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
@@ -795,6 +811,9 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		res.PerExecute = float64(writes) / float64(res.Started)
 		res.KeysPerExecute = float64(keysAfter-keysBefore) / float64(res.Started)
 		res.BytesPerExecute = (bytesAfter - bytesBefore) / float64(res.Started)
+	}
+	if extOK && extAfterOK {
+		res.EtcdCost = cost(extBefore, extAfter, res.Started)
 	}
 	return res, nil
 }

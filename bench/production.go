@@ -109,9 +109,12 @@ func (c *EtcdCluster) Stop() {
 type EtcdCost struct {
 	// CPUSeconds is the three processes' CPU time (user + system).
 	CPUSeconds float64 `json:"cpu_seconds_per_1000_executions"`
-	// DiskBytes is what the three processes wrote to disk (/proc's
-	// write_bytes: the WAL and the backend).
+	// DiskBytes is what the etcd processes wrote to disk (/proc's
+	// write_bytes: the WAL and the backend); 0 for an etcd the bench did
+	// not start. WALBytes is what their write-ahead logs took, from etcd's
+	// own counter.
 	DiskBytes float64 `json:"disk_bytes_written_per_1000_executions"`
+	WALBytes  float64 `json:"wal_bytes_per_1000_executions"`
 	// Keys is the keys put and deleted, Txns the transactions, as one
 	// member counts them (every member applies each).
 	Keys float64 `json:"keys_written_per_1000_executions"`
@@ -121,22 +124,41 @@ type EtcdCost struct {
 	DBBytes float64 `json:"db_size_bytes"`
 }
 
-// etcdReading is the cluster's counters at one moment.
+// etcdReading is an etcd cluster's counters at one moment.
 type etcdReading struct {
-	cpu, disk, keys, txns, db float64
+	cpu, disk, wal, keys, txns, db float64
 }
 
+// read reads the cluster's counters: CPU and disk from /proc, the rest
+// from its members' /metrics.
 func (c *EtcdCluster) read() etcdReading {
-	var r etcdReading
-	for i, p := range c.procs {
+	r, _ := readMetrics(c.metrics)
+	r.cpu = 0
+	for _, p := range c.procs {
 		cpu, disk := procUsage(p.cmd.Process.Pid)
 		r.cpu, r.disk = r.cpu+cpu, r.disk+disk
-		m := scrape(c.metrics[i])
+	}
+	return r
+}
+
+// readMetrics reads what an etcd cluster says of itself at the /metrics
+// URLs of its members: CPU (its process collector) and WAL bytes summed
+// over the members, keys, transactions and database size as one member
+// counts them. ok is false when a member did not answer (with TLS, the
+// bench does not read it).
+func readMetrics(urls []string) (r etcdReading, ok bool) {
+	for _, url := range urls {
+		m := scrape(url)
+		if len(m) == 0 {
+			return r, false
+		}
+		r.cpu += m["process_cpu_seconds_total"]
+		r.wal += m["etcd_disk_wal_write_bytes_total"]
 		r.keys = max(r.keys, m["etcd_mvcc_put_total"]+m["etcd_mvcc_delete_total"])
 		r.txns = max(r.txns, m["etcd_mvcc_txn_total"])
 		r.db = max(r.db, m["etcd_mvcc_db_total_size_in_bytes"])
 	}
-	return r
+	return r, len(urls) > 0
 }
 
 // cost is what the cluster paid between two readings for executions.
@@ -145,7 +167,7 @@ func cost(before, after etcdReading, executions int) *EtcdCost {
 		return nil
 	}
 	per := 1000 / float64(executions)
-	return &EtcdCost{CPUSeconds: (after.cpu - before.cpu) * per, DiskBytes: (after.disk - before.disk) * per,
+	return &EtcdCost{CPUSeconds: (after.cpu - before.cpu) * per, DiskBytes: (after.disk - before.disk) * per, WALBytes: (after.wal - before.wal) * per,
 		Keys: (after.keys - before.keys) * per, Txns: (after.txns - before.txns) * per, DBBytes: after.db}
 }
 

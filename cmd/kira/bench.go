@@ -213,10 +213,14 @@ func printBench(w io.Writer, r *bench.Report) {
 		}
 	}
 	if len(costs) > 0 {
-		fmt.Fprintln(tw, "ETCD COST PER 1,000 EXECUTIONS\tSLOTS\tCPU s (3 processes)\tDISK WRITTEN\tKEYS\tTXNS\tDB SIZE AT END")
+		fmt.Fprintln(tw, "ETCD COST PER 1,000 EXECUTIONS\tSLOTS\tCPU s (all members)\tDISK WRITTEN\tWAL\tKEYS\tTXNS\tDB SIZE AT END")
 		for _, l := range costs {
 			c := l.EtcdCost
-			fmt.Fprintf(tw, "\t%d\t%.3f\t%.2f MB\t%.0f\t%.1f\t%.1f MB\n", l.Slots, c.CPUSeconds, c.DiskBytes/1e6, c.Keys, c.Txns, c.DBBytes/1e6)
+			disk := "-" // not known for an etcd the bench did not start
+			if c.DiskBytes > 0 {
+				disk = fmt.Sprintf("%.2f MB", c.DiskBytes/1e6)
+			}
+			fmt.Fprintf(tw, "\t%d\t%.3f\t%s\t%.2f MB\t%.0f\t%.1f\t%.1f MB\n", l.Slots, c.CPUSeconds, disk, c.WALBytes/1e6, c.Keys, c.Txns, c.DBBytes/1e6)
 		}
 		fmt.Fprintln(tw)
 	}
