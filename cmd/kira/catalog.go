@@ -75,12 +75,11 @@ func (c *cli) diffCmd() *cobra.Command {
 			"(as kubectl's KUBECTL_EXTERNAL_DIFF); without one, the changes are listed as kira apply lists them.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := c.diff(cmd, file); err != nil && !errors.Is(err, errDiffers) {
+			err := c.diff(cmd, file)
+			if err != nil && !errors.Is(err, errDiffers) {
 				return exitCode{2, err}
-			} else if err != nil {
-				return err
 			}
-			return nil
+			return err
 		},
 	}
 	file.register(cmd)
