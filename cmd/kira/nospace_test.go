@@ -64,6 +64,12 @@ func expectLoudThenRecovered(t *testing.T, cli *clientv3.Client, member *proc, a
 	if code, _ := get("http://" + addr + "/livez"); code != 200 {
 		t.Fatalf("/livez %d during NOSPACE: a liveness probe would restart the member", code)
 	}
+	kiratest.WaitUntil(t, "the refused fires counted in one line", 20*time.Second, func() bool {
+		return strings.Contains(member.Output(), "fires not started: etcd is out of space")
+	})
+	if n := strings.Count(member.Output(), "database space exceeded"); n > 3 {
+		t.Fatalf("%d log lines of refused starts: want them counted, not one line a fire", n)
+	}
 	recover()
 	kiratest.WaitUntil(t, "the member ready again, the alarm gone", 60*time.Second, func() bool {
 		code, _ := get("http://" + addr + "/readyz")

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/kira-scheduler/kira/member"
 	"github.com/kira-scheduler/kira/scheduler"
 	"github.com/spf13/cobra"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 type runFlags struct {
@@ -147,6 +149,33 @@ type runner struct {
 	logger  *slog.Logger
 	metrics *metrics
 	current atomic.Pointer[member.Incarnation]
+	noSpace noSpaceLog
+}
+
+// noSpaceLog counts the fires whose start etcd refused for want of space:
+// under NOSPACE every fire fails so, and one line every noSpaceLogEvery
+// says how many, instead of one line a fire (the member's alarm watch has
+// said why, at ERROR). Held by TestNoSpaceRecoversByItself.
+type noSpaceLog struct {
+	mu    sync.Mutex
+	count int // fires refused since the last line
+	last  time.Time
+}
+
+// noSpaceLogEvery is how often the refused fires are counted in the log.
+const noSpaceLogEvery = 10 * time.Second
+
+// refused counts one fire; it logs the count when noSpaceLogEvery has passed.
+func (n *noSpaceLog) refused(logger *slog.Logger, e scheduler.Event) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.count++
+	if time.Since(n.last) < noSpaceLogEvery {
+		return
+	}
+	logger.Warn("fires not started: etcd is out of space (NOSPACE) and refuses to record their start",
+		"fires", n.count, "last_slot", e.Slot.String(), "last_execution_id", e.Execution.ID)
+	n.count, n.last = 0, time.Now()
 }
 
 func (r *runner) onEvent(e scheduler.Event) {
@@ -166,6 +195,10 @@ func (r *runner) onEvent(e scheduler.Event) {
 // executionFinished logs an execution's end: at WARN when it failed, timed
 // out or was fenced, with its execution id and trace id either way.
 func (r *runner) executionFinished(e scheduler.Event) {
+	if errors.Is(e.Result.Err, rpctypes.ErrNoSpace) {
+		r.noSpace.refused(r.logger, e)
+		return
+	}
 	attrs := []any{"slot", e.Slot.String(), "token", e.Token.String(), "execution_id", e.Execution.ID, "trace_id", e.TraceID,
 		"trigger", string(e.Cause), "attempt", e.Attempt, "scheduled", e.Execution.ScheduledTimeText(), "outcome", string(e.Result.Outcome), "code", e.Result.Code}
 	if out := strings.TrimSpace(e.Result.OutputTail); out != "" {
