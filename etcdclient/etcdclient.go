@@ -37,6 +37,8 @@ const (
 	EnvKey       = "KIRA_ETCD_KEY"
 	EnvUser      = "KIRA_ETCD_USER"
 	EnvPassword  = "KIRA_ETCD_PASSWORD"
+	// EnvPasswordFile names a file whose first line is the password.
+	EnvPasswordFile = "KIRA_ETCD_PASSWORD_FILE"
 )
 
 // DefaultDialTimeout bounds connecting to an endpoint.
@@ -54,16 +56,6 @@ type Config struct {
 	User, Password, PasswordFile string
 	// DialTimeout defaults to DefaultDialTimeout.
 	DialTimeout time.Duration
-}
-
-// FromEnv returns the settings the environment gives (KIRA_ETCD_*), for
-// flags to override.
-func FromEnv() Config {
-	return Config{
-		Endpoints: SplitList(os.Getenv(EnvEndpoints)),
-		CACert:    os.Getenv(EnvCACert), Cert: os.Getenv(EnvCert), Key: os.Getenv(EnvKey),
-		User: os.Getenv(EnvUser), Password: os.Getenv(EnvPassword),
-	}
 }
 
 // SplitList splits a comma-separated list, dropping empty items.

@@ -74,7 +74,7 @@ func (c *cli) registerGlobal(fs *pflag.FlagSet) {
 	fs.StringVar(&c.etcd.PasswordFile, "password-file", "", "file whose first line is the password of --user")
 	fs.StringVar(&c.cluster, "cluster", config.DefaultCluster, "cluster name (the catalog's cluster:)")
 	for flag, env := range map[string]string{"etcd": etcdclient.EnvEndpoints, "cacert": etcdclient.EnvCACert, "cert": etcdclient.EnvCert,
-		"key": etcdclient.EnvKey, "user": etcdclient.EnvUser, "password": etcdclient.EnvPassword, "password-file": etcdclient.EnvPassword + "_FILE"} {
+		"key": etcdclient.EnvKey, "user": etcdclient.EnvUser, "password": etcdclient.EnvPassword, "password-file": etcdclient.EnvPasswordFile} {
 		fs.SetAnnotation(flag, envAnnotation, []string{env})
 	}
 }
