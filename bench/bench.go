@@ -225,6 +225,8 @@ type Rebalance struct {
 	Moved  float64       `json:"moved_fraction"`
 	Ideal  float64       `json:"ideal_fraction"`
 	Settle time.Duration `json:"settle_ns"`
+	// Processes: the members were kira run processes (--production).
+	Processes bool `json:"processes,omitempty"`
 }
 
 // events collects scheduler events from every member.
@@ -446,11 +448,19 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	}
 	if cfg.Rebalance > 0 {
 		progress(fmt.Sprintf("rebalance, %d slots, 3→4→3 members", cfg.Rebalance))
-		rb, mem, err := rebalance(cfg, cfg.Rebalance)
-		if err != nil {
-			return r, err
+		if cfg.Cluster != nil {
+			rb, err := procRebalance(cfg, cfg.Rebalance)
+			r.Rebalance = rb
+			if err != nil {
+				return r, err
+			}
+		} else {
+			rb, mem, err := rebalance(cfg, cfg.Rebalance)
+			if err != nil {
+				return r, err
+			}
+			r.Rebalance, r.Memory = rb, mem
 		}
-		r.Rebalance, r.Memory = rb, mem
 	}
 	return r, ctx.Err()
 }

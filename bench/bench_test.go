@@ -214,4 +214,18 @@ func TestProductionShape(t *testing.T) {
 	if c == nil || c.Keys < 900 || c.Keys > 1300 || c.CPUSeconds <= 0 || c.DiskBytes <= 0 || c.WALBytes <= 0 || c.DBBytes <= 0 {
 		t.Fatalf("etcd cost %+v: want about 1,000 keys per 1,000 executions, and some CPU, disk and database", c)
 	}
+	rb, err := procRebalance(cfg, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rebalance %+v", rb)
+	if len(rb) != 2 || rb[0].Change != "3→4" || rb[1].Change != "4→3" {
+		t.Fatalf("rebalance %+v: want 3→4 then 4→3", rb)
+	}
+	for _, b := range rb {
+		// 200 slots over a ring of 256 points a member: near a quarter moves.
+		if !b.Processes || b.Moved < 0.1 || b.Moved > 0.4 || b.Settle <= 0 {
+			t.Fatalf("rebalance %+v: want about a quarter of the slots moved, by processes", b)
+		}
+	}
 }

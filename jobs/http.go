@@ -22,7 +22,24 @@ import (
 // each request is an HTTP client span (otelhttp), a child of the
 // execution's or the raise's span, and its traceparent header names that
 // client span. Held by TestTracesReachAnOTLPReceiver.
-var tracedClient = &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport)}
+var tracedClient = &http.Client{Transport: otelhttp.NewTransport(pooledTransport())}
+
+// pooledTransport is net/http's default transport keeping up to
+// IdleConnsPerHost idle connections to each receiver instead of 2: a member
+// whose slots of one job fire together sends that many requests to one host
+// at once, and with 2 kept it dials all but 2 of them again at every fire (a
+// fifth of a member's CPU, and a TIME_WAIT socket a request; the figure is
+// in docs/benchmarks.md, "HTTP jobs keep their connections").
+func pooledTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no limit over all hosts; each is bounded below
+	t.MaxIdleConnsPerHost = IdleConnsPerHost
+	return t
+}
+
+// IdleConnsPerHost is how many idle connections to one receiver an HTTP
+// job's client keeps; they close after 90 s unused.
+const IdleConnsPerHost = 1024
 
 // HTTP makes one request per execution; a 2xx answer is success, and a 409
 // Conflict is taken as the protected resource fencing a stale token.

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -267,5 +269,66 @@ func TestHandlerSeesTokenAndExecution(t *testing.T) {
 	}
 	if _, err := ForJob(config.Job{Name: "j", Handler: "missing"}, handlers); !errors.Is(err, ErrUnknownHandler) {
 		t.Fatalf("unknown handler error %v", err)
+	}
+}
+
+// TestHTTPKeepsItsConnectionsForTheNextFire: a member's slots of one job fire
+// together, so their requests reach one receiver at once; the next fire must
+// find those connections kept (net/http's default keeps 2 a host) instead of
+// dialling them all again.
+func TestHTTPKeepsItsConnectionsForTheNextFire(t *testing.T) {
+	const together = 64
+	var (
+		mu      sync.Mutex
+		dialled int
+		arrived int
+		all     = make(chan struct{})
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		wait := all
+		if arrived++; arrived%together == 0 {
+			close(all)
+			all = make(chan struct{})
+		}
+		mu.Unlock()
+		select { // every request of a fire is open at once
+		case <-wait:
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			dialled++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	defer tracedClient.CloseIdleConnections()
+	h := &HTTP{Spec: config.HTTPSpec{URL: srv.URL, Method: "POST"}}
+	fire := func() int {
+		mu.Lock()
+		before := dialled
+		mu.Unlock()
+		var wg sync.WaitGroup
+		for range together {
+			wg.Go(func() {
+				if res := h.Execute(context.Background(), exec1); res.Outcome != Succeeded {
+					t.Errorf("result %+v", res)
+				}
+			})
+		}
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return dialled - before
+	}
+	if n := fire(); n != together {
+		t.Fatalf("the first fire opened %d connections; want %d (its requests were not all open at once)", n, together)
+	}
+	if n := fire(); n != 0 {
+		t.Fatalf("the second fire opened %d new connections; want 0: the first fire's were not kept", n)
 	}
 }

@@ -200,9 +200,13 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintln(tw)
 	}
 	if len(r.Rebalance) > 0 {
-		fmt.Fprintln(tw, "REBALANCE\tCHANGE\tSLOTS\tMOVED\tIDEAL\tSETTLE")
+		fmt.Fprintln(tw, "REBALANCE\tCHANGE\tSLOTS\tMOVED\tIDEAL\tSETTLE\tMEMBERS")
 		for _, b := range r.Rebalance {
-			fmt.Fprintf(tw, "\t%s\t%d\t%.3f\t%.3f\t%s\n", b.Change, b.Slots, b.Moved, b.Ideal, b.Settle.Round(time.Millisecond))
+			members := "in the bench's process"
+			if b.Processes {
+				members = "kira run processes"
+			}
+			fmt.Fprintf(tw, "\t%s\t%d\t%.3f\t%.3f\t%s\t%s\n", b.Change, b.Slots, b.Moved, b.Ideal, b.Settle.Round(time.Millisecond), members)
 		}
 		fmt.Fprintln(tw)
 	}

@@ -149,33 +149,50 @@ type runner struct {
 	logger  *slog.Logger
 	metrics *metrics
 	current atomic.Pointer[member.Incarnation]
-	noSpace noSpaceLog
+	counted countedLog
 }
 
-// noSpaceLog counts the fires whose start etcd refused for want of space:
-// under NOSPACE every fire fails so, and one line every noSpaceLogEvery
-// says how many, instead of one line a fire (the member's alarm watch has
-// said why, at ERROR). Held by TestNoSpaceRecoversByItself.
-type noSpaceLog struct {
-	mu    sync.Mutex
-	count int // fires refused since the last line
+// countedLog logs a kind of event that can come by the thousand a second
+// (fires refused under NOSPACE, fires skipped past capacity) once every
+// countedLogEvery per key, with how many came since its previous line,
+// instead of one line each: a line each would cost the member the CPU it
+// lacks already. The first event of a key is logged at once; each event is
+// still counted in the metrics and, for a skip, recorded in the history.
+// Held by TestNoSpaceRecoversByItself and TestSkipsAreCountedInTheLog.
+type countedLog struct {
+	mu   sync.Mutex
+	keys map[string]*counted
+}
+
+type counted struct {
+	count int // events since the last line
 	last  time.Time
 }
 
-// noSpaceLogEvery is how often the refused fires are counted in the log.
-const noSpaceLogEvery = 10 * time.Second
+// countedLogEvery is how often a key's events are counted in the log.
+const countedLogEvery = 10 * time.Second
 
-// refused counts one fire; it logs the count when noSpaceLogEvery has passed.
-func (n *noSpaceLog) refused(logger *slog.Logger, e scheduler.Event) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.count++
-	if time.Since(n.last) < noSpaceLogEvery {
+// add counts one event of key; when the key's last line is countedLogEvery
+// old, it calls log with the count since then, this event included.
+func (c *countedLog) add(key string, log func(count int)) {
+	c.mu.Lock()
+	if c.keys == nil {
+		c.keys = map[string]*counted{}
+	}
+	k := c.keys[key]
+	if k == nil {
+		k = &counted{}
+		c.keys[key] = k
+	}
+	k.count++
+	if time.Since(k.last) < countedLogEvery {
+		c.mu.Unlock()
 		return
 	}
-	logger.Warn("fires not started: etcd is out of space (NOSPACE) and refuses to record their start",
-		"fires", n.count, "last_slot", e.Slot.String(), "last_execution_id", e.Execution.ID)
-	n.count, n.last = 0, time.Now()
+	n := k.count
+	k.count, k.last = 0, time.Now()
+	c.mu.Unlock()
+	log(n)
 }
 
 func (r *runner) onEvent(e scheduler.Event) {
@@ -184,7 +201,10 @@ func (r *runner) onEvent(e scheduler.Event) {
 	case scheduler.Acquired, scheduler.Released, scheduler.Lost:
 		r.logger.Info("slot "+string(e.Kind), "slot", e.Slot.String(), "token", e.Token.String(), "reason", e.Reason)
 	case scheduler.Skipped:
-		r.logger.Warn("fire skipped", "slot", e.Slot.String(), "scheduled", e.Execution.ScheduledTimeText(), "reason", e.Reason)
+		r.counted.add("skipped\x00"+e.Slot.Job+"\x00"+e.Reason, func(n int) {
+			r.logger.Warn("fires skipped", "job", e.Slot.Job, "reason", e.Reason, "fires", n,
+				"last_slot", e.Slot.String(), "last_scheduled", e.Execution.ScheduledTimeText())
+		})
 	case scheduler.Paused, scheduler.Resumed:
 		r.logger.Info("job "+string(e.Kind), "job", e.Slot.Job)
 	case scheduler.Finished:
@@ -196,7 +216,10 @@ func (r *runner) onEvent(e scheduler.Event) {
 // out or was fenced, with its execution id and trace id either way.
 func (r *runner) executionFinished(e scheduler.Event) {
 	if errors.Is(e.Result.Err, rpctypes.ErrNoSpace) {
-		r.noSpace.refused(r.logger, e)
+		r.counted.add("nospace", func(n int) {
+			r.logger.Warn("fires not started: etcd is out of space (NOSPACE) and refuses to record their start",
+				"fires", n, "last_slot", e.Slot.String(), "last_execution_id", e.Execution.ID)
+		})
 		return
 	}
 	attrs := []any{"slot", e.Slot.String(), "token", e.Token.String(), "execution_id", e.Execution.ID, "trace_id", e.TraceID,

@@ -27,16 +27,20 @@ type Write struct {
 // linger is how long the writer holds lazy writes, while nothing else is
 // queued, to commit them together. Slots that fire together queue their
 // writes together; without it, slots whose fires are spread over the second
-// (jitter) would each have a transaction of their own (docs/benchmarks.md).
-// Held by TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite.
-const linger = 20 * time.Millisecond
+// (jitter) would each have a transaction of their own, and etcd pays for
+// each (docs/benchmarks.md, "the writer lingers"). It must stay well under
+// the scheduler's lingerAhead, so a start recorded ahead lazily lands before
+// its fire. Held by TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite.
+const linger = 100 * time.Millisecond
 
 // maxBatch and maxTxnOps bound the writes committed in one transaction:
 // etcd allows 128 operations (and 128 comparisons) per transaction by
 // default, and a write has one comparison and usually one operation (a
 // record, or a state), two with a trigger it consumes or records it trims.
+// A transaction costs etcd a raft entry and a commit on every member
+// whatever it holds, so the writer fills it (docs/benchmarks.md).
 const (
-	maxBatch  = 64
+	maxBatch  = 128
 	maxTxnOps = 128
 )
 

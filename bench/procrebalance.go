@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// rebalanceCatalog is rebalance's load for `kira run` processes: idle
+// slots (an hourly job nobody waits for), since ownership is what is
+// measured.
+const rebalanceCatalog = `cluster: %s
+membership:
+  lease_ttl: 6s
+jobs:
+  - name: idle
+    schedule: "@hourly"
+    partitions: %d
+    command: ["true"]
+`
+
+// procRebalance is rebalance with the members as `kira run` processes of
+// the bench's binary against cfg.Cluster: n idle slots over three members,
+// a fourth joins, then leaves (SIGTERM). Who leads what is read from etcd
+// (the election keys, as kira status reads them), so a settle is known
+// within one read of every election key, tens of milliseconds at 10,000
+// slots.
+func procRebalance(cfg Config, n int) ([]Rebalance, error) {
+	dir, err := os.MkdirTemp("", "kira-bench-rebalance")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	name := cluster("prod-rebalance")
+	catalog := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(catalog, []byte(fmt.Sprintf(rebalanceCatalog, name, n)), 0o600); err != nil {
+		return nil, err
+	}
+	cli, err := etcdclient.New(cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	var procs []*memberProc
+	defer func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}()
+	for i := range 3 {
+		p, err := startProc(cfg, dir, catalog, fmt.Sprintf("m%d", i))
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+	}
+	var owners map[shard.Slot]string // as of the last settled read
+	settled := func(members int) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			o, ok, err := preferredOwners(ctx, cli, name, members, n)
+			if ok {
+				owners = o
+			}
+			return ok, err
+		}
+	}
+	if err := waitProcs(procs, 5*time.Minute, settled(3)); err != nil {
+		return nil, fmt.Errorf("bench: rebalance with processes, while the slots were being taken: %w", err)
+	}
+	var out []Rebalance
+	measure := func(change string, act func() error, members int) error {
+		before := owners
+		start := time.Now()
+		if err := act(); err != nil {
+			return err
+		}
+		if err := waitProcs(procs, 5*time.Minute, settled(members)); err != nil {
+			return fmt.Errorf("bench: rebalance %s with processes: %w", change, err)
+		}
+		took := time.Since(start)
+		moved := 0
+		for s, o := range owners {
+			if before[s] != o {
+				moved++
+			}
+		}
+		out = append(out, Rebalance{Change: change, Slots: n, Moved: float64(moved) / float64(n), Ideal: 0.25, Settle: took, Processes: true})
+		return nil
+	}
+	if err := measure("3→4", func() error {
+		p, err := startProc(cfg, dir, catalog, "m3")
+		if err == nil {
+			procs = append(procs, p)
+		}
+		return err
+	}, 4); err != nil {
+		return out, err
+	}
+	return out, measure("4→3", func() error {
+		fourth := procs[3]
+		procs = procs[:3]
+		fourth.stop()
+		return nil
+	}, 3)
+}
+
+// preferredOwners reads who leads each slot and reports whether the
+// cluster has settled: members members, all n slots led, each by the
+// member the ring over them prefers.
+func preferredOwners(ctx context.Context, kv clientv3.KV, cluster string, members, n int) (map[shard.Slot]string, bool, error) {
+	st, err := operator.ReadStatus(ctx, kv, cluster)
+	if err != nil || len(st.Members) != members {
+		return nil, false, err
+	}
+	var ids []string
+	for _, m := range st.Members {
+		ids = append(ids, m.ID)
+	}
+	ring, err := shard.New(ids)
+	if err != nil {
+		return nil, false, err
+	}
+	owners := make(map[shard.Slot]string, n)
+	for _, s := range st.Slots {
+		slot := shard.Slot{Job: s.Job, Partition: s.Partition}
+		if s.Owner == "" || ring.Owner(slot) != s.Owner {
+			return nil, false, nil
+		}
+		owners[slot] = s.Owner
+	}
+	return owners, len(owners) == n, nil
+}
