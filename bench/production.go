@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -275,9 +276,9 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	}
 	defer os.RemoveAll(dir)
 	name := cluster("prod-lateness")
-	// The window, and the fires while its records settle, each of which may
+	// The window and the fires until the members stop, each of which may
 	// leave two records (a run and a skip) when the machine is overloaded.
-	keep := min(999, 2*int((cfg.Duration+settleRecords)/time.Second)+15)
+	keep := min(999, 2*int(cfg.Duration/time.Second)+30)
 	catalog := filepath.Join(dir, "catalog.yaml")
 	if err := os.WriteFile(catalog, []byte(fmt.Sprintf(prodCatalog, name, n, url, keep, cfg.Jitter)), 0o600); err != nil {
 		return res, err
@@ -324,13 +325,18 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	etcdBefore, cpuBefore := cfg.Cluster.read(), procsCPU(procs)
 	time.Sleep(time.Until(to.Add(-time.Second / 2)))
 	etcdAfter, cpuAfter := cfg.Cluster.read(), procsCPU(procs)
-	time.Sleep(time.Until(to) + 2*time.Second) // let the window's runs finish and be recorded
+	time.Sleep(time.Until(to) + 2*time.Second) // let the window's runs finish
 	if err := exited(procs); err != nil {
 		res.MemberLost = err.Error()
 	}
+	// The members stop (gracefully: each commits the results it has queued)
+	// before the history is read: under load a window's last results land
+	// a while after it, and members still firing would overwrite its
+	// records in the ring while a long history is read.
+	stopAll(procs)
 	res.CPU = time.Duration((cpuAfter - cpuBefore) * float64(time.Second))
 	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
-	if err := countSettled(cli, name, from, to, cfg.Jitter, &res); err != nil {
+	if err := countFromHistory(cli, name, from, to, cfg.Jitter, &res); err != nil {
 		return res, err
 	}
 	res.Expected = n * int(cfg.Duration/time.Second)
@@ -351,30 +357,26 @@ func procsCPU(procs []*memberProc) float64 {
 	return total
 }
 
-// countSettled counts the window's fires from the history once their
-// records stop arriving: under load the last results of the window are
-// written a while after it ends, and a record still on its way is not a
-// fire that did not start. It gives up waiting after settleRecords.
-func countSettled(cli *clientv3.Client, cluster string, from, to time.Time, jitter time.Duration, res *Lateness) error {
-	deadline := time.Now().Add(settleRecords)
-	seen := -1
-	for {
-		counted := *res
-		if err := countFromHistory(cli, cluster, from, to, jitter, &counted); err != nil {
-			return err
-		}
-		if n := counted.Started + counted.Skipped; n == seen || time.Now().After(deadline) {
-			*res = counted
-			return nil
-		} else {
-			seen = n
-		}
-		time.Sleep(time.Second)
+// stopAll stops the processes at once (SIGTERM), and waits for them.
+func stopAll(procs []*memberProc) {
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(p.stop)
 	}
+	wg.Wait()
 }
 
-// settleRecords bounds how long the bench waits for a window's records.
-const settleRecords = 10 * time.Second
+// firesIn is how many of the fires record r stands for (the load fires
+// every second) were scheduled in [from, to).
+func firesIn(r history.Record, from, to time.Time) int {
+	n := 0
+	for i, t := 0, r.ScheduledTime; i < r.Fires(); i, t = i+1, t.Add(time.Second) {
+		if !t.Before(from) && t.Before(to) {
+			n++
+		}
+	}
+	return n
+}
 
 // countFromHistory counts and spreads the fires scheduled in [from, to)
 // from the job's history records, read in pages.
@@ -392,13 +394,16 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 		}
 		for _, kv := range resp.Kvs {
 			var r history.Record
-			if json.Unmarshal(kv.Value, &r) != nil || r.ScheduledTime.Before(from) || !r.ScheduledTime.Before(to) || r.Cause != history.CauseSchedule && r.Cause != history.CauseCatchup {
+			if json.Unmarshal(kv.Value, &r) != nil || r.Cause != history.CauseSchedule && r.Cause != history.CauseCatchup {
+				continue
+			}
+			if firesIn(r, from, to) == 0 {
 				continue
 			}
 			due := r.ScheduledTime.Add(load.JitterOffset(shard.Slot{Job: "load", Partition: r.Partition}))
 			switch r.Outcome {
 			case history.OutcomeSkipped, history.OutcomeMissed:
-				res.Skipped++
+				res.Skipped += firesIn(r, from, to)
 			case string(jobs.Succeeded), string(jobs.Failed), string(jobs.TimedOut), string(jobs.Fenced):
 				res.Started++
 				late = append(late, r.StartedAt.Sub(due))

@@ -20,7 +20,7 @@ func TestStoredRecordIsBounded(t *testing.T) {
 	at := time.Date(2026, 12, 31, 23, 59, 59, 999999999, time.FixedZone("X", -12*3600))
 	r := Record{Job: long(63, "j"), Partition: 99999, ExecutionID: "manual-" + long(64, "f"), Member: member, Token: 1 << 62,
 		ScheduledTime: at, StartedAt: at, FinishedAt: at, Outcome: "timed_out", Attempt: 100, Cause: CauseManual,
-		OutputTail: long(1<<20, "é"), Error: long(1<<20, "ü"), ExitCode: &code}
+		OutputTail: long(1<<20, "é"), Error: long(1<<20, "ü"), ExitCode: &code, Repeats: 1 << 30, LastScheduledTime: &at}
 	st := SlotState{Token: 1 << 62, Member: member, Started: at, StartedID: "manual-" + long(64, "f"), StartedAttempt: 100,
 		Finished: at, Outcome: "timed_out", HistorySeq: 1 << 62, HistoryLimit: 999, MissedDropped: 1 << 62}
 	data, err := json.Marshal(Stored{Record: r, State: &st})
@@ -53,11 +53,11 @@ func TestStoredRecordIsBounded(t *testing.T) {
 	}
 	t.Logf("usual stored record: %d bytes: %s", len(usual), usual)
 	quiet, _ := json.Marshal(Stored{Record: Record{Job: "j", ExecutionID: "e", Outcome: "succeeded"}})
-	if strings.Contains(string(quiet), "output_tail") || strings.Contains(string(quiet), "exit_code") {
+	if strings.Contains(string(quiet), "output_tail") || strings.Contains(string(quiet), "exit_code") || strings.Contains(string(quiet), "repeats") {
 		t.Fatalf("empty fields stored: %s", quiet)
 	}
 	printed, _ := json.Marshal(Record{})
-	for _, field := range []string{`"output_tail":""`, `"error":""`, `"exit_code":null`, `"http_status":null`} {
+	for _, field := range []string{`"output_tail":""`, `"error":""`, `"exit_code":null`, `"http_status":null`, `"repeats":0`, `"last_scheduled_time":null`} {
 		if !strings.Contains(string(printed), field) {
 			t.Errorf("a printed record lacks %s: %s", field, printed)
 		}

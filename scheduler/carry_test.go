@@ -106,12 +106,14 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 		t.Fatal("the manual run's start was never written")
 	}
 	var skipped []string
+	var last time.Time
 	for range 2 {
 		e := advance(t, rec, clock, 10*time.Second)
 		if e.Kind != Skipped || e.Reason != "previous run still running" {
 			t.Fatalf("fire at %v: %s %q; want skipped, previous run still running", e.At, e.Kind, e.Reason)
 		}
 		skipped = append(skipped, e.Execution.ID)
+		last = e.Execution.ScheduledTime
 	}
 	queued, _ := n.sched.writer.Queued()
 	if queued != 0 {
@@ -120,18 +122,101 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 
 	gk.open()
 	waitKind(t, rec, "the manual run", 1, func(e Event) bool { return e.Kind == Finished && e.Cause == history.CauseManual })
-	want := map[string]string{ids[0]: "succeeded", skipped[0]: history.OutcomeSkipped, skipped[1]: history.OutcomeSkipped}
-	waitUntil(t, "the run's and both skips' records", 10*time.Second, func() bool {
+	// The second skip was added to the first's carried record.
+	want := map[string]string{ids[0]: "succeeded", skipped[0]: history.OutcomeSkipped}
+	waitUntil(t, "the run's and the skips' records", 10*time.Second, func() bool {
 		hist, err := operator.ReadHistory(ctx, cli, "carry", "tick", 0, 50)
 		if err != nil {
 			t.Fatal(err)
 		}
 		found := 0
 		for _, r := range hist {
+			if r.ExecutionID == skipped[1] {
+				t.Fatalf("the second skip has a record of its own: %+v", r)
+			}
+			if r.ExecutionID == skipped[0] && (r.Repeats != 1 || r.LastScheduledTime == nil || !r.LastScheduledTime.Equal(last)) {
+				t.Fatalf("the first skip's record %+v; want it to stand for the second (repeats 1, last at %v)", r, last)
+			}
 			if o, ok := want[r.ExecutionID]; ok && o == r.Outcome {
 				found++
 			}
 		}
 		return found == len(want)
+	})
+}
+
+// Skips of a slot whose record is still waiting in the writer's queue (etcd
+// is behind) are added to that record: past capacity a skip costs etcd no
+// key of its own, and the history still accounts for every fire.
+func TestSkipsWaitingForEtcdAreMerged(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	clock := NewManualClock(t0)
+	cat := catalog("merge", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "block",
+		Misfire: config.MisfireSkip, Overlap: config.OverlapSkip}))
+	release := make(chan struct{})
+	block := func(ctx context.Context) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	rec := newRecorder()
+	gk := &gatedKV{blocked: make(chan struct{}, 16)}
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"block": block}, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
+		writerKV: func(kv clientv3.KV) clientv3.KV { gk.KV = kv; return gk }})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
+		queued, inFlight := n.sched.writer.Queued()
+		return queued == 0 && inFlight == 0
+	})
+	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Started {
+		t.Fatalf("the fire at 12:00:10: %s; want started", e.Kind)
+	}
+
+	gk.close()
+	var skips []Event
+	for i := range 4 {
+		e := advance(t, rec, clock, 10*time.Second)
+		if e.Kind != Skipped || e.Reason != "previous run still running" {
+			t.Fatalf("fire at %v: %s %q; want skipped, previous run still running", e.At, e.Kind, e.Reason)
+		}
+		skips = append(skips, e)
+		if i == 0 {
+			select { // the first skip's write has left the queue: it waits at the gate
+			case <-gk.blocked:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the first skip's record was never written")
+			}
+		}
+	}
+	if queued, _ := n.sched.writer.Queued(); queued != 1 {
+		t.Fatalf("%d writes queued; want the second skip's, standing for the third and fourth too", queued)
+	}
+	gk.open()
+	close(release)
+	waitUntil(t, "the skips' records", 10*time.Second, func() bool {
+		hist, err := operator.ReadHistory(ctx, cli, "merge", "tick", 0, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byID := map[string]history.Record{}
+		for _, r := range hist {
+			byID[r.ExecutionID] = r
+		}
+		first, merged := byID[skips[0].Execution.ID], byID[skips[1].Execution.ID]
+		if _, ok := byID[skips[2].Execution.ID]; ok {
+			t.Fatalf("the third skip has a record of its own: %+v", hist)
+		}
+		if first.Outcome == "" || merged.Outcome == "" {
+			return false
+		}
+		last := skips[3].Execution.ScheduledTime
+		if first.Repeats != 0 || merged.Repeats != 2 || merged.LastScheduledTime == nil || !merged.LastScheduledTime.Equal(last) {
+			t.Fatalf("skip records %+v and %+v; want the first alone and the second standing for two more, up to %v", first, merged, last)
+		}
+		return true
 	})
 }

@@ -65,17 +65,44 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 // those writes queue behind the pending one anyway, and writes of their own
 // would fill the writer's queue when thousands of slots are taken at once.
 // Held by TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite.
+//
+// A skip like the slot's previous one (same reason and trigger) whose
+// record has not left the writer's queue, or is carried, is added to that
+// record (history.Record.Repeats) instead: past capacity, when etcd is
+// behind, skips then cost it nothing, and the fires that do run get the
+// capacity. Held by TestSkipsWaitingForEtcdAreMerged.
 func (s *Scheduler) skip(sl *slot, f fire, now time.Time, reason string) {
 	e := s.execution(sl, f)
 	s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: e, Reason: reason, At: now})
 	r := history.Record{ExecutionID: e.ID, ScheduledTime: f.scheduled, StartedAt: now, FinishedAt: now,
 		Outcome: history.OutcomeSkipped, Attempt: f.attempt, Cause: f.cause, Error: reason}
 	s.notify(sl, r)
+	if n := len(sl.carried); n > 0 && sameSkip(sl.carried[n-1], r) {
+		sl.carried[n-1] = mergeSkip(sl.carried[n-1], r)
+		return
+	}
+	if s.amendQueuedSkip(sl, r) {
+		return
+	}
 	if sl.unrecorded.Load() > 0 && len(sl.carried) < maxCarried {
 		sl.carried = append(sl.carried, r)
 		return
 	}
-	s.record(sl, r, nil)
+	s.recordSkip(sl, r)
+}
+
+// sameSkip reports whether skip record r can take in the skip next.
+func sameSkip(r, next history.Record) bool {
+	return r.Outcome == history.OutcomeSkipped && r.Error == next.Error && r.Cause == next.Cause && r.Attempt == next.Attempt
+}
+
+// mergeSkip is skip record r standing for the skip next as well.
+func mergeSkip(r, next history.Record) history.Record {
+	r.Repeats++
+	last := next.ScheduledTime
+	r.LastScheduledTime = &last
+	r.FinishedAt = next.FinishedAt
+	return r
 }
 
 // maxCarried bounds the skip records a slot carries to its next write.

@@ -47,6 +47,50 @@ func (s *Scheduler) recordWith(sl *slot, r history.Record, extra []clientv3.Op, 
 	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: ops, Done: done, Lazy: lazy})
 }
 
+// queuedSkip is a skip record written alone, the tag of its write, and the
+// place in the slot's history ring it went to.
+type queuedSkip struct {
+	record history.Record
+	seq    int64
+}
+
+// recordSkip writes a skip record alone, tagged so the next skip of the
+// slot can be added to it while it waits in the writer's queue.
+func (s *Scheduler) recordSkip(sl *slot, r history.Record) {
+	if len(sl.carried) > 0 || sl.recorded.HistoryLimit != sl.job.spec.HistoryLimit {
+		s.record(sl, r, nil) // not a write of the record alone
+		return
+	}
+	q := &queuedSkip{record: r, seq: sl.recorded.HistorySeq}
+	sl.queuedSkip = q
+	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: s.recordOps(sl, []history.Record{r}), Lazy: true, Tag: q})
+}
+
+// amendQueuedSkip adds skip r to the slot's last skip record if its write
+// is still queued and still the slot's last (fenced.Writer.Amend), and
+// reports whether it did.
+func (s *Scheduler) amendQueuedSkip(sl *slot, r history.Record) bool {
+	q := sl.queuedSkip
+	if q == nil || !sameSkip(q.record, r) || sl.recorded.HistoryLimit != sl.job.spec.HistoryLimit || sl.recorded.HistorySeq != q.seq+1 {
+		return false
+	}
+	merged := mergeSkip(q.record, r)
+	if !s.writer.Amend(sl.leaderKey, q, []clientv3.Op{s.recordPut(sl, merged, q.seq, sl.recorded)}) {
+		sl.queuedSkip = nil
+		return false
+	}
+	q.record = merged
+	return true
+}
+
+// recordPut is the put of record r, with the slot's state st, at place seq
+// of the slot's history ring.
+func (s *Scheduler) recordPut(sl *slot, r history.Record, seq int64, st history.SlotState) clientv3.Op {
+	r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
+	data, _ := json.Marshal(history.Stored{Record: r, State: &st})
+	return clientv3.OpPut(keyspace.HistoryEntry(s.member.Cluster(), sl.id, seq, sl.job.spec.HistoryLimit), string(data))
+}
+
 // recordOps are the puts of records into the slot's history ring, at its
 // next sequence numbers (see lastPutPerKey), each with the slot's state as of
 // this write, which they hold from then on (history.Stored): the body of a
@@ -55,12 +99,9 @@ func (s *Scheduler) recordOps(sl *slot, records []history.Record) []clientv3.Op 
 	first := sl.recorded.HistorySeq
 	sl.recorded.HistorySeq += int64(len(records))
 	sl.recorded.Token, sl.recorded.Member = sl.token, s.member.ID()
-	st := sl.recorded
 	puts := make([]clientv3.Op, 0, len(records))
 	for i, r := range records {
-		r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
-		data, _ := json.Marshal(history.Stored{Record: r, State: &st})
-		puts = append(puts, clientv3.OpPut(keyspace.HistoryEntry(s.member.Cluster(), sl.id, first+int64(i), sl.job.spec.HistoryLimit), string(data)))
+		puts = append(puts, s.recordPut(sl, r, first+int64(i), sl.recorded))
 	}
 	return lastPutPerKey(puts)
 }

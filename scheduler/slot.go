@@ -74,6 +74,10 @@ type slot struct {
 	// slot waited for its start to be recorded: they go with the slot's next
 	// write (see skip).
 	carried []history.Record
+	// queuedSkip is the skip record of the slot's last write, while that
+	// write may still be waiting in the writer's queue: the next skip of
+	// the slot is added to it (see skip).
+	queuedSkip *queuedSkip
 	// ahead is the start of the next scheduled fire, recorded ahead of time
 	// (with the previous run's result, or on acquisition), so that fire
 	// starts without an etcd round trip once the write is acknowledged.

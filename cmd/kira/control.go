@@ -160,7 +160,11 @@ func printHistory(w io.Writer, recs []history.Record) error {
 		} else if r.HTTPStatus != nil {
 			code = fmt.Sprintf("HTTP %d", *r.HTTPStatus)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ScheduledTime.Format(time.RFC3339), r.Partition, r.Outcome, code, r.Cause,
+		outcome := r.Outcome
+		if r.Repeats > 0 && r.LastScheduledTime != nil {
+			outcome = fmt.Sprintf("%s ×%d to %s", r.Outcome, r.Fires(), r.LastScheduledTime.Format(time.RFC3339))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ScheduledTime.Format(time.RFC3339), r.Partition, outcome, code, r.Cause,
 			r.Attempt, r.Token, r.Member, r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond), r.ExecutionID)
 	}
 	return tw.Flush()

@@ -20,7 +20,9 @@ type Write struct {
 	// Lazy says nothing waits for this write soon (a record, or a start
 	// recorded ahead of a fire still far off): the writer may hold it for up
 	// to Linger to commit it with others.
-	Lazy   bool
+	Lazy bool
+	// Tag names the write for Amend; nil when it is not to be amended.
+	Tag    any
 	queued time.Time // set by Enqueue
 }
 
@@ -423,6 +425,25 @@ func notify(bell chan<- struct{}) {
 
 // Queued reports how many writes wait in the queue, and how many
 // transactions are in flight.
+// Amend replaces the operations of the write tagged tag with ops, if it is
+// still queued (not in a transaction yet) and is the last write queued for
+// its leader key, so it is still the slot's newest write; it reports whether
+// it did. Held by TestAmendReplacesOnlyTheSlotsLastQueuedWrite.
+func (w *Writer) Amend(leaderKey string, tag any, ops []clientv3.Op) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := len(w.queue) - 1; i >= 0; i-- {
+		if fw := &w.queue[i]; fw.Claim.LeaderKey == leaderKey {
+			if tag == nil || fw.Tag != tag || len(ops) != len(fw.Ops) {
+				return false
+			}
+			fw.Ops = ops
+			return true
+		}
+	}
+	return false
+}
+
 func (w *Writer) Queued() (queued, inFlight int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -342,3 +342,38 @@ func TestWriterRefusesRatherThanBlocks(t *testing.T) {
 		t.Fatalf("full queue: %v; want ErrBehind", err)
 	}
 }
+
+// Amend replaces a queued write of a slot only while it is that slot's last
+// queued write and carries the tag; what it replaced is what commits.
+func TestAmendReplacesOnlyTheSlotsLastQueuedWrite(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	a, b := heldClaim(t, cli, "/leader/a"), heldClaim(t, cli, "/leader/b")
+	w := NewWriter(cli)
+	w.linger = time.Hour // nothing commits until stop
+	put := func(k, v string) []clientv3.Op { return []clientv3.Op{clientv3.OpPut(k, v)} }
+	tag := new(int)
+	w.Enqueue(Write{Claim: a, Ops: put("/s/a", "1"), Lazy: true, Tag: tag})
+	w.Enqueue(Write{Claim: b, Ops: put("/s/b", "1"), Lazy: true})
+	if !w.Amend(a.LeaderKey, tag, put("/s/a", "2")) {
+		t.Fatal("the slot's last queued write, another slot's queued after it: not amended")
+	}
+	if w.Amend(a.LeaderKey, new(int), put("/s/a", "3")) || w.Amend(a.LeaderKey, nil, put("/s/a", "3")) {
+		t.Fatal("amended with another tag")
+	}
+	w.Enqueue(Write{Claim: a, Ops: put("/s/a2", "1"), Lazy: true})
+	if w.Amend(a.LeaderKey, tag, put("/s/a", "4")) {
+		t.Fatal("amended a write the slot has queued another after")
+	}
+	stop := make(chan struct{})
+	close(stop)
+	w.Run(ctx, stop) // commits what is queued, then returns
+	resp, err := cli.Get(ctx, "/s/a")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "2" {
+		t.Fatalf("/s/a: %v %v; want the amended 2", resp, err)
+	}
+	if w.Amend(a.LeaderKey, tag, put("/s/a", "5")) {
+		t.Fatal("amended a write already committed")
+	}
+}
