@@ -41,7 +41,7 @@ func FenceForJob(j config.Job) Fence {
 // uses httpfence needs nothing more than its middleware on that path.
 type FenceURL struct {
 	URL string
-	// Client defaults to tracedClient; ctx bounds the request.
+	// Client defaults to defaultClient's; ctx bounds the request.
 	Client *http.Client
 }
 
@@ -59,7 +59,7 @@ func (f *FenceURL) Raise(ctx context.Context, job string, partition int, claim f
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // the raise's span is the parent
 	client := f.Client
 	if client == nil {
-		client = tracedClient
+		client = defaultClient(ctx)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

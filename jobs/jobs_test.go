@@ -306,7 +306,7 @@ func TestHTTPKeepsItsConnectionsForTheNextFire(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	defer tracedClient.CloseIdleConnections()
+	defer pool.CloseIdleConnections()
 	h := &HTTP{Spec: config.HTTPSpec{URL: srv.URL, Method: "POST"}}
 	fire := func() int {
 		mu.Lock()
