@@ -72,10 +72,21 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 // behind, skips then cost it nothing, and the fires that do run get the
 // capacity. Held by TestSkipsWaitingForEtcdAreMerged.
 func (s *Scheduler) skip(sl *slot, f fire, now time.Time, reason string) {
+	s.recordSkipped(sl, s.skipRecord(sl, f, now, reason))
+}
+
+// skipRecord says that fire f was skipped, for reason: to the event's
+// listeners, and as the record it returns.
+func (s *Scheduler) skipRecord(sl *slot, f fire, now time.Time, reason string) history.Record {
 	e := s.execution(sl, f)
 	s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Execution: e, Reason: reason, At: now})
-	r := history.Record{ExecutionID: e.ID, ScheduledTime: f.scheduled, StartedAt: now, FinishedAt: now,
+	return history.Record{ExecutionID: e.ID, ScheduledTime: f.scheduled, StartedAt: now, FinishedAt: now,
 		Outcome: history.OutcomeSkipped, Attempt: f.attempt, Cause: f.cause, Error: reason}
+}
+
+// recordSkipped notifies skip record r and writes it, or adds it to the
+// slot's previous skip record (see skip).
+func (s *Scheduler) recordSkipped(sl *slot, r history.Record) {
 	s.notify(sl, r)
 	if n := len(sl.carried); n > 0 && sameSkip(sl.carried[n-1], r) {
 		sl.carried[n-1] = mergeSkip(sl.carried[n-1], r)
@@ -96,10 +107,14 @@ func sameSkip(r, next history.Record) bool {
 	return r.Outcome == history.OutcomeSkipped && r.Error == next.Error && r.Cause == next.Cause && r.Attempt == next.Attempt
 }
 
-// mergeSkip is skip record r standing for the skip next as well.
+// mergeSkip is skip record r standing for the fires of skip record next as
+// well.
 func mergeSkip(r, next history.Record) history.Record {
-	r.Repeats++
+	r.Repeats += next.Fires()
 	last := next.ScheduledTime
+	if next.LastScheduledTime != nil {
+		last = *next.LastScheduledTime
+	}
 	r.LastScheduledTime = &last
 	r.FinishedAt = next.FinishedAt
 	return r

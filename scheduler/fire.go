@@ -67,8 +67,9 @@ func (s *Scheduler) fireDue() {
 		next := sl.job.schedule.Next(scheduled)
 		if !next.IsZero() && !next.Add(sl.job.spec.JitterOffset(sl.id)).After(now) {
 			// The loop fell behind (a stalled process, a jumped clock): the
-			// fires in between are missed, not burst through.
-			s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "fell behind schedule", At: now})
+			// fires in between are skipped, not burst through, and recorded
+			// as one skip record standing for all of them.
+			s.skipBehind(sl, next, now)
 			s.scheduleNext(sl, now)
 		} else {
 			s.scheduleNext(sl, scheduled)
@@ -84,4 +85,21 @@ func (s *Scheduler) fireDue() {
 func (sl *slot) scheduledFire() fire {
 	t := sl.nextScheduled
 	return fire{scheduled: t, cause: history.CauseSchedule, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)}
+}
+
+// skipBehind records the fires of the slot from first up to now that the
+// loop fell behind on, as one skip record (history.Record.Repeats), counting
+// at most maxMissedCount of them. Held by TestFiresFallenBehindAreRecorded.
+func (s *Scheduler) skipBehind(sl *slot, first, now time.Time) {
+	jitter := sl.job.spec.JitterOffset(sl.id)
+	last, n := first, 1
+	for t := sl.job.schedule.Next(first); !t.IsZero() && !t.Add(jitter).After(now) && n < maxMissedCount; t = sl.job.schedule.Next(t) {
+		last, n = t, n+1
+	}
+	f := fire{scheduled: first, cause: history.CauseSchedule, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, first)}
+	r := s.skipRecord(sl, f, now, "fell behind schedule")
+	if n > 1 {
+		r.Repeats, r.LastScheduledTime = n-1, &last
+	}
+	s.recordSkipped(sl, r)
 }

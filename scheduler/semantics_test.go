@@ -722,3 +722,36 @@ func TestTriggerWhileTheFenceIsRaisedRunsOnce(t *testing.T) {
 		t.Fatalf("manual runs %v; want %s (waiting at acquisition) and %s (requested while raising), once each", ran, early[0], late[0])
 	}
 }
+
+// A loop that falls behind by more than a period (a stalled process, a
+// jumped clock) runs the fire it was late for and skips the ones in
+// between, recorded as one skip record standing for all of them.
+func TestFiresFallenBehindAreRecorded(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("behind", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
+	rec := newRecorder()
+	startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	clock.Advance(35 * time.Second) // past the fires at :10, :20 and :30 at once
+	waitKind(t, rec, "the late fire", 1, func(e Event) bool { return e.Kind == Finished })
+	skipped := jobs.ExecutionID("tick", 0, sec(20))
+	waitUntil(t, "the skip record of :20 and :30", 10*time.Second, func() bool {
+		hist, err := operator.ReadHistory(context.Background(), cli, "behind", "tick", 0, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range hist {
+			if r.ExecutionID != skipped {
+				continue
+			}
+			if r.Outcome != history.OutcomeSkipped || r.Error != "fell behind schedule" || r.Repeats != 1 ||
+				r.LastScheduledTime == nil || !r.LastScheduledTime.Equal(sec(30)) {
+				t.Fatalf("record %+v; want skipped, fell behind schedule, standing for :20 and :30", r)
+			}
+			return true
+		}
+		return false
+	})
+}
