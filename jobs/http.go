@@ -24,9 +24,9 @@ import (
 // goes through tracedClient: it is an HTTP client span (otelhttp), a child
 // of the execution's or the raise's span, and its traceparent header names
 // that client span (TestTracesReachAnOTLPReceiver). Otherwise through
-// plainClient: the instrumentation would compute for nobody (a tenth of a
-// member's CPU at 10,000 executions a second) and the traceparent header
-// names the execution's span as before.
+// plainClient: the instrumentation would compute for nobody
+// (docs/benchmarks.md, "an HTTP request under a span that records nothing"),
+// and the traceparent header names the execution's span.
 var (
 	pool         = pooledTransport()
 	tracedClient = &http.Client{Transport: otelhttp.NewTransport(pool)}
@@ -44,9 +44,10 @@ func defaultClient(ctx context.Context) *http.Client {
 // pooledTransport is net/http's default transport keeping up to
 // IdleConnsPerHost idle connections to each receiver instead of 2: a member
 // whose slots of one job fire together sends that many requests to one host
-// at once, and with 2 kept it dials all but 2 of them again at every fire (a
-// fifth of a member's CPU, and a TIME_WAIT socket a request; the figure is
-// in docs/benchmarks.md, "HTTP jobs keep their connections").
+// at once, and with 2 kept it dials all but 2 of them again at every fire,
+// leaving a TIME_WAIT socket a request (docs/benchmarks.md, "HTTP jobs keep
+// up to 1,024 idle connections"). Held by
+// TestHTTPKeepsItsConnectionsForTheNextFire.
 func pooledTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 0 // no limit over all hosts; each is bounded below

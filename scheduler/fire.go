@@ -89,11 +89,11 @@ func (sl *slot) scheduledFire() fire {
 
 // skipBehind records the fires of the slot from first up to now that the
 // loop fell behind on, as one skip record (history.Record.Repeats), counting
-// at most maxMissedCount of them. Held by TestFiresFallenBehindAreRecorded.
+// at most maxBehindCount of them. Held by TestFiresFallenBehindAreRecorded.
 func (s *Scheduler) skipBehind(sl *slot, first, now time.Time) {
 	jitter := sl.job.spec.JitterOffset(sl.id)
 	last, n := first, 1
-	for t := sl.job.schedule.Next(first); !t.IsZero() && !t.Add(jitter).After(now) && n < maxMissedCount; t = sl.job.schedule.Next(t) {
+	for t := sl.job.schedule.Next(first); !t.IsZero() && !t.Add(jitter).After(now) && n < maxBehindCount; t = sl.job.schedule.Next(t) {
 		last, n = t, n+1
 	}
 	f := fire{scheduled: first, cause: history.CauseSchedule, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, first)}
@@ -103,3 +103,8 @@ func (s *Scheduler) skipBehind(sl *slot, first, now time.Time) {
 	}
 	s.recordSkipped(sl, r)
 }
+
+// maxBehindCount bounds the fires one skip record of a loop that fell
+// behind counts: counting walks the schedule, and a clock that jumped a
+// year over a slot firing every second must not stall the loop.
+const maxBehindCount = 1000
