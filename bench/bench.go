@@ -881,6 +881,17 @@ func ringOf(members []*member) *shard.Ring {
 	return ring
 }
 
+// movedShare is the share of n slots whose leader differs from before to after.
+func movedShare(before, after map[shard.Slot]string, n int) float64 {
+	moved := 0
+	for s, o := range after {
+		if before[s] != o {
+			moved++
+		}
+	}
+	return float64(moved) / float64(n)
+}
+
 // misplaced counts the slots of l held by a member the ring does not prefer.
 func misplaced(ring *shard.Ring, l map[shard.Slot]string) int {
 	n := 0
@@ -984,14 +995,7 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 			return fmt.Errorf("bench: rebalance %s: %w", change, err)
 		}
 		took := time.Since(start)
-		after := leaders(ms)
-		moved := 0
-		for s, o := range after {
-			if before[s] != o {
-				moved++
-			}
-		}
-		out = append(out, Rebalance{Change: change, Slots: n, Moved: float64(moved) / float64(n), Ideal: ideal, Settle: took})
+		out = append(out, Rebalance{Change: change, Slots: n, Moved: movedShare(before, leaders(ms), n), Ideal: ideal, Settle: took})
 		return nil
 	}
 	if err := measure("3→4", func() error {
