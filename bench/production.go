@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -393,8 +392,13 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 			return err
 		}
 		for _, kv := range resp.Kvs {
-			var r history.Record
-			if json.Unmarshal(kv.Value, &r) != nil || r.Cause != history.CauseSchedule && r.Cause != history.CauseCatchup {
+			slot, ok := keyspace.ParseHistoryEntry(cluster, string(kv.Key))
+			if !ok {
+				continue
+			}
+			stored, err := history.Decode(slot, kv.Value)
+			r := stored.Record
+			if err != nil || r.Cause != history.CauseSchedule && r.Cause != history.CauseCatchup {
 				continue
 			}
 			if firesIn(r, from, to) == 0 {

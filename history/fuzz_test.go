@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/kira-scheduler/kira/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -19,6 +20,8 @@ func FuzzStateFrom(f *testing.F) {
 	f.Add([]byte(`{"token":4,"member":"m","history_seq":2}`), good, true)
 	f.Add([]byte("{not json"), good, true)
 	f.Add([]byte(`{"token":4}`), []byte("\x00"), false)
+	f.Add([]byte(`{"token":4}`), Encode(Stored{Record: Record{Job: "a", ScheduledTime: time.Unix(5, 0)}, State: &SlotState{Token: 5, Started: time.Unix(6, 0)}}, FormatCompact), true)
+	f.Add([]byte(`{"token":4}`), []byte(`2{"t":0}`), true)
 	f.Fuzz(func(t *testing.T, state, record []byte, recordNewer bool) {
 		stateKv := []*mvccpb.KeyValue{{Key: []byte("s"), Value: state, ModRevision: 10}}
 		recRev := int64(5)
@@ -27,8 +30,8 @@ func FuzzStateFrom(f *testing.F) {
 		}
 		recordKv := []*mvccpb.KeyValue{{Key: []byte("r"), Value: record, ModRevision: recRev}}
 		st, err := StateFrom(shard.Slot{Job: "a"}, stateKv, recordKv)
-		var r Stored
-		if recordNewer && json.Unmarshal(record, &r) == nil && r.State != nil && (err != nil || st != *r.State) {
+		r, decodeErr := Decode(shard.Slot{Job: "a"}, record)
+		if recordNewer && decodeErr == nil && r.State != nil && (err != nil || st != *r.State) {
 			t.Fatalf("a newer readable record's state was not taken: %+v, %v", st, err)
 		}
 		if err != nil && st != (SlotState{}) {

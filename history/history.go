@@ -197,8 +197,8 @@ func StateFrom(s shard.Slot, stateKvs, recordKvs []*mvccpb.KeyValue) (SlotState,
 		stateRev = stateKvs[0].ModRevision
 	}
 	if len(recordKvs) > 0 && recordKvs[0].ModRevision > stateRev {
-		var r Stored
-		if err := json.Unmarshal(recordKvs[0].Value, &r); err != nil {
+		r, err := Decode(s, recordKvs[0].Value)
+		if err != nil {
 			return SlotState{}, fmt.Errorf("history: newest record of %s (%s) is unreadable: %w", s, recordKvs[0].Key, err)
 		}
 		if r.State != nil {

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/shard"
 )
 
 // A stored record is at most MaxStoredBytes whatever a job prints: with
@@ -29,6 +32,9 @@ func TestStoredRecordIsBounded(t *testing.T) {
 	}
 	if len(data) > MaxStoredBytes {
 		t.Fatalf("a stored record of %d bytes, over %d", len(data), MaxStoredBytes)
+	}
+	if compact := Encode(Stored{Record: r, State: &st}, FormatCompact); len(compact) > MaxStoredBytes {
+		t.Fatalf("a compact stored record of %d bytes, over %d", len(compact), MaxStoredBytes)
 	}
 	var back Stored
 	if err := json.Unmarshal(data, &back); err != nil || !utf8.ValidString(back.OutputTail) || !utf8.ValidString(back.Error) ||
@@ -62,4 +68,88 @@ func TestStoredRecordIsBounded(t *testing.T) {
 			t.Errorf("a printed record lacks %s: %s", field, printed)
 		}
 	}
+}
+
+// A record stored compactly reads back as it was written (times in UTC),
+// whether its ids are the standard ones (left out) or not (kept); a value
+// in the compact format is not JSON, so a member of an earlier version
+// fails to read it instead of reading an older state past it.
+func TestCompactRecordsRoundTrip(t *testing.T) {
+	slot := shard.Slot{Job: "reconcile", Partition: 17}
+	at := time.Date(2026, 12, 1, 22, 9, 17, 0, time.FixedZone("X", 3600))
+	next := at.Add(time.Second)
+	member := "kira-7d9f8b6c5-x2k4p-123e4567-e89b-12d3-a456-426614174000"
+	code, status := 3, 200
+	id := jobs.ExecutionID(slot.Job, slot.Partition, at)
+	usual := Stored{
+		Record: Record{Job: slot.Job, Partition: slot.Partition, ExecutionID: id, Member: member, Token: 123456789,
+			ScheduledTime: at, StartedAt: at.Add(1234567), FinishedAt: at.Add(3456789), Outcome: "succeeded", Attempt: 1, Cause: CauseSchedule, HTTPStatus: &status},
+		State: &SlotState{Token: 123456789, Member: member, Started: next, StartedID: jobs.ExecutionID(slot.Job, slot.Partition, next), StartedAttempt: 1,
+			Finished: at, Outcome: "succeeded", HistorySeq: 12345, HistoryLimit: 10},
+	}
+	manual := usual
+	manual.Record.ExecutionID, manual.Record.Cause, manual.Record.ExitCode, manual.Record.HTTPStatus = "manual-abc", CauseManual, &code, nil
+	manual.Record.OutputTail, manual.Record.Error, manual.Record.Attempt = strings.Repeat("o", 1000), strings.Repeat("e", 1000), 3
+	manual.State = &SlotState{Token: 7, Member: "someone-else", Started: at, StartedID: "manual-abc", StartedAttempt: 3, Finished: at.Add(-time.Hour), MissedDropped: 4}
+	skip := usual
+	skip.Record.Outcome, skip.Record.StartedAt, skip.Record.Repeats, skip.Record.LastScheduledTime = OutcomeSkipped, time.Time{}, 4, &next
+	skip.State = nil
+	never := usual
+	never.State = &SlotState{Token: 1, Member: member, HistorySeq: 1, HistoryLimit: 10} // no fire started or finished yet
+	for name, want := range map[string]Stored{"usual": usual, "manual": manual, "skip": skip, "never": never} {
+		data := Encode(want, FormatCompact)
+		var old Stored
+		if err := json.Unmarshal(data, &old); err == nil {
+			t.Errorf("%s: an earlier version reads a compact record as JSON: %s", name, data)
+		}
+		got, err := Decode(slot, data)
+		if err != nil {
+			t.Fatalf("%s: %v: %s", name, err, data)
+		}
+		want.OutputTail, want.Error = lastBytes(want.OutputTail, StoredOutputBytes), firstBytes(want.Error, StoredErrorBytes)
+		if !sameStored(got, want) {
+			t.Errorf("%s: read back\n%+v %+v\nwant\n%+v %+v\nfrom %s", name, got.Record, got.State, want.Record, want.State, data)
+		}
+		if jsonData := Encode(want, FormatJSON); !sameStored(must(Decode(slot, jsonData)), want) {
+			t.Errorf("%s: the JSON format does not read back: %s", name, jsonData)
+		}
+	}
+	compact, asJSON := Encode(usual, FormatCompact), Encode(usual, FormatJSON)
+	if 2*len(compact) > len(asJSON) {
+		t.Errorf("a usual record takes %d bytes compact, %d as JSON: not half", len(compact), len(asJSON))
+	}
+	t.Logf("a usual record: %d bytes compact, %d as JSON: %s", len(compact), len(asJSON), compact)
+}
+
+func must(s Stored, err error) Stored {
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// sameStored compares records as etcd keeps them: times by instant.
+func sameStored(a, b Stored) bool {
+	norm := func(s Stored) string {
+		r := s.Record
+		for _, t := range []*time.Time{&r.ScheduledTime, &r.StartedAt, &r.FinishedAt} {
+			*t = t.UTC()
+		}
+		if r.LastScheduledTime != nil {
+			last := r.LastScheduledTime.UTC()
+			r.LastScheduledTime = &last
+		}
+		var st *SlotState
+		if s.State != nil {
+			c := *s.State
+			c.Started, c.Finished = c.Started.UTC(), c.Finished.UTC()
+			st = &c
+		}
+		data, _ := json.Marshal(struct {
+			R Record
+			S *SlotState
+		}{r, st})
+		return string(data)
+	}
+	return norm(a) == norm(b)
 }

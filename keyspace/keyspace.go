@@ -92,6 +92,18 @@ func HistoryBeyond(cluster string, s shard.Slot, limit int) string {
 	return historyEntry(cluster, s, int64(limit))
 }
 
+// ParseHistoryEntry reads the slot of a key under a cluster's history;
+// false for a key Kira did not write there.
+func ParseHistoryEntry(cluster, key string) (shard.Slot, bool) {
+	root := Cluster(cluster) + "history/"
+	parts := strings.Split(strings.TrimPrefix(key, root), "/")
+	if len(parts) != 3 || !strings.HasPrefix(key, root) || parts[2] == "" || strings.Trim(parts[2], "0123456789") != "" {
+		return shard.Slot{}, false
+	}
+	p, ok := partition(parts[1])
+	return shard.Slot{Job: parts[0], Partition: p}, ok
+}
+
 func historyEntry(cluster string, s shard.Slot, i int64) string {
 	return fmt.Sprintf("%s%03d", SlotHistory(cluster, s), i)
 }

@@ -39,6 +39,14 @@ func TestParseReadsBackWhatItSpells(t *testing.T) {
 	if got, want := HistoryEntry("c", s, 205, 100), "/kira/c/history/report/12/005"; got != want {
 		t.Errorf("HistoryEntry = %q, want %q", got, want)
 	}
+	if got, ok := ParseHistoryEntry("c", HistoryEntry("c", s, 205, 100)); !ok || got != s {
+		t.Errorf("ParseHistoryEntry(HistoryEntry) = %v %v", got, ok)
+	}
+	for _, junk := range []string{History("c", "report"), SlotHistory("c", s), History("c", "report") + "012/005", History("d", "report") + "12/005", State("c", s)} {
+		if got, ok := ParseHistoryEntry("c", junk); ok {
+			t.Errorf("ParseHistoryEntry(%q) = %v, want refused", junk, got)
+		}
+	}
 }
 
 // FuzzParseControl: any key is refused or parsed into a control key that

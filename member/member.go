@@ -25,6 +25,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/scheduler"
@@ -261,7 +262,7 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	m, err := membership.Join(ctx, cli, membership.Config{
 		Cluster: cat.Cluster,
 		TTL:     cat.Membership.LeaseTTL,
-		Record: membership.Record{ID: id, Name: name, Host: host, HTTP: cfg.HTTP, Version: cfg.Version, Labels: cfg.Labels,
+		Record: membership.Record{ID: id, Name: name, Host: host, HTTP: cfg.HTTP, Version: cfg.Version, Labels: cfg.Labels, HistoryFormat: history.NewestFormat,
 			StartedAt: time.Now().UTC(), CatalogRevision: catRev},
 	})
 	if err != nil {

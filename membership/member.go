@@ -44,6 +44,10 @@ type Record struct {
 	// Labels are the member's (kira run --label); a job's placement picks
 	// members by them. Set at join, never changed.
 	Labels map[string]string `json:"labels"`
+	// HistoryFormat is the newest format of stored history records the
+	// member reads (history.NewestFormat); absent from the records of
+	// versions that read only the first (history.FormatJSON).
+	HistoryFormat int `json:"history_format,omitempty"`
 }
 
 // Config says how a member joins.

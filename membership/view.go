@@ -24,6 +24,10 @@ type View struct {
 	Members  []string // sorted member ids
 	// Labels are the labels of the members that have any, by member id.
 	Labels map[string]map[string]string
+	// HistoryFormat is the newest history record format that every member
+	// of the view reads (the least of their Record.HistoryFormat, a member
+	// that publishes none counting as 1): what a member may write.
+	HistoryFormat int
 }
 
 // Matching returns the members whose labels include every pair of
@@ -184,11 +188,15 @@ func (v *Views) publish(rev int64, records map[string]Record) {
 	ids := make([]string, 0, len(records))
 	copied := make(map[string]Record, len(records))
 	labels := map[string]map[string]string{}
+	format := 0
 	for id, r := range records {
 		ids = append(ids, id)
 		copied[id] = r
 		if len(r.Labels) > 0 {
 			labels[id] = r.Labels
+		}
+		if f := max(r.HistoryFormat, 1); format == 0 || f < format {
+			format = f
 		}
 	}
 	slices.Sort(ids)
@@ -198,7 +206,7 @@ func (v *Views) publish(rev int64, records map[string]Record) {
 		return
 	}
 	same := slices.Equal(ids, v.latest.Members)
-	v.latest = View{Revision: rev, Members: ids, Labels: labels}
+	v.latest = View{Revision: rev, Members: ids, Labels: labels, HistoryFormat: max(format, 1)}
 	v.records = copied
 	v.mu.Unlock()
 	if same && rev > 0 && len(ids) > 0 {

@@ -2,9 +2,7 @@ package operator
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -70,7 +68,7 @@ func ReadJobs(ctx context.Context, kv clientv3.KV, cluster string, now time.Time
 	}
 	out := []JobStatus{}
 	for _, j := range cat.Jobs {
-		last, err := newestRecord(ctx, kv, keyspace.History(cluster, j.Name))
+		last, err := newestRecord(ctx, kv, cluster, keyspace.History(cluster, j.Name))
 		if err != nil {
 			return nil, err
 		}
@@ -154,14 +152,13 @@ func fireOf(r history.Record) *Fire {
 
 // newestRecord reads the most recently written record under prefix (one
 // key, by mod revision), or nil.
-func newestRecord(ctx context.Context, kv clientv3.KV, prefix string) (*history.Record, error) {
+func newestRecord(ctx context.Context, kv clientv3.KV, cluster, prefix string) (*history.Record, error) {
 	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
 		return nil, err
 	}
 	for _, kv := range resp.Kvs {
-		var r history.Record
-		if json.Unmarshal(kv.Value, &r) == nil && strings.HasPrefix(string(kv.Key), prefix) {
+		if r, ok := decodeRecord(cluster, prefix, kv); ok {
 			return &r, nil
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -81,8 +82,8 @@ func ReadHistoryWhere(ctx context.Context, kv clientv3.KV, cluster, job string, 
 	}
 	out := []history.Record{}
 	for _, kv := range resp.Kvs {
-		var r history.Record
-		if json.Unmarshal(kv.Value, &r) == nil && strings.HasPrefix(string(kv.Key), prefix) && (keep == nil || keep(r)) {
+		r, ok := decodeRecord(cluster, prefix, kv)
+		if ok && (keep == nil || keep(r)) {
 			out = append(out, r)
 		}
 	}
@@ -113,4 +114,15 @@ func OutcomeFilter(outcome string) (func(history.Record) bool, error) {
 		return nil, fmt.Errorf("outcome %q: must be one of %s", outcome, strings.Join(Outcomes, ", "))
 	}
 	return func(r history.Record) bool { return r.Outcome == outcome }, nil
+}
+
+// decodeRecord reads a history record stored at kv, in either format
+// (history.Decode), if kv is a record under prefix.
+func decodeRecord(cluster, prefix string, kv *mvccpb.KeyValue) (history.Record, bool) {
+	slot, ok := keyspace.ParseHistoryEntry(cluster, string(kv.Key))
+	if !ok || !strings.HasPrefix(string(kv.Key), prefix) {
+		return history.Record{}, false
+	}
+	st, err := history.Decode(slot, kv.Value)
+	return st.Record, err == nil
 }

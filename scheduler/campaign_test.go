@@ -28,7 +28,7 @@ func unrunScheduler(t *testing.T, cat *config.Catalog) (*Scheduler, *clientv3.Cl
 	cli := etcdtest.Start(t).Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: 2 * time.Second, Record: membership.Record{ID: membership.NewID()}})
+	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: 2 * time.Second, Record: membership.Record{ID: membership.NewID(), HistoryFormat: history.NewestFormat}})
 	if err != nil {
 		t.Fatal(err)
 	}

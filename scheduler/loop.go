@@ -135,6 +135,7 @@ func (s *Scheduler) ownKeyDeleted(d deletedKey) {
 // job's slots by the ring over the view's members its placement admits
 // (every member for a job without one).
 func (s *Scheduler) applyView(v membership.View) {
+	s.historyFormat = v.HistoryFormat
 	rings, err := s.rings(v)
 	if err != nil {
 		s.cfg.Logger.Error("cannot build ring; keeping the previous assignment", "revision", v.Revision, "err", err)

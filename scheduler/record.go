@@ -87,7 +87,7 @@ func (s *Scheduler) amendQueuedSkip(sl *slot, r history.Record) bool {
 // of the slot's history ring.
 func (s *Scheduler) recordPut(sl *slot, r history.Record, seq int64, st history.SlotState) clientv3.Op {
 	r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
-	data, _ := json.Marshal(history.Stored{Record: r, State: &st})
+	data := history.Encode(history.Stored{Record: r, State: &st}, s.historyFormat)
 	return clientv3.OpPut(keyspace.HistoryEntry(s.member.Cluster(), sl.id, seq, sl.job.spec.HistoryLimit), string(data))
 }
 

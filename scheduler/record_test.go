@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // A slot's state is the newer, by revision, of its state key and its newest
@@ -62,5 +67,66 @@ func TestStateIsTheNewerOfStateKeyAndRecord(t *testing.T) {
 	st, unreadable, _, err := readAcquired(ctx, cli, "c", slot)
 	if err != nil || unreadable == nil || !strings.Contains(unreadable.Error(), "unreadable") || st != (history.SlotState{}) {
 		t.Fatalf("newest record unreadable: state %+v, unreadable %v, err %v; want the zero state and the reason", st, unreadable, err)
+	}
+}
+
+// A member writes compact records only while every member of its view
+// reads them (history.FormatCompact): beside a member of an earlier
+// version, whose record publishes no history format, it writes JSON, which
+// that version reads with its state; once that member has left, it writes
+// compact records, which every remaining member reads.
+func TestOldMembersKeepRecordsReadable(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	cat := catalog("formats", config.Job{Name: "tick", Schedule: "@every 1s", Partitions: 8, Handler: "noop"})
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	old := startNode(t, cli, cat, rec, h, nodeOpts{oldVersion: true})
+	current := startNode(t, cli, cat, rec, h, nodeOpts{})
+	formats := func() (asJSON, compact int, byCurrent int) {
+		resp, err := cli.Get(ctx, keyspace.History(cat.Cluster, "tick"), clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range resp.Kvs {
+			var earlier history.Stored // as a version before FormatCompact reads it
+			if json.Unmarshal(kv.Value, &earlier) == nil && earlier.State != nil {
+				asJSON++
+			} else {
+				compact++
+			}
+			if r, err := history.Decode(shard.Slot{Job: "tick"}, kv.Value); err == nil && r.Member == current.id {
+				byCurrent++
+			}
+		}
+		return asJSON, compact, byCurrent
+	}
+	waitUntil(t, "records of the current member, beside the earlier one", 15*time.Second, func() bool {
+		_, _, byCurrent := formats()
+		return byCurrent >= 8
+	})
+	if _, compact, _ := formats(); compact > 0 {
+		t.Fatalf("%d records an earlier version cannot read, written while it was a member", compact)
+	}
+	if err := old.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "compact records once the earlier member left", 15*time.Second, func() bool {
+		_, compact, _ := formats()
+		return compact >= 8
+	})
+	resp, err := cli.Get(ctx, keyspace.History(cat.Cluster, "tick"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := operator.ReadHistory(ctx, cli, cat.Cluster, "tick", -1, -1)
+	if err != nil || int64(len(hist)) != resp.Count {
+		t.Fatalf("kira history reads %d of %d records (%v)", len(hist), resp.Count, err)
+	}
+	for _, r := range hist {
+		if r.Job != "tick" || r.ExecutionID != jobs.ExecutionID("tick", r.Partition, r.ScheduledTime) || r.Outcome != "succeeded" || r.Cause != history.CauseSchedule {
+			t.Fatalf("a record read back as %+v", r)
+		}
 	}
 }

@@ -107,6 +107,9 @@ type Scheduler struct {
 	armedHook func(shard.Slot)
 	// seenSelf is set once a view contained this member.
 	seenSelf bool
+	// historyFormat is the format records are written in: the newest that
+	// every member of the latest view reads (history.FormatCompact).
+	historyFormat int
 	// running counts executions in flight over all slots (the runs maps).
 	running int
 	// stopping is set when Run's loop has returned: nothing is campaigned for

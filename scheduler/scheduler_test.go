@@ -12,6 +12,7 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
@@ -97,6 +98,9 @@ type nodeOpts struct {
 	memberNow func() time.Time
 	cfg       Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
 	armed     func(shard.Slot)
+	// oldVersion: the member record publishes no history format, as a
+	// version before history.FormatCompact.
+	oldVersion bool
 	writerKV  func(clientv3.KV) clientv3.KV // wraps the state writer's KV (a gate in front of etcd)
 }
 
@@ -114,7 +118,11 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	id := membership.NewID()
-	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: o.ttl, Record: membership.Record{ID: id}, Now: o.memberNow})
+	published := membership.Record{ID: id, HistoryFormat: history.NewestFormat}
+	if o.oldVersion {
+		published.HistoryFormat = 0
+	}
+	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: o.ttl, Record: published, Now: o.memberNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +475,7 @@ func TestExecutionsAreTraced(t *testing.T) {
 	cat := catalog("traced", config.Job{Name: "traced", Schedule: "@every 1s", Handler: "noop"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: 2 * time.Second, Record: membership.Record{ID: membership.NewID()}})
+	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: 2 * time.Second, Record: membership.Record{ID: membership.NewID(), HistoryFormat: history.NewestFormat}})
 	if err != nil {
 		t.Fatal(err)
 	}
