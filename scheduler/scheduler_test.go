@@ -101,7 +101,7 @@ type nodeOpts struct {
 	// oldVersion: the member record publishes no history format, as a
 	// version before history.FormatCompact.
 	oldVersion bool
-	writerKV  func(clientv3.KV) clientv3.KV // wraps the state writer's KV (a gate in front of etcd)
+	writerKV   func(clientv3.KV) clientv3.KV // wraps the state writer's KV (a gate in front of etcd)
 }
 
 // startNodeWith starts a node with scheduler settings cfg and defaults otherwise.
