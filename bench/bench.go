@@ -155,6 +155,24 @@ type Lateness struct {
 	EtcdCost  *EtcdCost `json:"etcd_cost,omitempty"`
 }
 
+// secondTally is what started and was skipped of the fires scheduled in
+// one second of the window.
+type secondTally struct {
+	late    []time.Duration
+	skipped int
+}
+
+// tallied is the window's seconds, from from, as Lateness.BySecond.
+func tallied(from time.Time, secs []secondTally) []SecondLateness {
+	out := make([]SecondLateness, 0, len(secs))
+	for i, sec := range secs {
+		s := SecondLateness{At: from.Add(time.Duration(i) * time.Second), Started: len(sec.late), Skipped: sec.skipped}
+		s.P50, s.P99, s.Max = spread(sec.late)
+		out = append(out, s)
+	}
+	return out
+}
+
 // Figures count a set of fires over the window and spread their lateness.
 type Figures struct {
 	Expected int `json:"expected"`
@@ -770,10 +788,7 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		res.MemberLost = err.Error()
 	}
 	var late []time.Duration
-	bySecond := make([]struct {
-		late    []time.Duration
-		skipped int
-	}, (cfg.Duration+time.Second-1)/time.Second)
+	bySecond := make([]secondTally, (cfg.Duration+time.Second-1)/time.Second)
 	var probe *Figures
 	var probeLate []time.Duration
 	if cfg.Probe {
@@ -796,11 +811,7 @@ func lateness(cfg Config, n int) (Lateness, error) {
 			sec.late = append(sec.late, late[len(late)-1])
 		}
 	}
-	for i, sec := range bySecond {
-		s := SecondLateness{At: from.Add(time.Duration(i) * time.Second), Started: len(sec.late), Skipped: sec.skipped}
-		s.P50, s.P99, s.Max = spread(sec.late)
-		res.BySecond = append(res.BySecond, s)
-	}
+	res.BySecond = tallied(from, bySecond)
 	res.Expected = n * int(cfg.Duration/time.Second)
 	res.spread(late)
 	if probe != nil {

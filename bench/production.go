@@ -38,17 +38,13 @@ type EtcdCluster struct {
 // StartEtcdCluster starts the three processes in dir and waits until the
 // cluster serves.
 func StartEtcdCluster(binary, dir string) (*EtcdCluster, error) {
+	addrs, err := etcdnode.FreeAddrs(6)
+	if err != nil {
+		return nil, err
+	}
 	var clients, peers []string
 	for i := 0; i < 3; i++ {
-		c, err := etcdnode.FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		p, err := etcdnode.FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		clients, peers = append(clients, "http://"+c), append(peers, "http://"+p)
+		clients, peers = append(clients, "http://"+addrs[2*i]), append(peers, "http://"+addrs[2*i+1])
 	}
 	var initial []string
 	for i, p := range peers {
@@ -77,7 +73,7 @@ func StartEtcdCluster(binary, dir string) (*EtcdCluster, error) {
 		c.procs = append(c.procs, p)
 		c.metrics = append(c.metrics, clients[i]+"/metrics")
 	}
-	err := waitProcs(c.procs, time.Minute, func(ctx context.Context) (bool, error) {
+	err = waitProcs(c.procs, time.Minute, func(ctx context.Context) (bool, error) {
 		for _, ep := range clients {
 			resp, err := http.Get(ep + "/health")
 			if err != nil {
@@ -365,16 +361,16 @@ func stopAll(procs []*memberProc) {
 	wg.Wait()
 }
 
-// firesIn is how many of the fires record r stands for (the load fires
-// every second) were scheduled in [from, to).
-func firesIn(r history.Record, from, to time.Time) int {
-	n := 0
+// firesIn are the scheduled times of the fires record r stands for (the
+// load fires every second) that fall in [from, to).
+func firesIn(r history.Record, from, to time.Time) []time.Time {
+	var in []time.Time
 	for i, t := 0, r.ScheduledTime; i < r.Fires(); i, t = i+1, t.Add(time.Second) {
 		if !t.Before(from) && t.Before(to) {
-			n++
+			in = append(in, t)
 		}
 	}
-	return n
+	return in
 }
 
 // countFromHistory counts and spreads the fires scheduled in [from, to)
@@ -384,6 +380,8 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 	prefix := keyspace.History(cluster, "load")
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	var late []time.Duration
+	bySecond := make([]secondTally, (to.Sub(from)+time.Second-1)/time.Second)
+	second := func(t time.Time) *secondTally { return &bySecond[t.Sub(from)/time.Second] }
 	for key := prefix; ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		resp, err := cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(2000))
@@ -401,16 +399,21 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 			if err != nil || r.Cause != history.CauseSchedule && r.Cause != history.CauseCatchup {
 				continue
 			}
-			if firesIn(r, from, to) == 0 {
+			fires := firesIn(r, from, to)
+			if len(fires) == 0 {
 				continue
 			}
 			due := r.ScheduledTime.Add(load.JitterOffset(shard.Slot{Job: "load", Partition: r.Partition}))
 			switch r.Outcome {
 			case history.OutcomeSkipped, history.OutcomeMissed:
-				res.Skipped += firesIn(r, from, to)
+				res.Skipped += len(fires)
+				for _, t := range fires {
+					second(t).skipped++
+				}
 			case string(jobs.Succeeded), string(jobs.Failed), string(jobs.TimedOut), string(jobs.Fenced):
 				res.Started++
 				late = append(late, r.StartedAt.Sub(due))
+				second(r.ScheduledTime).late = append(second(r.ScheduledTime).late, r.StartedAt.Sub(due))
 			default:
 				res.NotStarted++
 			}
@@ -421,5 +424,6 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 	res.P50, res.P99, res.Max = spread(late)
+	res.BySecond = tallied(from, bySecond)
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/membership"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -147,10 +148,14 @@ func newCluster(t *testing.T, members int) *cluster {
 	}
 	c.cat = cat
 
+	addrs, err := etcdnode.FreeAddrs(6)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var peers, initial []string
 	for i := 0; i < 3; i++ {
-		c.etcd = append(c.etcd, &etcdNode{name: fmt.Sprintf("e%d", i), clientURL: "http://" + freePort(t)})
-		peers = append(peers, "http://"+freePort(t))
+		c.etcd = append(c.etcd, &etcdNode{name: fmt.Sprintf("e%d", i), clientURL: "http://" + addrs[2*i]})
+		peers = append(peers, "http://"+addrs[2*i+1])
 		initial = append(initial, fmt.Sprintf("e%d=%s", i, peers[i]))
 	}
 	var urls []string

@@ -274,6 +274,22 @@ func FreeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// FreeAddrs returns n distinct loopback host:ports that were free a moment
+// ago: each is held until all are picked, so the system cannot hand out
+// one twice, as n calls of FreeAddr can.
+func FreeAddrs(n int) ([]string, error) {
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("etcdnode: free port: %w", err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
+}
+
 // StartLocal starts a single-member etcd with its data in dir, listening on
 // free loopback ports, with tuning t: kira bench's own etcd. It tries new
 // ports when one was taken between FreeAddr and etcd's bind.

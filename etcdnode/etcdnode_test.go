@@ -86,3 +86,18 @@ func TestTLSThatWouldNotBeUsedIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// FreeAddrs never hands out one port twice, as FreeAddr called in a row can.
+func TestFreeAddrsAreDistinct(t *testing.T) {
+	addrs, err := etcdnode.FreeAddrs(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			t.Fatalf("%s handed out twice in %v", a, addrs)
+		}
+		seen[a] = true
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
@@ -62,6 +63,17 @@ func runKira(t *testing.T, args ...string) (string, int) {
 }
 
 func freePort(t *testing.T) string { return etcdtest.FreeAddr(t) }
+
+// freeURLs are two distinct free loopback URLs, an etcd's client and
+// peer (etcdnode.FreeAddrs: two calls of freePort can return one port twice).
+func freeURLs(t *testing.T) (client, peer string) {
+	t.Helper()
+	addrs, err := etcdnode.FreeAddrs(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + addrs[0], "http://" + addrs[1]
+}
 
 func TestValidate(t *testing.T) {
 	out, code := runKira(t, "validate", "../../examples/catalog.yaml")

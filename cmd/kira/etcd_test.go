@@ -49,7 +49,7 @@ func TestSingleMemberEtcdKeepsFewRaftEntries(t *testing.T) {
 // kira etcd --config-file takes etcd's own YAML configuration.
 func TestEtcdConfigFile(t *testing.T) {
 	dir := t.TempDir()
-	client, peer := "http://"+freePort(t), "http://"+freePort(t)
+	client, peer := freeURLs(t)
 	file := filepath.Join(dir, "etcd.yaml")
 	os.WriteFile(file, []byte(fmt.Sprintf("name: from-file\ndata-dir: %s\nlisten-client-urls: %s\nadvertise-client-urls: %s\nlisten-peer-urls: %s\ninitial-advertise-peer-urls: %s\ninitial-cluster: from-file=%s\n",
 		filepath.Join(dir, "data"), client, client, peer, peer, peer)), 0o600)

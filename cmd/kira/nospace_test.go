@@ -104,9 +104,9 @@ func expectLoudThenRecovered(t *testing.T, cli *clientv3.Client, member *proc, a
 // and disarms, and the member fires again.
 func TestNoSpaceRecoversByItself(t *testing.T) {
 	dir := t.TempDir()
-	client := "http://" + freePort(t)
+	client, peer := freeURLs(t)
 	etcd := start(t, "etcd", "--name", "full", "--data-dir", filepath.Join(dir, "etcd"), "--listen-client-urls", client,
-		"--listen-peer-urls", "http://"+freePort(t), "--quota-backend-bytes", fmt.Sprint(quotaForTests), "--auto-compaction-retention", "2s")
+		"--listen-peer-urls", peer, "--quota-backend-bytes", fmt.Sprint(quotaForTests), "--auto-compaction-retention", "2s")
 	cli := etcdtest.NewClient(t, client)
 	catalog := filepath.Join(dir, "c.yaml")
 	os.WriteFile(catalog, []byte(noSpaceCatalog), 0o600)
@@ -127,9 +127,9 @@ func TestNoSpaceRecoversByItself(t *testing.T) {
 // without a restart.
 func TestNoSpaceResumesWhenTheOperatorDisarms(t *testing.T) {
 	dir := t.TempDir()
-	client := "http://" + freePort(t)
+	client, peer := freeURLs(t)
 	e, err := etcdnode.Start(etcdnode.Config{Name: "external", DataDir: filepath.Join(dir, "etcd"), ListenClientURLs: client,
-		ListenPeerURLs: "http://" + freePort(t), QuotaBackendBytes: quotaForTests, AutoCompactionRetention: "0", Quiet: true, Tuning: etcdnode.Fast})
+		ListenPeerURLs: peer, QuotaBackendBytes: quotaForTests, AutoCompactionRetention: "0", Quiet: true, Tuning: etcdnode.Fast})
 	if err != nil {
 		t.Fatal(err)
 	}
