@@ -153,6 +153,7 @@ type Lateness struct {
 	// three `kira etcd` processes paid.
 	Processes bool      `json:"processes,omitempty"`
 	EtcdCost  *EtcdCost `json:"etcd_cost,omitempty"`
+	Cores     *Cores    `json:"cores,omitempty"`
 }
 
 // secondTally is what started and was skipped of the fires scheduled in

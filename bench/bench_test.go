@@ -214,6 +214,16 @@ func TestProductionShape(t *testing.T) {
 	if c == nil || c.Keys < 900 || c.Keys > 1300 || c.CPUSeconds <= 0 || c.DiskBytes <= 0 || c.WALBytes <= 0 || c.DBBytes <= 0 {
 		t.Fatalf("etcd cost %+v: want about 1,000 keys per 1,000 executions, and some CPU, disk and database", c)
 	}
+	if k := l.Cores; k == nil || k.Etcd <= 0 || k.Members <= 0 || k.Bench <= 0 || k.Machine < 1 {
+		t.Fatalf("cores %+v: want each share measured", k)
+	}
+	started, skipped := 0, 0
+	for _, s := range l.BySecond {
+		started, skipped = started+s.Started, skipped+s.Skipped
+	}
+	if len(l.BySecond) != 3 || started != l.Started || skipped != l.Skipped {
+		t.Fatalf("lateness by second %+v does not add up to %+v", l.BySecond, l.Figures)
+	}
 	rb, err := procRebalance(cfg, 200)
 	if err != nil {
 		t.Fatal(err)

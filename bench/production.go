@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,6 +119,18 @@ type EtcdCost struct {
 	// DBBytes is the database size at the end of the window (the largest
 	// member's).
 	DBBytes float64 `json:"db_size_bytes"`
+}
+
+// Cores is how the machine's CPUs were shared during a window, in cores
+// used (CPU seconds a second): what bounds the rate the production shape
+// carries on one machine.
+type Cores struct {
+	Etcd    float64 `json:"etcd"`    // the three etcd processes
+	Members float64 `json:"members"` // the three kira run processes
+	// Bench is the bench's own process: mostly the HTTP receiver that
+	// answers the job's requests, which a deployment would run elsewhere.
+	Bench   float64 `json:"bench"`
+	Machine int     `json:"machine"` // CPUs the machine has
 }
 
 // etcdReading is an etcd cluster's counters at one moment.
@@ -318,8 +331,10 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	to := from.Add(cfg.Duration)
 	time.Sleep(time.Until(from.Add(-time.Second / 2)))
 	etcdBefore, cpuBefore := cfg.Cluster.read(), procsCPU(procs)
+	benchBefore, _ := procUsage(os.Getpid())
 	time.Sleep(time.Until(to.Add(-time.Second / 2)))
 	etcdAfter, cpuAfter := cfg.Cluster.read(), procsCPU(procs)
+	benchAfter, _ := procUsage(os.Getpid())
 	time.Sleep(time.Until(to) + 2*time.Second) // let the window's runs finish
 	if err := exited(procs); err != nil {
 		res.MemberLost = err.Error()
@@ -339,6 +354,9 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	// go, or its start could not be recorded.
 	res.NotStarted += max(0, res.Expected-res.Started-res.Skipped-res.NotStarted)
 	res.EtcdCost = cost(etcdBefore, etcdAfter, res.Started)
+	window := cfg.Duration.Seconds()
+	res.Cores = &Cores{Etcd: (etcdAfter.cpu - etcdBefore.cpu) / window, Members: res.CPU.Seconds() / window,
+		Bench: (benchAfter - benchBefore) / window, Machine: runtime.NumCPU()}
 	return res, nil
 }
 

@@ -227,6 +227,13 @@ func printBench(w io.Writer, r *bench.Report) {
 			fmt.Fprintf(tw, "\t%d\t%.3f\t%s\t%.2f MB\t%.0f\t%.1f\t%.1f MB\n", l.Slots, c.CPUSeconds, disk, c.WALBytes/1e6, c.Keys, c.Txns, c.DBBytes/1e6)
 		}
 		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "CORES USED IN THE WINDOW\tSLOTS\tETCD (3 PROCESSES)\tMEMBERS (3)\tBENCH (THE JOB'S RECEIVER)\tMACHINE")
+		for _, l := range costs {
+			if c := l.Cores; c != nil {
+				fmt.Fprintf(tw, "\t%d\t%.2f\t%.2f\t%.2f\t%d\n", l.Slots, c.Etcd, c.Members, c.Bench, c.Machine)
+			}
+		}
+		fmt.Fprintln(tw)
 	}
 	if m := r.Memory; m != nil {
 		fmt.Fprintln(tw, "MEMORY\tIDLE SLOTS\tMEMBERS\tHEAP\tPER SLOT PER MEMBER\tRESIDENT PER 1000 SLOTS PER MEMBER (AT SETTLE / FREE MEMORY RETURNED)")
