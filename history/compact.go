@@ -37,8 +37,10 @@ const compactPrefix = "2"
 // Encode is s as etcd stores it in the given format: its output and error
 // cut to their bounds (StoredOutputBytes, StoredErrorBytes) either way.
 // A compact record's Job and Partition are those of the key it is put at.
+// A record without a scheduled time, which its other times are counted
+// from, is stored as JSON.
 func Encode(s Stored, format int) []byte {
-	if format != FormatCompact {
+	if format != FormatCompact || s.ScheduledTime.IsZero() {
 		data, _ := json.Marshal(s)
 		return data
 	}

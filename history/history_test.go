@@ -114,6 +114,10 @@ func TestCompactRecordsRoundTrip(t *testing.T) {
 			t.Errorf("%s: the JSON format does not read back: %s", name, jsonData)
 		}
 	}
+	unscheduled := Stored{Record: Record{Job: slot.Job, Partition: slot.Partition, ExecutionID: "x", Outcome: OutcomeReset}}
+	if data := Encode(unscheduled, FormatCompact); data[0] != '{' || !sameStored(must(Decode(slot, data)), unscheduled) {
+		t.Errorf("a record without a scheduled time stored as %s; want JSON", data)
+	}
 	compact, asJSON := Encode(usual, FormatCompact), Encode(usual, FormatJSON)
 	if 2*len(compact) > len(asJSON) {
 		t.Errorf("a usual record takes %d bytes compact, %d as JSON: not half", len(compact), len(asJSON))
