@@ -408,11 +408,7 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 			return err
 		}
 		for _, kv := range resp.Kvs {
-			slot, ok := keyspace.ParseHistoryEntry(cluster, string(kv.Key))
-			if !ok {
-				continue
-			}
-			stored, err := history.Decode(slot, kv.Value)
+			stored, err := history.DecodeEntry(cluster, kv)
 			r := stored.Record
 			if err != nil || r.Cause != history.CauseSchedule && r.Cause != history.CauseCatchup {
 				continue

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // How a stored record is encoded in etcd. FormatJSON is Stored's JSON,
@@ -122,6 +125,16 @@ func Decode(s shard.Slot, value []byte) (Stored, error) {
 		out.State = &st
 	}
 	return out, nil
+}
+
+// DecodeEntry reads the record stored at kv, a key of a slot's history
+// in cluster (keyspace.HistoryEntry), in either format.
+func DecodeEntry(cluster string, kv *mvccpb.KeyValue) (Stored, error) {
+	s, ok := keyspace.ParseHistoryEntry(cluster, string(kv.Key))
+	if !ok {
+		return Stored{}, fmt.Errorf("history: %s is not a history record's key", kv.Key)
+	}
+	return Decode(s, kv.Value)
 }
 
 // compact is FormatCompact's JSON. Times are nanoseconds from Scheduled

@@ -117,12 +117,11 @@ func OutcomeFilter(outcome string) (func(history.Record) bool, error) {
 }
 
 // decodeRecord reads a history record stored at kv, in either format
-// (history.Decode), if kv is a record under prefix.
+// (history.DecodeEntry), if kv is a record under prefix.
 func decodeRecord(cluster, prefix string, kv *mvccpb.KeyValue) (history.Record, bool) {
-	slot, ok := keyspace.ParseHistoryEntry(cluster, string(kv.Key))
-	if !ok || !strings.HasPrefix(string(kv.Key), prefix) {
+	if !strings.HasPrefix(string(kv.Key), prefix) {
 		return history.Record{}, false
 	}
-	st, err := history.Decode(slot, kv.Value)
+	st, err := history.DecodeEntry(cluster, kv)
 	return st.Record, err == nil
 }
