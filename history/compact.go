@@ -23,9 +23,10 @@ import (
 // not JSON, so a member of an earlier version fails to read it (it then
 // resets the slot, as for any unreadable state) rather than reading past it
 // to an older state key. A member writes FormatCompact only while every
-// member of its view reads it (membership.View.HistoryFormat), so a rolling
-// upgrade never shows an older member a compact record; only a downgrade
-// does. TestCompactRecordsRoundTrip, TestOldMembersKeepRecordsReadable.
+// member of its view reads it (membership.View.HistoryFormat), so while an
+// older member stays in the view it meets no compact record; one that joins
+// after every member read them (a downgrade) does.
+// TestCompactRecordsRoundTrip, TestOldMembersKeepRecordsReadable.
 const (
 	FormatJSON    = 1
 	FormatCompact = 2
