@@ -61,7 +61,7 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	b := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now})
+	b := manualNode(t, cli, cat, rec, clock, h)
 	waitKind(t, rec, "b holds the slot", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
 	clock.Advance(DefaultArmAhead / 2)
 	evs = waitKind(t, rec, "12:00:30 ran", 1, func(e Event) bool {

@@ -732,7 +732,7 @@ func TestFiresFallenBehindAreRecorded(t *testing.T) {
 	clock := NewManualClock(t0)
 	cat := catalog("behind", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
 	rec := newRecorder()
-	startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now})
+	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	clock.Advance(35 * time.Second) // past the fires at :10, :20 and :30 at once
 	waitKind(t, rec, "the late fire", 1, func(e Event) bool { return e.Kind == Finished })
