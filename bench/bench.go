@@ -31,7 +31,7 @@ type Config struct {
 	Etcd     etcdclient.Config // the etcd to run against
 	Slots    []int             // lateness: slot counts, each over 3 members
 	Duration time.Duration     // lateness: measuring window
-	Warmup   time.Duration     // lateness: from every slot owned to the window
+	Warmup   time.Duration     // lateness and soak: from every slot owned to the window
 	Command  bool              // lateness: run `sh -c :` instead of an in-process handler
 	// OutputBytes, if positive, makes the lateness load an HTTP job whose
 	// answer, of this many bytes, is its output: the write volume of jobs
@@ -65,6 +65,12 @@ type Config struct {
 	// EtcdTuning names how the bench's own etcd is tuned (etcdnode.Tuning),
 	// or is empty for an etcd given with --etcd.
 	EtcdTuning string
+	// Soak, if positive, runs the soak (and nothing else the config
+	// enables): SoakSlots slots firing every second in the production
+	// shape (Cluster must be set) for this long, sampled every SoakEvery.
+	Soak      time.Duration
+	SoakSlots int
+	SoakEvery time.Duration
 	// Cluster, if set, is the production shape: etcd is these three
 	// `kira etcd` processes (Etcd their endpoints), lateness runs with the
 	// members as `kira run` processes of Binary and reports what etcd paid,
@@ -82,6 +88,7 @@ type Report struct {
 	Lateness  []Lateness  `json:"lateness,omitempty"`
 	Rebalance []Rebalance `json:"rebalance,omitempty"`
 	Memory    *Memory     `json:"memory,omitempty"`
+	Soak      *Soak       `json:"soak,omitempty"`
 }
 
 // Failover is kill → first execution by the new owner, per TTL.
@@ -424,6 +431,15 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		r.Etcd = "production shape: three kira etcd processes (fsync, etcd's defaults), members as kira run processes"
 	case !cfg.EtcdInProcess:
 		r.Etcd = "external: " + strings.Join(cfg.Etcd.Endpoints, ",")
+	}
+	if cfg.Soak > 0 {
+		if cfg.Cluster == nil {
+			return r, fmt.Errorf("bench: the soak runs in the production shape only")
+		}
+		progress(fmt.Sprintf("soak, %d slots firing every second over 3 kira run processes, %s, sampled every %s", cfg.SoakSlots, cfg.Soak, cfg.SoakEvery))
+		s, err := procSoak(ctx, cfg, progress)
+		r.Soak = s
+		return r, err
 	}
 	for _, ttl := range cfg.TTLs {
 		progress(fmt.Sprintf("failover after a crash, lease_ttl %s, %d trials", ttl, cfg.Trials))

@@ -224,6 +224,7 @@ func TestProductionShape(t *testing.T) {
 	if len(l.BySecond) != 3 || started != l.Started || skipped != l.Skipped {
 		t.Fatalf("lateness by second %+v does not add up to %+v", l.BySecond, l.Figures)
 	}
+	soakShape(t, cfg)
 	rb, err := procRebalance(cfg, 200)
 	if err != nil {
 		t.Fatal(err)
@@ -237,5 +238,38 @@ func TestProductionShape(t *testing.T) {
 		if !b.Processes || b.Moved < 0.1 || b.Moved > 0.4 || b.Settle <= 0 {
 			t.Fatalf("rebalance %+v: want about a quarter of the slots moved, by processes", b)
 		}
+	}
+}
+
+// soakShape runs a short soak of 30 slots on cfg's cluster, sampled every
+// 2 s, and checks every sample and the summary hold what was measured.
+func soakShape(t *testing.T, cfg Config) {
+	t.Helper()
+	cfg.Soak, cfg.SoakSlots, cfg.SoakEvery = 12*time.Second, 30, 2*time.Second
+	s, err := procSoak(context.Background(), cfg, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("soak %+v", s.Summary)
+	if s.MemberLost != "" || len(s.Samples) < 6 || s.Duration < cfg.Soak || s.QuotaBytes < 1<<30 {
+		t.Fatalf("soak %+v: want 12 s of samples every 2 s, no member lost, etcd's default 2 GiB quota read", s)
+	}
+	for _, x := range s.Samples {
+		if x.DBBytes <= 0 || x.DBInUseBytes <= 0 || len(x.RSSBytes) != 3 || len(x.Goroutines) != 3 {
+			t.Fatalf("sample %+v: want the database sizes and each member's memory and goroutines", x)
+		}
+		for i := range x.RSSBytes {
+			if x.RSSBytes[i] < 1<<20 || x.Goroutines[i] < 10 {
+				t.Fatalf("sample %+v: member %d's memory or goroutines not read", x, i)
+			}
+		}
+	}
+	last, sum := s.Samples[len(s.Samples)-1], s.Summary
+	// 30 slots a second for 12 s, counted from the first sample.
+	if sum.Executions != last.Executions || sum.Executions < 250 || sum.Executions > 450 || sum.Failed != 0 {
+		t.Fatalf("summary %+v, last sample %+v: want about 360 executions, none failed", sum, last)
+	}
+	if sum.DBMax < last.DBBytes || sum.RSSFirstQuarter <= 0 || sum.RSSLastQuarter <= 0 || sum.GoroutinesMin < 10 || sum.GoroutinesMax < sum.GoroutinesMin {
+		t.Fatalf("summary %+v does not sum up the samples", sum)
 	}
 }

@@ -284,15 +284,17 @@ func heldElsewhere(ctx context.Context, t *procTrial) (changeSeen, error) {
 	}, nil
 }
 
-// startProc starts `kira run` as member name, its output to a file in dir.
-func startProc(cfg Config, dir, catalog, name string) (*memberProc, error) {
+// startProc starts `kira run` as member name, with the extra arguments
+// args, its output to a file in dir.
+func startProc(cfg Config, dir, catalog, name string, args ...string) (*memberProc, error) {
 	logPath := filepath.Join(dir, name+".log")
 	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := exec.Command(cfg.Binary, append(append([]string{"run", "--catalog", catalog}, cfg.Etcd.Args()...), "--name", name, "--log-level", "warn")...)
+	argv := append(append([]string{"run", "--catalog", catalog}, cfg.Etcd.Args()...), "--name", name, "--log-level", "warn")
+	cmd := exec.Command(cfg.Binary, append(argv, args...)...)
 	cmd.Env = append(os.Environ(), cfg.Etcd.Env()...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

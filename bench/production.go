@@ -209,8 +209,9 @@ func procUsage(pid int) (cpuSeconds, diskBytes float64) {
 // on every Linux Go runs on.
 const clockTicks = 100
 
-// scrape reads the counters and gauges of a Prometheus text endpoint,
-// summed over their labels.
+// scrape reads the counters and gauges of a Prometheus text endpoint:
+// each name summed over its labels, and each series under its name with
+// its labels (see sumWith).
 func scrape(url string) map[string]float64 {
 	out := map[string]float64{}
 	resp, err := http.Get(url)
@@ -229,12 +230,27 @@ func scrape(url string) map[string]float64 {
 		if !ok {
 			continue
 		}
-		name, _, _ = strings.Cut(name, "{")
 		if v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
-			out[name] += v
+			bare, _, labelled := strings.Cut(name, "{")
+			out[bare] += v
+			if labelled {
+				out[name] = v
+			}
 		}
 	}
 	return out
+}
+
+// sumWith is the sum of the series of metric name whose labels hold label
+// (such as `outcome="failed"`), in what scrape read.
+func sumWith(m map[string]float64, name, label string) float64 {
+	total := 0.0
+	for series, v := range m {
+		if labels, ok := strings.CutPrefix(series, name+"{"); ok && strings.Contains(labels, label) {
+			total += v
+		}
+	}
+	return total
 }
 
 // loadServer answers the HTTP load job with n bytes until stopped.
@@ -297,32 +313,12 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	}
 	defer cli.Close()
 	began := time.Now()
-	var procs []*memberProc
+	procs, err := startRunProcs(cfg, cli, dir, catalog, name, n, nil)
 	defer func() {
 		for _, p := range procs {
 			p.stop()
 		}
 	}()
-	for i := 0; i < 3; i++ {
-		p, err := startProc(cfg, dir, catalog, fmt.Sprintf("m%d", i))
-		if err != nil {
-			return res, err
-		}
-		procs = append(procs, p)
-	}
-	err = waitProcs(procs, 5*time.Minute, func(ctx context.Context) (bool, error) {
-		st, err := operator.ReadStatus(ctx, cli, name)
-		if err != nil {
-			return false, err
-		}
-		owned := 0
-		for _, s := range st.Slots {
-			if s.Owner != "" {
-				owned++
-			}
-		}
-		return len(st.Members) == 3 && owned == n, nil
-	})
 	if err != nil {
 		return res, fmt.Errorf("bench: lateness at %d slots with processes, while the slots were being taken: %w", n, err)
 	}
@@ -358,6 +354,38 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	res.Cores = &Cores{Etcd: (etcdAfter.cpu - etcdBefore.cpu) / window, Members: res.CPU.Seconds() / window,
 		Bench: (benchAfter - benchBefore) / window, Machine: runtime.NumCPU()}
 	return res, nil
+}
+
+// startRunProcs starts three `kira run` processes named m0, m1 and m2 on
+// catalog (of cluster name, n slots), each with the extra arguments
+// args(i) if args is not nil, and waits until every slot is owned. It
+// returns the processes it started, also on error, for the caller to stop.
+func startRunProcs(cfg Config, cli *clientv3.Client, dir, catalog, name string, n int, args func(i int) []string) ([]*memberProc, error) {
+	var procs []*memberProc
+	for i := 0; i < 3; i++ {
+		var extra []string
+		if args != nil {
+			extra = args(i)
+		}
+		p, err := startProc(cfg, dir, catalog, fmt.Sprintf("m%d", i), extra...)
+		if err != nil {
+			return procs, err
+		}
+		procs = append(procs, p)
+	}
+	return procs, waitProcs(procs, 5*time.Minute, func(ctx context.Context) (bool, error) {
+		st, err := operator.ReadStatus(ctx, cli, name)
+		if err != nil {
+			return false, err
+		}
+		owned := 0
+		for _, s := range st.Slots {
+			if s.Owner != "" {
+				owned++
+			}
+		}
+		return len(st.Members) == 3 && owned == n, nil
+	})
 }
 
 // procsCPU is the CPU seconds the processes used so far.

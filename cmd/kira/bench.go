@@ -27,12 +27,15 @@ func (c *cli) benchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure failover, handover, lateness, rebalance and memory (docs/benchmarks.md)",
 		Args:  exactArgs(0),
-		RunE:  func(*cobra.Command, []string) error { return c.bench(f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.slotsSet = cmd.Flags().Changed("slots")
+			return c.bench(f)
+		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.slots, "slots", "100,1000,10000", "lateness: comma-separated slot counts (empty skips)")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "lateness: measuring window")
-	fs.DurationVar(&f.warmup, "warmup", 10*time.Second, "lateness: wait this long after every slot is owned before measuring")
+	fs.DurationVar(&f.warmup, "warmup", 10*time.Second, "lateness and soak: wait this long after every slot is owned before measuring")
 	fs.BoolVar(&f.command, "sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
 	fs.DurationVar(&f.jitter, "jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
 	fs.IntVar(&f.outputBytes, "output-bytes", 0, "lateness: the load is an HTTP job whose answer, its output, is this many bytes (served by the bench), instead of a silent in-process handler")
@@ -43,6 +46,8 @@ func (c *cli) benchCmd() *cobra.Command {
 	fs.IntVar(&f.rebalance, "rebalance", 10000, "rebalance: slots (0 skips)")
 	f.output.register(fs)
 	fs.BoolVar(&f.production, "production", false, "the production shape: etcd as three kira etcd processes of this binary (fsync, etcd's defaults), lateness with the members as kira run processes and what etcd paid per 1,000 executions, failover and handover with processes")
+	fs.DurationVar(&f.soak, "soak", 0, "run only the soak, in the production shape, for this long: one --slots count (default 1000) firing every second, etcd's database size, the members' resident memory and goroutines, and executions, skips and failures sampled every --soak-every")
+	fs.DurationVar(&f.soakEvery, "soak-every", 15*time.Second, "soak: sampling interval")
 	fs.BoolVar(&f.etcdFast, "etcd-fast", false, "with no --etcd: tune the embedded etcd as the tests do (no fsync, 20 ms ticks) instead of as kira run does")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
 	fs.StringVar(&f.heapProfile, "heapprofile", "", "write a heap profile to this file while the rebalance's members hold their idle slots (go tool pprof)")
@@ -51,8 +56,9 @@ func (c *cli) benchCmd() *cobra.Command {
 
 type benchFlags struct {
 	slots, ttls                                 string
-	duration, warmup, jitter                    time.Duration
+	duration, warmup, jitter, soak, soakEvery   time.Duration
 	command, probe, procs, etcdFast, production bool
+	slotsSet                                    bool // --slots was given
 	trials, rebalance, outputBytes              int
 	output                                      output
 	cpuProfile, heapProfile                     string
@@ -61,6 +67,11 @@ type benchFlags struct {
 func (c *cli) bench(f benchFlags) error {
 	stdout, stderr := c.stdout, c.stderr
 	cfg := bench.Config{Processes: f.procs, Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, HeapProfile: f.heapProfile, OutputBytes: f.outputBytes}
+	if f.soak > 0 {
+		if err := soakConfig(&f, &cfg); err != nil {
+			return err
+		}
+	}
 	for _, s := range etcdclient.SplitList(f.slots) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -85,7 +96,7 @@ func (c *cli) bench(f benchFlags) error {
 	cfg.Etcd = c.etcdConfig("")
 	switch {
 	case f.production && len(cfg.Etcd.Endpoints) > 0:
-		return fmt.Errorf("kira bench: --production starts its own etcd cluster; leave out --etcd")
+		return fmt.Errorf("kira bench: --production and --soak start their own etcd cluster; leave out --etcd")
 	case f.production:
 		dir, err := os.MkdirTemp("", "kira-bench-etcd")
 		if err != nil {
@@ -137,6 +148,28 @@ func (c *cli) bench(f benchFlags) error {
 		f.output.print(stdout, rep, func(w io.Writer) error { printBench(w, rep); return nil })
 	}
 	return err
+}
+
+// soakConfig makes cfg the soak's: the production shape, one slot count
+// (1000 unless --slots names one), and no other scenario.
+func soakConfig(f *benchFlags, cfg *bench.Config) error {
+	slots := etcdclient.SplitList(f.slots)
+	if !f.slotsSet {
+		slots = []string{"1000"}
+	}
+	n, err := 0, error(nil)
+	if len(slots) == 1 {
+		n, err = strconv.Atoi(slots[0])
+	}
+	switch {
+	case len(slots) != 1 || err != nil || n < 1:
+		return fmt.Errorf("kira bench: --soak takes one --slots count, a positive number; got %q", f.slots)
+	case f.soakEvery <= 0 || f.soakEvery > f.soak:
+		return fmt.Errorf("kira bench: --soak-every %s: want more than 0 and at most --soak (%s)", f.soakEvery, f.soak)
+	}
+	f.production, f.slots, f.ttls, f.trials, f.rebalance = true, "", "", 0, 0
+	cfg.Soak, cfg.SoakSlots, cfg.SoakEvery, cfg.Trials, cfg.Rebalance = f.soak, n, f.soakEvery, 0, 0
+	return nil
 }
 
 func ms(d time.Duration) string {
@@ -235,6 +268,9 @@ func printBench(w io.Writer, r *bench.Report) {
 		}
 		fmt.Fprintln(tw)
 	}
+	if s := r.Soak; s != nil {
+		printSoak(tw, s)
+	}
 	if m := r.Memory; m != nil {
 		fmt.Fprintln(tw, "MEMORY\tIDLE SLOTS\tMEMBERS\tHEAP\tPER SLOT PER MEMBER\tRESIDENT PER 1000 SLOTS PER MEMBER (AT SETTLE / FREE MEMORY RETURNED)")
 		rss := "-"
@@ -244,6 +280,41 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintf(tw, "\t%d\t%d\t%.1f MiB\t%.0f B%s\t%s\n", m.Slots, m.Members, float64(m.HeapBytes)/(1<<20), m.PerSlotPerMember, withEtcd(m.EtcdInProcess), rss)
 	}
 	tw.Flush()
+}
+
+// maxSoakRows bounds the samples the soak's table prints (the JSON output
+// has them all).
+const maxSoakRows = 20
+
+// printSoak prints a soak's samples, at most maxSoakRows of them evenly
+// spaced, and its summary.
+func printSoak(tw *tabwriter.Writer, s *bench.Soak) {
+	fmt.Fprintf(tw, "SOAK: %d slots every second, %s, %s sampled every %s; etcd quota %.0f MB\n", s.Slots, s.Executor, s.Duration.Round(time.Second), s.Every, s.QuotaBytes/1e6)
+	fmt.Fprintln(tw, "\tAT\tDB SIZE\tIN USE\tRESIDENT (3 MEMBERS)\tGOROUTINES (3 MEMBERS)\tEXECUTIONS\tSKIPPED\tFAILED")
+	step := max(1, (len(s.Samples)+maxSoakRows-1)/maxSoakRows)
+	for i, x := range s.Samples {
+		if i%step != 0 && i != len(s.Samples)-1 {
+			continue
+		}
+		var rss, g []string
+		for j := range x.RSSBytes {
+			rss, g = append(rss, fmt.Sprintf("%.0f", x.RSSBytes[j]/(1<<20))), append(g, fmt.Sprintf("%.0f", x.Goroutines[j]))
+		}
+		fmt.Fprintf(tw, "\t%s\t%.1f MB\t%.1f MB\t%s MiB\t%s\t%.0f\t%.0f\t%.0f\n", x.At.Round(time.Second), x.DBBytes/1e6, x.DBInUseBytes/1e6,
+			strings.Join(rss, " / "), strings.Join(g, " / "), x.Executions, x.Skipped, x.Failed)
+	}
+	sum := s.Summary
+	quota := 0.0
+	if s.QuotaBytes > 0 {
+		quota = 100 * sum.DBMax / s.QuotaBytes
+	}
+	fmt.Fprintf(tw, "\tdatabase at most %.1f MB (%.0f %% of the quota), first at %s; in the last quarter at least %.1f MB\n", sum.DBMax/1e6, quota, sum.DBMaxAt.Round(time.Second), sum.DBLastQuarterMin/1e6)
+	fmt.Fprintf(tw, "\tmembers' resident memory, mean: %.1f MiB over the first quarter, %.1f MiB over the last; goroutines %.0f–%.0f\n", sum.RSSFirstQuarter/(1<<20), sum.RSSLastQuarter/(1<<20), sum.GoroutinesMin, sum.GoroutinesMax)
+	fmt.Fprintf(tw, "\t%.0f executions, %.0f skipped, %.0f failed\n", sum.Executions, sum.Skipped, sum.Failed)
+	if s.MemberLost != "" {
+		fmt.Fprintf(tw, "\tended early: %s\n", s.MemberLost)
+	}
+	fmt.Fprintln(tw)
 }
 
 func withEtcd(inProcess bool) string {

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestBenchSoakRefusesWhatItCannotRun: --soak measures one rate, in the
+// production shape, sampled within its length; anything else is refused
+// before a process starts, naming the flag.
+func TestBenchSoakRefusesWhatItCannotRun(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--soak", "1m", "--slots", "100,200"}, "--soak takes one --slots count"},
+		{[]string{"--soak", "1m", "--slots", "0"}, "--soak takes one --slots count"},
+		{[]string{"--soak", "10s", "--soak-every", "20s"}, "--soak-every 20s"},
+		{[]string{"--soak", "1m", "--etcd", "http://127.0.0.1:1"}, "leave out --etcd"},
+	} {
+		out, code := runKira(t, append([]string{"bench"}, c.args...)...)
+		if code == 0 || !strings.Contains(out, c.want) {
+			t.Errorf("kira bench %v: exit %d, %q; want an error with %q", c.args, code, out, c.want)
+		}
+	}
+}
