@@ -265,6 +265,39 @@ func loadServer(n int) (url string, stop func(), err error) {
 	return "http://" + l.Addr().String() + "/", func() { srv.Close() }, nil
 }
 
+// loadRun is what a production-shape run of the load job needs: the job's
+// receiver, answering cfg.OutputBytes bytes, and a directory holding the
+// job's catalog, of its own cluster.
+type loadRun struct {
+	dir, catalog, cluster string
+	stopServer            func()
+}
+
+// newLoadRun starts the receiver and writes catalog(cluster, its URL).
+func newLoadRun(cfg Config, kind string, catalog func(cluster, url string) string) (*loadRun, error) {
+	url, stop, err := loadServer(cfg.OutputBytes)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kira-bench-"+kind)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	l := &loadRun{dir: dir, catalog: filepath.Join(dir, "catalog.yaml"), cluster: cluster("prod-" + kind), stopServer: stop}
+	if err := os.WriteFile(l.catalog, []byte(catalog(l.cluster, url)), 0o600); err != nil {
+		l.close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// close stops the receiver and removes the directory.
+func (l *loadRun) close() {
+	l.stopServer()
+	os.RemoveAll(l.dir)
+}
+
 // prodCatalog is the lateness load for `kira run` processes: an HTTP job
 // (kira run has no Go handlers) answered by the bench, with a history long
 // enough to keep every fire of the window.
@@ -289,31 +322,22 @@ jobs:
 // back from the history in etcd.
 func procLateness(cfg Config, n int) (Lateness, error) {
 	res := Lateness{Slots: n, Executor: fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes), Jitter: cfg.Jitter, Processes: true}
-	url, stopLoad, err := loadServer(cfg.OutputBytes)
-	if err != nil {
-		return res, err
-	}
-	defer stopLoad()
-	dir, err := os.MkdirTemp("", "kira-bench-lateness")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(dir)
-	name := cluster("prod-lateness")
 	// The window and the fires until the members stop, each of which may
 	// leave two records (a run and a skip) when the machine is overloaded.
 	keep := min(999, 2*int(cfg.Duration/time.Second)+30)
-	catalog := filepath.Join(dir, "catalog.yaml")
-	if err := os.WriteFile(catalog, []byte(fmt.Sprintf(prodCatalog, name, n, url, keep, cfg.Jitter)), 0o600); err != nil {
+	load, err := newLoadRun(cfg, "lateness", func(name, url string) string { return fmt.Sprintf(prodCatalog, name, n, url, keep, cfg.Jitter) })
+	if err != nil {
 		return res, err
 	}
+	defer load.close()
+	name := load.cluster
 	cli, err := etcdclient.New(cfg.Etcd)
 	if err != nil {
 		return res, err
 	}
 	defer cli.Close()
 	began := time.Now()
-	procs, err := startRunProcs(cfg, cli, dir, catalog, name, n, nil)
+	procs, err := startRunProcs(cfg, cli, load, n, nil)
 	defer func() {
 		for _, p := range procs {
 			p.stop()
@@ -357,24 +381,24 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 }
 
 // startRunProcs starts three `kira run` processes named m0, m1 and m2 on
-// catalog (of cluster name, n slots), each with the extra arguments
-// args(i) if args is not nil, and waits until every slot is owned. It
-// returns the processes it started, also on error, for the caller to stop.
-func startRunProcs(cfg Config, cli *clientv3.Client, dir, catalog, name string, n int, args func(i int) []string) ([]*memberProc, error) {
+// load's catalog (n slots), each with the extra arguments args(i) if args
+// is not nil, and waits until every slot is owned. It returns the
+// processes it started, also on error, for the caller to stop.
+func startRunProcs(cfg Config, cli *clientv3.Client, load *loadRun, n int, args func(i int) []string) ([]*memberProc, error) {
 	var procs []*memberProc
 	for i := 0; i < 3; i++ {
 		var extra []string
 		if args != nil {
 			extra = args(i)
 		}
-		p, err := startProc(cfg, dir, catalog, fmt.Sprintf("m%d", i), extra...)
+		p, err := startProc(cfg, load.dir, load.catalog, fmt.Sprintf("m%d", i), extra...)
 		if err != nil {
 			return procs, err
 		}
 		procs = append(procs, p)
 	}
 	return procs, waitProcs(procs, 5*time.Minute, func(ctx context.Context) (bool, error) {
-		st, err := operator.ReadStatus(ctx, cli, name)
+		st, err := operator.ReadStatus(ctx, cli, load.cluster)
 		if err != nil {
 			return false, err
 		}

@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdclient"
@@ -65,21 +63,11 @@ func procSoak(ctx context.Context, cfg Config, progress func(string)) (*Soak, er
 	n := cfg.SoakSlots
 	res := &Soak{Slots: n, Executor: fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes), Every: cfg.SoakEvery}
 	defer func() { res.Summary = summarize(res.Samples) }()
-	url, stopLoad, err := loadServer(cfg.OutputBytes)
+	load, err := newLoadRun(cfg, "soak", func(name, url string) string { return fmt.Sprintf(soakCatalog, name, n, url) })
 	if err != nil {
 		return res, err
 	}
-	defer stopLoad()
-	dir, err := os.MkdirTemp("", "kira-bench-soak")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(dir)
-	name := cluster("prod-soak")
-	catalog := filepath.Join(dir, "catalog.yaml")
-	if err := os.WriteFile(catalog, []byte(fmt.Sprintf(soakCatalog, name, n, url)), 0o600); err != nil {
-		return res, err
-	}
+	defer load.close()
 	cli, err := etcdclient.New(cfg.Etcd)
 	if err != nil {
 		return res, err
@@ -89,7 +77,7 @@ func procSoak(ctx context.Context, cfg Config, progress func(string)) (*Soak, er
 	if err != nil {
 		return res, err
 	}
-	procs, err := startRunProcs(cfg, cli, dir, catalog, name, n, func(i int) []string { return []string{"--http", addrs[i]} })
+	procs, err := startRunProcs(cfg, cli, load, n, func(i int) []string { return []string{"--http", addrs[i]} })
 	defer stopAll(procs)
 	if err != nil {
 		return res, fmt.Errorf("bench: soak at %d slots, while the slots were being taken: %w", n, err)

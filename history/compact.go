@@ -19,20 +19,23 @@ import (
 // what a reader can derive: the job and partition (from the key), the
 // standard execution ids (from the scheduled time), the member and token
 // once (a record and the state written with it share them), times as
-// nanoseconds from the scheduled time. Its value starts with "2{", which is
-// not JSON, so a member of an earlier version fails to read it (it then
-// resets the slot, as for any unreadable state) rather than reading past it
-// to an older state key. A member writes FormatCompact only while every
-// member of its view reads it (membership.View.HistoryFormat), so while an
-// older member stays in the view it meets no compact record; one that joins
-// after every member read them (a downgrade) does.
+// nanoseconds from the scheduled time; its value is "2" and that as JSON.
+// FormatWire holds the same in protocol buffers' wire format (wire.go),
+// after "3". Neither is JSON, so a member of an earlier version fails to
+// read a value in a newer format (it then resets the slot, as for any
+// unreadable state) rather than reading past it to an older state key. A
+// member writes the newest format every member of its view reads
+// (membership.View.HistoryFormat), so while an older member stays in the
+// view it meets no record it cannot read; one that joins after every
+// member read a newer format (a downgrade) does.
 // TestCompactRecordsRoundTrip, TestOldMembersKeepRecordsReadable.
 const (
 	FormatJSON    = 1
 	FormatCompact = 2
+	FormatWire    = 3 // FormatCompact's fields in protocol buffers' wire format (wire.go)
 	// NewestFormat is the newest format this version reads; members
 	// publish it in their member record.
-	NewestFormat = FormatCompact
+	NewestFormat = FormatWire
 )
 
 // compactPrefix opens a value in FormatCompact.
@@ -44,10 +47,20 @@ const compactPrefix = "2"
 // A record without a scheduled time, which its other times are counted
 // from, is stored as JSON.
 func Encode(s Stored, format int) []byte {
-	if format != FormatCompact || s.ScheduledTime.IsZero() {
+	if format < FormatCompact || s.ScheduledTime.IsZero() {
 		data, _ := json.Marshal(s)
 		return data
 	}
+	c := toCompact(s)
+	if format == FormatCompact {
+		data, _ := json.Marshal(c)
+		return append([]byte(compactPrefix), data...)
+	}
+	return appendWire([]byte{wirePrefix}, c)
+}
+
+// toCompact is s without what a reader derives (see FormatCompact).
+func toCompact(s Stored) compact {
 	r := s.Record
 	at := r.ScheduledTime
 	c := compact{Member: r.Member, Token: r.Token, Scheduled: at.UnixNano(), Started: offset(at, r.StartedAt), Finished: offset(at, r.FinishedAt),
@@ -75,22 +88,33 @@ func Encode(s Stored, format int) []byte {
 			c.State.Token = &st.Token
 		}
 	}
-	data, _ := json.Marshal(c)
-	return append([]byte(compactPrefix), data...)
+	return c
 }
 
-// Decode reads a stored record of slot s in either format. Times read
-// from a compact record are in UTC.
+// Decode reads a stored record of slot s in any format. Times read from a
+// compact or wire record are in UTC.
 func Decode(s shard.Slot, value []byte) (Stored, error) {
-	if !bytes.HasPrefix(value, []byte(compactPrefix+"{")) {
+	var c compact
+	switch {
+	case len(value) > 0 && value[0] == wirePrefix:
+		var err error
+		if c, err = decodeWire(value[1:]); err != nil {
+			return Stored{}, err
+		}
+	case bytes.HasPrefix(value, []byte(compactPrefix+"{")):
+		if err := json.Unmarshal(value[len(compactPrefix):], &c); err != nil {
+			return Stored{}, err
+		}
+	default:
 		var st Stored
 		err := json.Unmarshal(value, &st)
 		return st, err
 	}
-	var c compact
-	if err := json.Unmarshal(value[len(compactPrefix):], &c); err != nil {
-		return Stored{}, err
-	}
+	return fromCompact(s, c)
+}
+
+// fromCompact is the record of slot s that c holds, with what it derives.
+func fromCompact(s shard.Slot, c compact) (Stored, error) {
 	if c.Scheduled == 0 {
 		return Stored{}, errors.New("history: a compact record without its scheduled time")
 	}
@@ -110,22 +134,27 @@ func Decode(s shard.Slot, value []byte) (Stored, error) {
 	}
 	out := Stored{Record: r}
 	if cs := c.State; cs != nil {
-		st := SlotState{Token: c.Token, Member: c.Member, Started: timeAt(at, cs.Started), StartedAttempt: cs.StartedAttempt,
-			Finished: timeAt(at, cs.Finished), Outcome: cs.Outcome, HistorySeq: cs.HistorySeq, HistoryLimit: cs.HistoryLimit, MissedDropped: cs.MissedDropped}
-		if cs.Token != nil {
-			st.Token = *cs.Token
-		}
-		if cs.Member != nil {
-			st.Member = *cs.Member
-		}
-		if cs.StartedID != nil {
-			st.StartedID = *cs.StartedID
-		} else {
-			st.StartedID = standardID(s.Job, s.Partition, st.Started)
-		}
-		out.State = &st
+		out.State = cs.slotState(s, c, at)
 	}
 	return out, nil
+}
+
+// slotState is the slot's state cs holds, in record c scheduled at at.
+func (cs *compactState) slotState(s shard.Slot, c compact, at time.Time) *SlotState {
+	st := SlotState{Token: c.Token, Member: c.Member, Started: timeAt(at, cs.Started), StartedAttempt: cs.StartedAttempt,
+		Finished: timeAt(at, cs.Finished), Outcome: cs.Outcome, HistorySeq: cs.HistorySeq, HistoryLimit: cs.HistoryLimit, MissedDropped: cs.MissedDropped}
+	if cs.Token != nil {
+		st.Token = *cs.Token
+	}
+	if cs.Member != nil {
+		st.Member = *cs.Member
+	}
+	if cs.StartedID != nil {
+		st.StartedID = *cs.StartedID
+	} else {
+		st.StartedID = standardID(s.Job, s.Partition, st.Started)
+	}
+	return &st
 }
 
 // DecodeEntry reads the record stored at kv, a key of a slot's history

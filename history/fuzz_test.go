@@ -22,6 +22,8 @@ func FuzzStateFrom(f *testing.F) {
 	f.Add([]byte(`{"token":4}`), []byte("\x00"), false)
 	f.Add([]byte(`{"token":4}`), Encode(Stored{Record: Record{Job: "a", ScheduledTime: time.Unix(5, 0)}, State: &SlotState{Token: 5, Started: time.Unix(6, 0)}}, FormatCompact), true)
 	f.Add([]byte(`{"token":4}`), []byte(`2{"t":0}`), true)
+	f.Add([]byte(`{"token":4}`), Encode(Stored{Record: Record{Job: "a", ScheduledTime: time.Unix(5, 0), Outcome: "failed"}, State: &SlotState{Token: 5, Started: time.Unix(6, 0)}}, FormatWire), true)
+	f.Add([]byte(`{"token":4}`), []byte("3\x88\x01\x05"), true)
 	f.Fuzz(func(t *testing.T, state, record []byte, recordNewer bool) {
 		stateKv := []*mvccpb.KeyValue{{Key: []byte("s"), Value: state, ModRevision: 10}}
 		recRev := int64(5)

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/shard"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // A stored record is at most MaxStoredBytes whatever a job prints: with
@@ -33,8 +35,10 @@ func TestStoredRecordIsBounded(t *testing.T) {
 	if len(data) > MaxStoredBytes {
 		t.Fatalf("a stored record of %d bytes, over %d", len(data), MaxStoredBytes)
 	}
-	if compact := Encode(Stored{Record: r, State: &st}, FormatCompact); len(compact) > MaxStoredBytes {
-		t.Fatalf("a compact stored record of %d bytes, over %d", len(compact), MaxStoredBytes)
+	for _, format := range []int{FormatCompact, FormatWire} {
+		if data := Encode(Stored{Record: r, State: &st}, format); len(data) > MaxStoredBytes {
+			t.Fatalf("a stored record of %d bytes in format %d, over %d", len(data), format, MaxStoredBytes)
+		}
 	}
 	var back Stored
 	if err := json.Unmarshal(data, &back); err != nil || !utf8.ValidString(back.OutputTail) || !utf8.ValidString(back.Error) ||
@@ -79,7 +83,7 @@ func TestCompactRecordsRoundTrip(t *testing.T) {
 	at := time.Date(2026, 12, 1, 22, 9, 17, 0, time.FixedZone("X", 3600))
 	next := at.Add(time.Second)
 	member := "kira-7d9f8b6c5-x2k4p-123e4567-e89b-12d3-a456-426614174000"
-	code, status := 3, 200
+	code, status, negative := 3, 200, -9
 	id := jobs.ExecutionID(slot.Job, slot.Partition, at)
 	usual := Stored{
 		Record: Record{Job: slot.Job, Partition: slot.Partition, ExecutionID: id, Member: member, Token: 123456789,
@@ -96,33 +100,50 @@ func TestCompactRecordsRoundTrip(t *testing.T) {
 	skip.State = nil
 	never := usual
 	never.State = &SlotState{Token: 1, Member: member, HistorySeq: 1, HistoryLimit: 10} // no fire started or finished yet
-	for name, want := range map[string]Stored{"usual": usual, "manual": manual, "skip": skip, "never": never} {
-		data := Encode(want, FormatCompact)
-		var old Stored
-		if err := json.Unmarshal(data, &old); err == nil {
-			t.Errorf("%s: an earlier version reads a compact record as JSON: %s", name, data)
-		}
-		got, err := Decode(slot, data)
-		if err != nil {
-			t.Fatalf("%s: %v: %s", name, err, data)
-		}
+	odd := usual                                                                        // an outcome without a wire number, and a negative exit code
+	odd.Record.Outcome, odd.Record.ExitCode, odd.State = "something new", &negative, &SlotState{Token: 2, Member: member, Outcome: "newer still"}
+	for name, want := range map[string]Stored{"usual": usual, "manual": manual, "skip": skip, "never": never, "odd": odd} {
 		want.OutputTail, want.Error = lastBytes(want.OutputTail, StoredOutputBytes), firstBytes(want.Error, StoredErrorBytes)
-		if !sameStored(got, want) {
-			t.Errorf("%s: read back\n%+v %+v\nwant\n%+v %+v\nfrom %s", name, got.Record, got.State, want.Record, want.State, data)
+		for _, format := range []int{FormatCompact, FormatWire} {
+			data := Encode(want, format)
+			var old Stored
+			if err := json.Unmarshal(data, &old); err == nil {
+				t.Errorf("%s: an earlier version reads format %d as JSON: %q", name, format, data)
+			}
+			got, err := Decode(slot, data)
+			if err != nil {
+				t.Fatalf("%s, format %d: %v: %q", name, format, err, data)
+			}
+			if !sameStored(got, want) {
+				t.Errorf("%s, format %d: read back\n%+v %+v\nwant\n%+v %+v\nfrom %q", name, format, got.Record, got.State, want.Record, want.State, data)
+			}
 		}
 		if jsonData := Encode(want, FormatJSON); !sameStored(must(Decode(slot, jsonData)), want) {
 			t.Errorf("%s: the JSON format does not read back: %s", name, jsonData)
 		}
 	}
+	// A later version may add fields to the wire format: this one skips them.
+	later := Encode(usual, FormatWire)
+	later = protowire.AppendVarint(protowire.AppendTag(later, 99, protowire.VarintType), 7)
+	later = protowire.AppendString(protowire.AppendTag(later, 98, protowire.BytesType), "new")
+	later = protowire.AppendFixed64(protowire.AppendTag(later, 97, protowire.Fixed64Type), 1)
+	if got, err := Decode(slot, later); err != nil || !sameStored(got, usual) {
+		t.Errorf("a wire record with fields this version does not know: %v, %+v", err, got)
+	}
+	// A format-2 reader (an earlier version) refuses a wire record: it is
+	// neither "2{" nor JSON.
+	if wire := Encode(usual, FormatWire); bytes.HasPrefix(wire, []byte(compactPrefix+"{")) {
+		t.Errorf("a wire record reads as a compact one: %q", wire)
+	}
 	unscheduled := Stored{Record: Record{Job: slot.Job, Partition: slot.Partition, ExecutionID: "x", Outcome: OutcomeReset}}
-	if data := Encode(unscheduled, FormatCompact); data[0] != '{' || !sameStored(must(Decode(slot, data)), unscheduled) {
+	if data := Encode(unscheduled, FormatWire); data[0] != '{' || !sameStored(must(Decode(slot, data)), unscheduled) {
 		t.Errorf("a record without a scheduled time stored as %s; want JSON", data)
 	}
-	compact, asJSON := Encode(usual, FormatCompact), Encode(usual, FormatJSON)
-	if 2*len(compact) > len(asJSON) {
-		t.Errorf("a usual record takes %d bytes compact, %d as JSON: not half", len(compact), len(asJSON))
+	wire, compact, asJSON := Encode(usual, FormatWire), Encode(usual, FormatCompact), Encode(usual, FormatJSON)
+	if 2*len(compact) > len(asJSON) || 2*len(wire) > len(compact) {
+		t.Errorf("a usual record takes %d bytes in the wire format, %d compact, %d as JSON: each not half the next", len(wire), len(compact), len(asJSON))
 	}
-	t.Logf("a usual record: %d bytes compact, %d as JSON: %s", len(compact), len(asJSON), compact)
+	t.Logf("a usual record: %d bytes in the wire format, %d compact, %d as JSON: %s", len(wire), len(compact), len(asJSON), compact)
 }
 
 func must(s Stored, err error) Stored {

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -70,11 +71,12 @@ func TestStateIsTheNewerOfStateKeyAndRecord(t *testing.T) {
 	}
 }
 
-// A member writes compact records only while every member of its view
-// reads them (history.FormatCompact): beside a member of an earlier
-// version, whose record publishes no history format, it writes JSON, which
-// that version reads with its state; once that member has left, it writes
-// compact records, which every remaining member reads.
+// A member writes records in the newest format every member of its view
+// reads: beside a member of a version before history.FormatCompact, whose
+// record publishes no history format, it writes JSON, which that version
+// reads with its state; once that member has left, beside one that reads
+// FormatCompact, compact records; once that one has left too, FormatWire.
+// Every record written on the way stays readable.
 func TestOldMembersKeepRecordsReadable(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
@@ -82,39 +84,52 @@ func TestOldMembersKeepRecordsReadable(t *testing.T) {
 	cat := catalog("formats", config.Job{Name: "tick", Schedule: "@every 1s", Partitions: 8, Handler: "noop"})
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
-	old := startNode(t, cli, cat, rec, h, nodeOpts{oldVersion: true})
+	beforeFormats := startNode(t, cli, cat, rec, h, nodeOpts{readsFormat: -1})
+	readsCompact := startNode(t, cli, cat, rec, h, nodeOpts{readsFormat: history.FormatCompact})
 	current := startNode(t, cli, cat, rec, h, nodeOpts{})
-	formats := func() (asJSON, compact int, byCurrent int) {
+	// formats counts the current member's records by the format they are in.
+	formats := func() map[int]int {
 		resp, err := cli.Get(ctx, keyspace.History(cat.Cluster, "tick"), clientv3.WithPrefix())
 		if err != nil {
 			t.Fatal(err)
 		}
+		by := map[int]int{}
 		for _, kv := range resp.Kvs {
-			var earlier history.Stored // as a version before FormatCompact reads it
-			if json.Unmarshal(kv.Value, &earlier) == nil && earlier.State != nil {
-				asJSON++
-			} else {
-				compact++
+			if r, err := history.Decode(shard.Slot{Job: "tick"}, kv.Value); err != nil || r.Member != current.id {
+				continue
 			}
-			if r, err := history.Decode(shard.Slot{Job: "tick"}, kv.Value); err == nil && r.Member == current.id {
-				byCurrent++
+			var earlier history.Stored // as a version before FormatCompact reads it
+			switch {
+			case json.Unmarshal(kv.Value, &earlier) == nil && earlier.State != nil:
+				by[history.FormatJSON]++
+			case bytes.HasPrefix(kv.Value, []byte("2{")):
+				by[history.FormatCompact]++
+			default:
+				by[history.FormatWire]++
 			}
 		}
-		return asJSON, compact, byCurrent
+		return by
 	}
-	waitUntil(t, "records of the current member, beside the earlier one", 15*time.Second, func() bool {
-		_, _, byCurrent := formats()
-		return byCurrent >= 8
+	waitUntil(t, "records of the current member, beside the earlier ones", 15*time.Second, func() bool {
+		return formats()[history.FormatJSON] >= 8
 	})
-	if _, compact, _ := formats(); compact > 0 {
-		t.Fatalf("%d records an earlier version cannot read, written while it was a member", compact)
+	if by := formats(); by[history.FormatCompact]+by[history.FormatWire] > 0 {
+		t.Fatalf("records by format %v: some an earlier version cannot read, written while it was a member", by)
 	}
-	if err := old.stop(); err != nil {
+	if err := beforeFormats.stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "compact records once the earlier member left", 15*time.Second, func() bool {
-		_, compact, _ := formats()
-		return compact >= 8
+	waitUntil(t, "compact records once the member reading only JSON left", 15*time.Second, func() bool {
+		return formats()[history.FormatCompact] >= 8
+	})
+	if by := formats(); by[history.FormatWire] > 0 {
+		t.Fatalf("records by format %v: wire records written beside a member that reads only compact ones", by)
+	}
+	if err := readsCompact.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "wire records once every member reads them", 15*time.Second, func() bool {
+		return formats()[history.FormatWire] >= 8
 	})
 	resp, err := cli.Get(ctx, keyspace.History(cat.Cluster, "tick"), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {

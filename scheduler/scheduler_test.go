@@ -98,10 +98,11 @@ type nodeOpts struct {
 	memberNow func() time.Time
 	cfg       Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
 	armed     func(shard.Slot)
-	// oldVersion: the member record publishes no history format, as a
-	// version before history.FormatCompact.
-	oldVersion bool
-	writerKV   func(clientv3.KV) clientv3.KV // wraps the state writer's KV (a gate in front of etcd)
+	// readsFormat is the newest history format the member record
+	// publishes: history.NewestFormat if 0, none if -1 (as a version
+	// before history.FormatCompact).
+	readsFormat int
+	writerKV    func(clientv3.KV) clientv3.KV // wraps the state writer's KV (a gate in front of etcd)
 }
 
 // startNodeWith starts a node with scheduler settings cfg and defaults otherwise.
@@ -119,8 +120,8 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 	defer cancel()
 	id := membership.NewID()
 	published := membership.Record{ID: id, HistoryFormat: history.NewestFormat}
-	if o.oldVersion {
-		published.HistoryFormat = 0
+	if o.readsFormat != 0 {
+		published.HistoryFormat = max(0, o.readsFormat)
 	}
 	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: o.ttl, Record: published, Now: o.memberNow})
 	if err != nil {
