@@ -177,7 +177,7 @@ func readWire(b []byte, each func(wireField) error) error {
 }
 
 // errWireType is a known field written with another type than its own.
-var errWireType = errors.New("history: a field of a wire record has the wrong type")
+var errWireType = errors.New("a field has the wrong type")
 
 // decodeWire reads a record in the wire format (after its prefix).
 func decodeWire(b []byte) (compact, error) {
@@ -193,7 +193,10 @@ func decodeWire(b []byte) (compact, error) {
 		}
 		return c.set(f)
 	})
-	return c, err
+	if err != nil {
+		return compact{}, fmt.Errorf("history: a record in the wire format: %w", err)
+	}
+	return c, nil
 }
 
 // set sets the record field f is, if it knows it.
