@@ -338,11 +338,7 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	defer cli.Close()
 	began := time.Now()
 	procs, err := startRunProcs(cfg, cli, load, n, nil)
-	defer func() {
-		for _, p := range procs {
-			p.stop()
-		}
-	}()
+	defer stopAll(procs)
 	if err != nil {
 		return res, fmt.Errorf("bench: lateness at %d slots with processes, while the slots were being taken: %w", n, err)
 	}

@@ -298,9 +298,9 @@ func printSoak(tw *tabwriter.Writer, s *bench.Soak) {
 		}
 		var rss, g []string
 		for j := range x.RSSBytes {
-			rss, g = append(rss, fmt.Sprintf("%.0f", x.RSSBytes[j]/(1<<20))), append(g, fmt.Sprintf("%.0f", x.Goroutines[j]))
+			rss, g = append(rss, fmt.Sprintf("%.0f", x.RSSBytes[j]/1e6)), append(g, fmt.Sprintf("%.0f", x.Goroutines[j]))
 		}
-		fmt.Fprintf(tw, "\t%s\t%.1f MB\t%.1f MB\t%s MiB\t%s\t%.0f\t%.0f\t%.0f\n", x.At.Round(time.Second), x.DBBytes/1e6, x.DBInUseBytes/1e6,
+		fmt.Fprintf(tw, "\t%s\t%.1f MB\t%.1f MB\t%s MB\t%s\t%.0f\t%.0f\t%.0f\n", x.At.Round(time.Second), x.DBBytes/1e6, x.DBInUseBytes/1e6,
 			strings.Join(rss, " / "), strings.Join(g, " / "), x.Executions, x.Skipped, x.Failed)
 	}
 	sum := s.Summary
@@ -309,7 +309,7 @@ func printSoak(tw *tabwriter.Writer, s *bench.Soak) {
 		quota = 100 * sum.DBMax / s.QuotaBytes
 	}
 	fmt.Fprintf(tw, "\tdatabase at most %.1f MB (%.0f %% of the quota), first at %s; in the last quarter at least %.1f MB\n", sum.DBMax/1e6, quota, sum.DBMaxAt.Round(time.Second), sum.DBLastQuarterMin/1e6)
-	fmt.Fprintf(tw, "\tmembers' resident memory, mean: %.1f MiB over the first quarter, %.1f MiB over the last; goroutines %.0f–%.0f\n", sum.RSSFirstQuarter/(1<<20), sum.RSSLastQuarter/(1<<20), sum.GoroutinesMin, sum.GoroutinesMax)
+	fmt.Fprintf(tw, "\tmembers' resident memory, mean: %.1f MB over the first quarter, %.1f MB over the last; goroutines %.0f–%.0f\n", sum.RSSFirstQuarter/1e6, sum.RSSLastQuarter/1e6, sum.GoroutinesMin, sum.GoroutinesMax)
 	fmt.Fprintf(tw, "\t%.0f executions, %.0f skipped, %.0f failed\n", sum.Executions, sum.Skipped, sum.Failed)
 	if s.MemberLost != "" {
 		fmt.Fprintf(tw, "\tended early: %s\n", s.MemberLost)
