@@ -177,7 +177,7 @@ func TestProcessFailoverAndHandover(t *testing.T) {
 }
 
 // buildKira builds the kira binary into the test's temp dir.
-func buildKira(t *testing.T) string {
+func buildKira(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kira")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kira").CombinedOutput(); err != nil {
