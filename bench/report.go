@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"slices"
+	"time"
+)
+
+// Report is what kira bench prints.
+type Report struct {
+	// Etcd says which etcd the figures come from: the bench's own (and its
+	// tuning), or the endpoints given.
+	Etcd      string      `json:"etcd"`
+	Failover  []Failover  `json:"failover,omitempty"`
+	Handover  *Handover   `json:"handover,omitempty"`
+	Lateness  []Lateness  `json:"lateness,omitempty"`
+	Rebalance []Rebalance `json:"rebalance,omitempty"`
+	Memory    *Memory     `json:"memory,omitempty"`
+	Soak      *Soak       `json:"soak,omitempty"`
+}
+
+// Failover is kill → first execution by the new owner, per TTL.
+type Failover struct {
+	TTL      time.Duration   `json:"ttl_ns"`
+	Samples  []time.Duration `json:"samples_ns"`
+	Median   time.Duration   `json:"median_ns"`
+	Worst    time.Duration   `json:"worst_ns"`
+	RatioTTL float64         `json:"median_over_ttl"`
+	Lost     int             `json:"fires_lost"`
+	// Processes: members were `kira run` processes and the owner was
+	// killed with SIGKILL; otherwise members share the bench's process and
+	// the owner's crash drops its etcd connection.
+	Processes bool `json:"processes,omitempty"`
+}
+
+// Handover is graceful stop → next owner holds the slot.
+type Handover struct {
+	Samples []time.Duration `json:"samples_ns"`
+	Median  time.Duration   `json:"median_ns"`
+	Worst   time.Duration   `json:"worst_ns"`
+	Lost    int             `json:"fires_lost"`
+	// Processes: members were `kira run` processes, the owner was sent
+	// SIGTERM, and a sample ended when another member's key led the slot's
+	// election in etcd; otherwise members share the bench's process, the
+	// owner stops as on SIGTERM, and a sample ends at the next owner's
+	// Acquired event.
+	Processes bool `json:"processes,omitempty"`
+}
+
+// Lateness is actual start − scheduled time at a number of slots.
+type Lateness struct {
+	Slots    int           `json:"slots"`
+	Executor string        `json:"executor"`
+	Jitter   time.Duration `json:"jitter_ns,omitempty"` // Config.Jitter
+	Settle   time.Duration `json:"settle_ns"`           // start of 3 members → every slot owned
+	Figures
+	EtcdCalls  map[string]int `json:"etcd_calls"`                // gRPC calls by method during the window
+	PerExecute float64        `json:"etcd_writes_per_execution"` // write calls (Txn, Put, DeleteRange)
+	// KeysPerExecute is the keys etcd wrote (put or deleted) during the
+	// window per execution, from its own counters; zero when etcd is not in
+	// this process.
+	KeysPerExecute float64 `json:"etcd_keys_written_per_execution"`
+	// BytesPerExecute is the bytes etcd received from its clients (gRPC
+	// requests: the writes and the reads) during the window per execution,
+	// from its own counters; zero when etcd is not in this process.
+	BytesPerExecute float64 `json:"etcd_bytes_received_per_execution"`
+	// CPU is this process's CPU time (user + system) during the window;
+	// CPUPer1000 is that per second of window, per 1,000 slots, per member
+	// (3 members): cores busy. Includes etcd's when EtcdInProcess.
+	CPU           time.Duration `json:"cpu_ns"`
+	CPUPer1000    float64       `json:"cpu_seconds_per_second_per_1000_slots_per_member"`
+	EtcdInProcess bool          `json:"etcd_in_process"`
+	// NoScheduler marks the floor row: the same commands forked at each
+	// second without Kira or etcd (etcd, settle and CPU do not apply).
+	NoScheduler bool `json:"no_scheduler,omitempty"`
+	// MemberLost says which member stopped scheduling during the warm-up or
+	// the window (its lease lost or untrusted), if one did: its slots were
+	// then unowned for the rest of the run.
+	MemberLost string `json:"member_lost,omitempty"`
+	// BySecond splits the window by scheduled second (JSON only): a run
+	// still working off its start shows as late early seconds.
+	BySecond []SecondLateness `json:"by_second,omitempty"`
+	// Probe is the lateness of the one `sh -c :` slot (Config.Probe),
+	// measured to its process start; not counted in the figures above.
+	Probe *Figures `json:"sh_probe,omitempty"`
+	// Processes: the members were `kira run` processes (the production
+	// shape), and what ran was read from etcd; EtcdCost is then what the
+	// three `kira etcd` processes paid.
+	Processes bool      `json:"processes,omitempty"`
+	EtcdCost  *EtcdCost `json:"etcd_cost,omitempty"`
+	Cores     *Cores    `json:"cores,omitempty"`
+}
+
+// secondTally is what started and was skipped of the fires scheduled in
+// one second of the window.
+type secondTally struct {
+	late    []time.Duration
+	skipped int
+}
+
+// tallied is the window's seconds, from from, as Lateness.BySecond.
+func tallied(from time.Time, secs []secondTally) []SecondLateness {
+	out := make([]SecondLateness, 0, len(secs))
+	for i, sec := range secs {
+		s := SecondLateness{At: from.Add(time.Duration(i) * time.Second), Started: len(sec.late), Skipped: sec.skipped}
+		s.P50, s.P99, s.Max = spread(sec.late)
+		out = append(out, s)
+	}
+	return out
+}
+
+// Figures count a set of fires over the window and spread their lateness.
+type Figures struct {
+	Expected int `json:"expected"`
+	Started  int `json:"started"`
+	Skipped  int `json:"skipped"`
+	// NotStarted counts fires handed to an execution that ended without
+	// starting (its start could not be recorded, or the slot was lost).
+	NotStarted int           `json:"not_started"`
+	P50        time.Duration `json:"p50_ns"`
+	P99        time.Duration `json:"p99_ns"`
+	Max        time.Duration `json:"max_ns"`
+}
+
+// count adds f to the figures; a fire that started adds its lateness to late.
+func (g *Figures) count(f fire, late *[]time.Duration) {
+	switch {
+	case f.skipped:
+		g.Skipped++
+	case f.started != 0:
+		*late = append(*late, time.Duration(f.started-f.due))
+	default:
+		g.NotStarted++
+	}
+}
+
+// spread sets Started and the spread of the lateness of the fires that started.
+func (g *Figures) spread(late []time.Duration) {
+	g.Started = len(late)
+	g.P50, g.P99, g.Max = spread(late)
+}
+
+// SecondLateness is the lateness of the fires scheduled in one second.
+type SecondLateness struct {
+	At      time.Time     `json:"at"`
+	Started int           `json:"started"`
+	Skipped int           `json:"skipped"`
+	P50     time.Duration `json:"p50_ns"`
+	P99     time.Duration `json:"p99_ns"`
+	Max     time.Duration `json:"max_ns"`
+}
+
+// Memory is the heap that idle slots cost, measured in the rebalance phase:
+// live heap after a GC with 3 members holding Slots idle slots, minus the
+// heap before the members started.
+type Memory struct {
+	Slots            int     `json:"slots"`
+	Members          int     `json:"members"`
+	HeapBytes        int64   `json:"heap_bytes"`
+	PerSlotPerMember float64 `json:"heap_bytes_per_slot_per_member"`
+	// RSSBytes is the growth of the process's resident memory (VmRSS) from
+	// before the members started (free memory returned to the OS first) to
+	// every slot owned: the heap with the Go runtime's headroom, stacks, what
+	// the burst of taking every slot left in use by the runtime and, when
+	// EtcdInProcess, etcd's memory too. RSSKeptBytes is the same once the
+	// runtime has returned its free memory to the OS (debug.FreeOSMemory),
+	// as its scavenger does over time. Zero where /proc is missing.
+	RSSBytes                int64   `json:"rss_bytes,omitempty"`
+	RSSPer1000PerMember     float64 `json:"rss_bytes_per_1000_slots_per_member,omitempty"`
+	RSSKeptBytes            int64   `json:"rss_kept_bytes,omitempty"`
+	RSSKeptPer1000PerMember float64 `json:"rss_kept_bytes_per_1000_slots_per_member,omitempty"`
+	EtcdInProcess           bool    `json:"etcd_in_process"`
+}
+
+// Rebalance is a membership change at many slots.
+type Rebalance struct {
+	Change string        `json:"change"`
+	Slots  int           `json:"slots"`
+	Moved  float64       `json:"moved_fraction"`
+	Ideal  float64       `json:"ideal_fraction"`
+	Settle time.Duration `json:"settle_ns"`
+	// Processes: the members were kira run processes (--production).
+	Processes bool `json:"processes,omitempty"`
+}
+
+// spread sorts late and returns its p50, p99 and maximum (zeros when empty).
+func spread(late []time.Duration) (p50, p99, maxLate time.Duration) {
+	slices.Sort(late)
+	if len(late) > 0 {
+		maxLate = late[len(late)-1]
+	}
+	return percentile(late, 0.5), percentile(late, 0.99), maxLate
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return percentile(s, 0.5)
+}
