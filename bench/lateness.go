@@ -139,25 +139,36 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	time.Sleep(time.Until(from.Add(-time.Second / 2)))
 	external := metricsURLs(cfg) // what an etcd of its own says it paid
 	extBefore, extOK := readMetrics(external)
-	before, keysBefore, bytesBefore, cpuBefore := grpcCalls(), keysWritten(), bytesReceived(), cpuTime()
+	before := readInProcess()
 	time.Sleep(time.Until(to.Add(-time.Second / 2)))
-	after, keysAfter, bytesAfter, cpuAfter := grpcCalls(), keysWritten(), bytesReceived(), cpuTime()
+	after := readInProcess()
 	extAfter, extAfterOK := readMetrics(external)
 	time.Sleep(time.Until(to))
-	res.CPU, res.EtcdInProcess = cpuAfter-cpuBefore, cfg.EtcdInProcess
+	res.CPU, res.EtcdInProcess = after.cpu-before.cpu, cfg.EtcdInProcess
 	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
 	time.Sleep(2 * time.Second) // let the window's runs finish
 	if err := lostMember(ms); err != nil {
 		res.MemberLost = err.Error()
 	}
-	var late []time.Duration
-	bySecond := make([]secondTally, (cfg.Duration+time.Second-1)/time.Second)
-	var probe *Figures
-	var probeLate []time.Duration
-	if cfg.Probe {
-		probe = &Figures{Expected: int(cfg.Duration / time.Second)}
+	res.tally(ev.snapshot(), from, to, cfg.Probe)
+	res.Expected = n * int(cfg.Duration/time.Second)
+	res.etcdPaid(before, after)
+	if extOK && extAfterOK {
+		res.EtcdCost = cost(extBefore, extAfter, res.Started)
 	}
-	for _, f := range ev.snapshot() {
+	return res, nil
+}
+
+// tally counts the fires scheduled in [from, to), by second, and spreads
+// their lateness; the probe's (withProbe) apart.
+func (res *Lateness) tally(fs []fire, from, to time.Time, withProbe bool) {
+	var late, probeLate []time.Duration
+	bySecond := make([]secondTally, (to.Sub(from)+time.Second-1)/time.Second)
+	var probe *Figures
+	if withProbe {
+		probe = &Figures{Expected: int(to.Sub(from) / time.Second)}
+	}
+	for _, f := range fs {
 		if f.scheduled < from.UnixNano() || f.scheduled >= to.UnixNano() {
 			continue
 		}
@@ -175,16 +186,34 @@ func lateness(cfg Config, n int) (Lateness, error) {
 		}
 	}
 	res.BySecond = tallied(from, bySecond)
-	res.Expected = n * int(cfg.Duration/time.Second)
 	res.spread(late)
 	if probe != nil {
 		probe.spread(probeLate)
 		res.Probe = probe
 	}
+}
+
+// inProcessReading is what the bench's process counts at one moment: the
+// embedded etcd's gRPC calls, keys written and bytes received, and the
+// process's CPU time.
+type inProcessReading struct {
+	calls map[string]int
+	keys  int
+	bytes float64
+	cpu   time.Duration
+}
+
+func readInProcess() inProcessReading {
+	return inProcessReading{calls: grpcCalls(), keys: keysWritten(), bytes: bytesReceived(), cpu: cpuTime()}
+}
+
+// etcdPaid sets the embedded etcd's calls, writes, keys and bytes between
+// two readings, per execution started.
+func (res *Lateness) etcdPaid(before, after inProcessReading) {
 	res.EtcdCalls = map[string]int{}
 	writes := 0
-	for method, c := range after {
-		if d := c - before[method]; d > 0 {
+	for method, c := range after.calls {
+		if d := c - before.calls[method]; d > 0 {
 			res.EtcdCalls[method] = d
 			if method == "Txn" || method == "Put" || method == "DeleteRange" {
 				writes += d
@@ -193,13 +222,9 @@ func lateness(cfg Config, n int) (Lateness, error) {
 	}
 	if res.Started > 0 {
 		res.PerExecute = float64(writes) / float64(res.Started)
-		res.KeysPerExecute = float64(keysAfter-keysBefore) / float64(res.Started)
-		res.BytesPerExecute = (bytesAfter - bytesBefore) / float64(res.Started)
+		res.KeysPerExecute = float64(after.keys-before.keys) / float64(res.Started)
+		res.BytesPerExecute = (after.bytes - before.bytes) / float64(res.Started)
 	}
-	if extOK && extAfterOK {
-		res.EtcdCost = cost(extBefore, extAfter, res.Started)
-	}
-	return res, nil
 }
 
 // forkFloor starts n `sh -c :` at every whole second of d through Kira's

@@ -149,9 +149,46 @@ func runProcTrial(cfg Config, cli *clientv3.Client, dir, name string, ttl time.D
 		}
 		t.procs = append(t.procs, p)
 	}
+	ownerProc, err := waitRingOwnerRan(t)
+	if err != nil {
+		return 0, 0, fmt.Errorf("waiting for the ring's owner to run the job twice: %w", err)
+	}
+	watching, stopWatching := context.WithTimeout(context.Background(), ttl+30*time.Second)
+	defer stopWatching()
+	seen, err := end.seen(watching, t)
+	if err != nil {
+		return 0, 0, err
+	}
+	first := time.Now()
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + end.offset())))
+	at := time.Now()
+	ownerProc.ended = true
+	if err := ownerProc.cmd.Process.Signal(end.sig); err != nil {
+		return 0, 0, err
+	}
+	took, err := seen(at)
+	if err != nil {
+		return 0, 0, err
+	}
+	select {
+	case <-ownerProc.done:
+	case <-time.After(time.Minute):
+		return 0, 0, fmt.Errorf("%s did not exit within a minute of %v", ownerProc.name, end.sig)
+	}
+	// Let the catch-up and one more fire happen and be recorded, then count holes.
+	until := time.Now().Add(1500 * time.Millisecond)
+	time.Sleep(time.Until(until) + 500*time.Millisecond)
+	lost, err := holesIn(t, first, until)
+	return took, lost, err
+}
+
+// waitRingOwnerRan waits until the trial's processes are members, the
+// slot is led by the member the ring over them prefers, and that member
+// has run it twice; it returns that member's process.
+func waitRingOwnerRan(t *procTrial) (*memberProc, error) {
 	var ownerProc *memberProc
 	err := waitProcs(t.procs, 30*time.Second, func(ctx context.Context) (bool, error) {
-		st, err := operator.ReadStatus(ctx, cli, t.cluster)
+		st, err := operator.ReadStatus(ctx, t.cli, t.cluster)
 		if err != nil || len(st.Members) != len(t.procs) {
 			return false, err
 		}
@@ -174,38 +211,20 @@ func runProcTrial(cfg Config, cli *clientv3.Client, dir, name string, ttl time.D
 				ownerProc = p
 			}
 		}
-		recs, err := operator.ReadHistory(ctx, cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
+		recs, err := operator.ReadHistory(ctx, t.cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
 		return ownerProc != nil && count(recs, func(r history.Record) bool { return r.Member == t.owner }) >= 2, err
 	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("waiting for the ring's owner to run the job twice: %w", err)
-	}
-	watching, stopWatching := context.WithTimeout(context.Background(), ttl+30*time.Second)
-	defer stopWatching()
-	seen, err := end.seen(watching, t)
-	if err != nil {
-		return 0, 0, err
-	}
-	first := time.Now()
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + end.offset())))
-	at := time.Now()
-	ownerProc.ended = true
-	if err := ownerProc.cmd.Process.Signal(end.sig); err != nil {
-		return 0, 0, err
-	}
-	took, err := seen(at)
-	if err != nil {
-		return 0, 0, err
-	}
-	<-ownerProc.done
-	// Let the catch-up and one more fire happen and be recorded, then count holes.
-	until := time.Now().Add(1500 * time.Millisecond)
-	time.Sleep(time.Until(until) + 500*time.Millisecond)
+	return ownerProc, err
+}
+
+// holesIn counts the whole seconds in (first, until) at which the trial's
+// slot has no started run in its history.
+func holesIn(t *procTrial, first, until time.Time) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := operator.ReadHistory(ctx, cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
+	recs, err := operator.ReadHistory(ctx, t.cli, t.cluster, t.slot.Job, t.slot.Partition, 200)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	ran := map[int64]bool{}
 	for _, r := range recs {
@@ -213,7 +232,7 @@ func runProcTrial(cfg Config, cli *clientv3.Client, dir, name string, ttl time.D
 			ran[r.ScheduledTime.UnixNano()] = true
 		}
 	}
-	return took, holes(ran, first, until), nil
+	return holes(ran, first, until), nil
 }
 
 // firstRunElsewhere is failover's change: the first start of the slot by

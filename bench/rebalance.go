@@ -110,15 +110,7 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 	ev.mu.Lock()
 	ev.all = nil
 	ev.mu.Unlock()
-	heap := liveHeap() - heapBefore
-	mem := &Memory{Slots: n, Members: 3, HeapBytes: heap, PerSlotPerMember: float64(heap) / float64(n) / 3, EtcdInProcess: cfg.EtcdInProcess}
-	if rss := residentBytes(); rss > 0 && rssBefore > 0 {
-		mem.RSSBytes = rss - rssBefore
-		mem.RSSPer1000PerMember = float64(mem.RSSBytes) / (float64(n) / 1000) / 3
-		debug.FreeOSMemory()
-		mem.RSSKeptBytes = residentBytes() - rssBefore
-		mem.RSSKeptPer1000PerMember = float64(mem.RSSKeptBytes) / (float64(n) / 1000) / 3
-	}
+	mem := idleMemory(cfg, n, heapBefore, rssBefore)
 	if cfg.HeapProfile != "" {
 		if err := writeHeapProfile(cfg.HeapProfile); err != nil {
 			return nil, nil, err
@@ -160,6 +152,22 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 		fourth.stop()
 		return nil
 	}, 0.25)
+}
+
+// idleMemory is what n idle slots over three members cost the process, in
+// live heap and resident memory, against what it used before the members
+// started (heapBefore, rssBefore).
+func idleMemory(cfg Config, n int, heapBefore, rssBefore int64) *Memory {
+	heap := liveHeap() - heapBefore
+	mem := &Memory{Slots: n, Members: 3, HeapBytes: heap, PerSlotPerMember: float64(heap) / float64(n) / 3, EtcdInProcess: cfg.EtcdInProcess}
+	if rss := residentBytes(); rss > 0 && rssBefore > 0 {
+		mem.RSSBytes = rss - rssBefore
+		mem.RSSPer1000PerMember = float64(mem.RSSBytes) / (float64(n) / 1000) / 3
+		debug.FreeOSMemory()
+		mem.RSSKeptBytes = residentBytes() - rssBefore
+		mem.RSSKeptPer1000PerMember = float64(mem.RSSKeptBytes) / (float64(n) / 1000) / 3
+	}
+	return mem
 }
 
 // cpuTime is this process's CPU time so far, user and system.
