@@ -36,7 +36,11 @@ type Config struct {
 	// reported on its own (Lateness.Probe): a command job on a loaded
 	// scheduler, rather than every slot forking at once.
 	Probe bool
-	TTLs  []time.Duration // failover: lease TTLs
+	// Overlap is the lateness load's overlap policy (config.DefaultOverlap
+	// if empty): what a slot's fire does while its previous run still runs,
+	// which past capacity decides what the fires that cannot run cost.
+	Overlap config.Overlap
+	TTLs    []time.Duration // failover: lease TTLs
 	// Processes runs failover and handover with each member a `kira run`
 	// process of Binary, the owner sent SIGKILL or SIGTERM, rather than in
 	// this process.
@@ -210,6 +214,14 @@ func waitFor(timeout time.Duration, cond func() bool) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
+}
+
+// overlap is the lateness load's overlap policy.
+func (cfg Config) overlap() config.Overlap {
+	if cfg.Overlap == "" {
+		return config.DefaultOverlap
+	}
+	return cfg.Overlap
 }
 
 // Run measures every scenario the config enables.

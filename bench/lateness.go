@@ -97,8 +97,9 @@ func useLoad(cfg Config, cat *config.Catalog, res *Lateness) (stop func(), err e
 // lateness runs n slots firing every second over 3 members and measures
 // actual start − scheduled time over the window.
 func lateness(cfg Config, n int) (Lateness, error) {
-	res := Lateness{Slots: n, Executor: "go-handler", Jitter: cfg.Jitter}
+	res := Lateness{Slots: n, Executor: "go-handler", Jitter: cfg.Jitter, Overlap: string(cfg.overlap())}
 	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Jitter)
+	cat.Jobs[0].Overlap = cfg.overlap()
 	stopLoad, err := useLoad(cfg, cat, &res)
 	if err != nil {
 		return res, err

@@ -311,7 +311,7 @@ jobs:
     http: {url: "%s", method: GET}
     misfire: fire-all
     catchup_window: 1m
-    overlap: skip
+    overlap: %s
     history_limit: %d
     jitter: %s
 `
@@ -321,11 +321,11 @@ jobs:
 // processes), and what etcd paid: the production shape. What ran is read
 // back from the history in etcd.
 func procLateness(cfg Config, n int) (Lateness, error) {
-	res := Lateness{Slots: n, Executor: fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes), Jitter: cfg.Jitter, Processes: true}
+	res := Lateness{Slots: n, Executor: fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes), Jitter: cfg.Jitter, Overlap: string(cfg.overlap()), Processes: true}
 	// The window and the fires until the members stop, each of which may
 	// leave two records (a run and a skip) when the machine is overloaded.
 	keep := min(999, 2*int(cfg.Duration/time.Second)+30)
-	load, err := newLoadRun(cfg, "lateness", func(name, url string) string { return fmt.Sprintf(prodCatalog, name, n, url, keep, cfg.Jitter) })
+	load, err := newLoadRun(cfg, "lateness", func(name, url string) string { return fmt.Sprintf(prodCatalog, name, n, url, cfg.overlap(), keep, cfg.Jitter) })
 	if err != nil {
 		return res, err
 	}

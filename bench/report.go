@@ -51,6 +51,7 @@ type Lateness struct {
 	Slots    int           `json:"slots"`
 	Executor string        `json:"executor"`
 	Jitter   time.Duration `json:"jitter_ns,omitempty"` // Config.Jitter
+	Overlap  string        `json:"overlap"`             // the load's overlap policy
 	Settle   time.Duration `json:"settle_ns"`           // start of 3 members → every slot owned
 	Figures
 	EtcdCalls  map[string]int `json:"etcd_calls"`                // gRPC calls by method during the window

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/bench"
+	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/spf13/cobra"
@@ -39,6 +40,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	fs.BoolVar(&f.command, "sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
 	fs.DurationVar(&f.jitter, "jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
 	fs.IntVar(&f.outputBytes, "output-bytes", 0, "lateness: the load is an HTTP job whose answer, its output, is this many bytes (served by the bench), instead of a silent in-process handler")
+	fs.StringVar(&f.overlap, "overlap", string(config.DefaultOverlap), "lateness: the load job's overlap policy (skip, queue, replace, allow): what a fire does while the slot's previous run still runs, which past capacity decides what the fires that cannot run cost")
 	fs.BoolVar(&f.probe, "sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
 	fs.StringVar(&f.ttls, "ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
 	fs.BoolVar(&f.procs, "procs", false, "failover and handover: run each member as a kira run process of this binary, and end the owner with SIGKILL (failover) or SIGTERM (handover) (default: members share this process)")
@@ -61,12 +63,18 @@ type benchFlags struct {
 	slotsSet                                    bool // --slots was given
 	trials, rebalance, outputBytes              int
 	output                                      output
-	cpuProfile, heapProfile                     string
+	cpuProfile, heapProfile, overlap            string
 }
 
 func (c *cli) bench(f benchFlags) error {
 	stdout, stderr := c.stdout, c.stderr
-	cfg := bench.Config{Processes: f.procs, Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, HeapProfile: f.heapProfile, OutputBytes: f.outputBytes}
+	cfg := bench.Config{Processes: f.procs, Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, HeapProfile: f.heapProfile, OutputBytes: f.outputBytes,
+		Overlap: config.Overlap(f.overlap)}
+	switch cfg.Overlap {
+	case config.OverlapSkip, config.OverlapQueue, config.OverlapReplace, config.OverlapAllow:
+	default:
+		return fmt.Errorf("kira bench: --overlap %q is not one of skip, queue, replace, allow", f.overlap)
+	}
 	if f.soak > 0 {
 		if err := soakConfig(&f, &cfg); err != nil {
 			return err
@@ -166,6 +174,8 @@ func soakConfig(f *benchFlags, cfg *bench.Config) error {
 		return fmt.Errorf("kira bench: --soak takes one --slots count, a positive number; got %q", f.slots)
 	case f.soakEvery <= 0 || f.soakEvery > f.soak:
 		return fmt.Errorf("kira bench: --soak-every %s: want more than 0 and at most --soak (%s)", f.soakEvery, f.soak)
+	case f.overlap != string(config.DefaultOverlap):
+		return fmt.Errorf("kira bench: --overlap %s: the soak runs the job with the defaults a user gets; leave out --overlap", f.overlap)
 	}
 	f.production, f.slots, f.ttls, f.trials, f.rebalance = true, "", "", 0, 0
 	cfg.Soak, cfg.SoakSlots, cfg.SoakEvery, cfg.Trials, cfg.Rebalance = f.soak, n, f.soakEvery, 0, 0
@@ -176,12 +186,17 @@ func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
 }
 
-// executorText is a lateness row's executor, with its jitter if any.
+// executorText is a lateness row's executor, with its jitter and overlap
+// policy if not the default.
 func executorText(l bench.Lateness) string {
+	text := l.Executor
 	if l.Jitter > 0 {
-		return l.Executor + ", jitter " + l.Jitter.String()
+		text += ", jitter " + l.Jitter.String()
 	}
-	return l.Executor
+	if l.Overlap != "" && l.Overlap != string(config.DefaultOverlap) {
+		text += ", overlap " + l.Overlap
+	}
+	return text
 }
 
 func printBench(w io.Writer, r *bench.Report) {

@@ -5,10 +5,11 @@ import (
 	"testing"
 )
 
-// TestBenchSoakRefusesWhatItCannotRun: --soak measures one rate, in the
-// production shape, sampled within its length; anything else is refused
+// TestBenchRefusesWhatItCannotRun: --soak measures one rate, in the
+// production shape, with the job's defaults, sampled within its length;
+// --overlap is one of the catalog's policies; anything else is refused
 // before a process starts, naming the flag.
-func TestBenchSoakRefusesWhatItCannotRun(t *testing.T) {
+func TestBenchRefusesWhatItCannotRun(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
@@ -17,6 +18,8 @@ func TestBenchSoakRefusesWhatItCannotRun(t *testing.T) {
 		{[]string{"--soak", "1m", "--slots", "0"}, "--soak takes one --slots count"},
 		{[]string{"--soak", "10s", "--soak-every", "20s"}, "--soak-every 20s"},
 		{[]string{"--soak", "1m", "--etcd", "http://127.0.0.1:1"}, "leave out --etcd"},
+		{[]string{"--soak", "1m", "--overlap", "queue"}, "leave out --overlap"},
+		{[]string{"--overlap", "wait"}, `--overlap "wait" is not one of skip, queue, replace, allow`},
 	} {
 		out, code := runKira(t, append([]string{"bench"}, c.args...)...)
 		if code == 0 || !strings.Contains(out, c.want) {
