@@ -325,7 +325,9 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	// The window and the fires until the members stop, each of which may
 	// leave two records (a run and a skip) when the machine is overloaded.
 	keep := min(999, 2*int(cfg.Duration/time.Second)+30)
-	load, err := newLoadRun(cfg, "lateness", func(name, url string) string { return fmt.Sprintf(prodCatalog, name, n, url, cfg.overlap(), keep, cfg.Jitter) })
+	load, err := newLoadRun(cfg, "lateness", func(name, url string) string {
+		return fmt.Sprintf(prodCatalog, name, n, url, cfg.overlap(), keep, cfg.Jitter)
+	})
 	if err != nil {
 		return res, err
 	}
