@@ -21,10 +21,12 @@ type Config struct {
 	Slots    []int             // lateness: slot counts, each over 3 members
 	Duration time.Duration     // lateness: measuring window
 	Warmup   time.Duration     // lateness and soak: from every slot owned to the window
-	Command  bool              // lateness: run `sh -c :` instead of an in-process handler
-	// OutputBytes, if positive, makes the lateness load an HTTP job whose
-	// answer, of this many bytes, is its output: the write volume of jobs
-	// that print, rather than of silent Go handlers. The bench serves it.
+	Command  bool              // lateness: run `sh -c :` instead of the Go handler noop
+	// HTTP makes the lateness load an HTTP job whose answer, of OutputBytes
+	// bytes, is its output: the write volume of jobs that print, rather
+	// than of the silent Go handler noop (jobs.Builtin, which kira run has
+	// too). The bench serves it. The soak's load is always this job.
+	HTTP        bool
 	OutputBytes int
 	// Jitter spreads the load's fires over time: each slot fires at its own
 	// fixed offset in [0, Jitter) after its scheduled second (the job's
@@ -135,9 +137,7 @@ func (f *fires) snapshot() []fire {
 	return slices.Clone(f.all)
 }
 
-func noop(context.Context) error { return nil }
-
-var handlers = jobs.Handlers{"noop": noop}
+var handlers = jobs.Builtin()
 
 func benchCatalog(cluster string, ttl time.Duration, partitions int, jitter time.Duration) *config.Catalog {
 	j := config.Job{Name: "load", Schedule: "@every 1s", Partitions: partitions, Handler: "noop", Jitter: jitter,

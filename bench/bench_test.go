@@ -201,7 +201,7 @@ func TestProductionShape(t *testing.T) {
 	}
 	defer cluster.Stop()
 	cfg := Config{Etcd: etcdclient.Config{Endpoints: cluster.Endpoints}, Cluster: cluster, Processes: true, Binary: bin,
-		Duration: 3 * time.Second, Warmup: time.Second, OutputBytes: 1024}
+		Duration: 3 * time.Second, Warmup: time.Second, HTTP: true, OutputBytes: 1024}
 	l, err := procLateness(cfg, 30)
 	if err != nil {
 		t.Fatal(err)
@@ -224,6 +224,7 @@ func TestProductionShape(t *testing.T) {
 	if len(l.BySecond) != 3 || started != l.Started || skipped != l.Skipped {
 		t.Fatalf("lateness by second %+v does not add up to %+v", l.BySecond, l.Figures)
 	}
+	handlerShape(t, cfg)
 	soakShape(t, cfg)
 	rb, err := procRebalance(cfg, 200)
 	if err != nil {
@@ -238,6 +239,21 @@ func TestProductionShape(t *testing.T) {
 		if !b.Processes || b.Moved < 0.1 || b.Moved > 0.4 || b.Settle <= 0 {
 			t.Fatalf("rebalance %+v: want about a quarter of the slots moved, by processes", b)
 		}
+	}
+}
+
+// handlerShape runs the lateness load as kira run's built-in Go handler
+// noop: every fire of the window starts.
+func handlerShape(t *testing.T, cfg Config) {
+	t.Helper()
+	cfg.HTTP = false
+	l, err := procLateness(cfg, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("go handler %+v", l.Figures)
+	if l.Executor != "go-handler" || l.Expected != 90 || l.Started < 80 || l.Started+l.Skipped+l.NotStarted != l.Expected || l.MemberLost != "" {
+		t.Fatalf("lateness with the Go handler %+v", l)
 	}
 }
 

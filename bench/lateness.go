@@ -82,7 +82,7 @@ func useLoad(cfg Config, cat *config.Catalog, res *Lateness) (stop func(), err e
 	case cfg.Command:
 		j.Handler, j.Command = "", []string{"sh", "-c", ":"}
 		res.Executor = "sh -c :" // started: the process exec'd (Result.ProcessStarted)
-	case cfg.OutputBytes > 0:
+	case cfg.HTTP:
 		url, stop, err := loadServer(cfg.OutputBytes)
 		if err != nil {
 			return nil, err

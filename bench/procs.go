@@ -22,15 +22,15 @@ import (
 )
 
 // procCatalog is the failover job for members in processes of their own:
-// the in-process bench's, as YAML, with a command (kira run has no Go
-// handlers) and a history long enough to count every fire of a trial.
+// the in-process bench's, as YAML, with a history long enough to count
+// every fire of a trial.
 const procCatalog = `cluster: %s
 membership:
   lease_ttl: %s
 jobs:
   - name: load
     schedule: "@every 1s"
-    command: ["true"]
+    handler: noop
     misfire: fire-all
     catchup_window: 1m
     overlap: skip

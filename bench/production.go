@@ -298,9 +298,9 @@ func (l *loadRun) close() {
 	os.RemoveAll(l.dir)
 }
 
-// prodCatalog is the lateness load for `kira run` processes: an HTTP job
-// (kira run has no Go handlers) answered by the bench, with a history long
-// enough to keep every fire of the window.
+// prodCatalog is the lateness load for `kira run` processes: the Go
+// handler noop or an HTTP job answered by the bench (its executor line),
+// with a history long enough to keep every fire of the window.
 const prodCatalog = `cluster: %s
 membership:
   lease_ttl: 6s
@@ -308,7 +308,7 @@ jobs:
   - name: load
     schedule: "@every 1s"
     partitions: %d
-    http: {url: "%s", method: GET}
+    %s
     misfire: fire-all
     catchup_window: 1m
     overlap: %s
@@ -321,12 +321,19 @@ jobs:
 // processes), and what etcd paid: the production shape. What ran is read
 // back from the history in etcd.
 func procLateness(cfg Config, n int) (Lateness, error) {
-	res := Lateness{Slots: n, Executor: fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes), Jitter: cfg.Jitter, Overlap: string(cfg.overlap()), Processes: true}
+	res := Lateness{Slots: n, Executor: "go-handler", Jitter: cfg.Jitter, Overlap: string(cfg.overlap()), Processes: true}
+	if cfg.HTTP {
+		res.Executor = fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes)
+	}
 	// The window and the fires until the members stop, each of which may
 	// leave two records (a run and a skip) when the machine is overloaded.
 	keep := min(999, 2*int(cfg.Duration/time.Second)+30)
 	load, err := newLoadRun(cfg, "lateness", func(name, url string) string {
-		return fmt.Sprintf(prodCatalog, name, n, url, cfg.overlap(), keep, cfg.Jitter)
+		executor := "handler: noop"
+		if cfg.HTTP {
+			executor = fmt.Sprintf("http: {url: %q, method: GET}", url)
+		}
+		return fmt.Sprintf(prodCatalog, name, n, executor, cfg.overlap(), keep, cfg.Jitter)
 	})
 	if err != nil {
 		return res, err

@@ -21,6 +21,14 @@ var ErrFenced = fencing.ErrFenced
 // Handlers maps the names used by a catalog's handler: field to Go functions.
 type Handlers map[string]Handler
 
+// Builtin are the handlers kira run has: noop, which does nothing and
+// succeeds, for trying a schedule, a placement or a failover without side
+// effects, and for measuring the scheduler without a job's own cost (kira
+// bench). A program embedding Kira adds them to its own if it wants them.
+func Builtin() Handlers {
+	return Handlers{"noop": func(context.Context) error { return nil }}
+}
+
 // Execute runs the handler with the execution in its context.
 func (h Handler) Execute(ctx context.Context, e Execution) (res Result) {
 	defer func() {

@@ -332,3 +332,14 @@ func TestHTTPKeepsItsConnectionsForTheNextFire(t *testing.T) {
 		t.Fatalf("the second fire opened %d new connections; want 0: the first fire's were not kept", n)
 	}
 }
+
+// The built-in handler noop resolves for a catalog job and succeeds.
+func TestBuiltinNoopSucceeds(t *testing.T) {
+	ex, err := ForJob(config.Job{Name: "try", Handler: "noop"}, Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := ex.Execute(context.Background(), Execution{Job: "try", ID: "try-1"}); res.Outcome != Succeeded || res.Err != nil {
+		t.Fatalf("noop: %+v, want a success", res)
+	}
+}

@@ -30,6 +30,7 @@ func (c *cli) benchCmd() *cobra.Command {
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.slotsSet = cmd.Flags().Changed("slots")
+			f.http = cmd.Flags().Changed("output-bytes")
 			return c.bench(f)
 		},
 	}
@@ -39,7 +40,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	fs.DurationVar(&f.warmup, "warmup", 10*time.Second, "lateness and soak: wait this long after every slot is owned before measuring")
 	fs.BoolVar(&f.command, "sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
 	fs.DurationVar(&f.jitter, "jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
-	fs.IntVar(&f.outputBytes, "output-bytes", 0, "lateness: the load is an HTTP job whose answer, its output, is this many bytes (served by the bench), instead of a silent in-process handler")
+	fs.IntVar(&f.outputBytes, "output-bytes", 0, "lateness: the load is an HTTP job whose answer, its output, is this many bytes (served by the bench), instead of the Go handler noop (built into kira run); soak: its HTTP job's answer")
 	fs.StringVar(&f.overlap, "overlap", string(config.DefaultOverlap), "lateness: the load job's overlap policy (skip, queue, replace, allow): what a fire does while the slot's previous run still runs, which past capacity decides what the fires that cannot run cost")
 	fs.BoolVar(&f.probe, "sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
 	fs.StringVar(&f.ttls, "ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
@@ -61,6 +62,7 @@ type benchFlags struct {
 	duration, warmup, jitter, soak, soakEvery   time.Duration
 	command, probe, procs, etcdFast, production bool
 	slotsSet                                    bool // --slots was given
+	http                                        bool // --output-bytes was given
 	trials, rebalance, outputBytes              int
 	output                                      output
 	cpuProfile, heapProfile, overlap            string
@@ -69,7 +71,7 @@ type benchFlags struct {
 func (c *cli) bench(f benchFlags) error {
 	stdout, stderr := c.stdout, c.stderr
 	cfg := bench.Config{Processes: f.procs, Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, HeapProfile: f.heapProfile, OutputBytes: f.outputBytes,
-		Overlap: config.Overlap(f.overlap)}
+		HTTP: f.http, Overlap: config.Overlap(f.overlap)}
 	switch cfg.Overlap {
 	case config.OverlapSkip, config.OverlapQueue, config.OverlapReplace, config.OverlapAllow:
 	default:

@@ -123,10 +123,11 @@ func (c *cli) run(f runFlags) error {
 		Etcd: etcd, Cluster: c.cluster, Catalog: cat,
 		Name: f.name, HTTP: f.http.listenAddr(), Version: version, Logger: logger, Labels: f.labels,
 		Scheduler: scheduler.Config{
-			Grace:   f.grace,
-			OnEvent: r.onEvent,
-			Clock:   scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: f.clockOffset},
-			APIURL:  f.http.baseURL(),
+			Grace:    f.grace,
+			OnEvent:  r.onEvent,
+			Clock:    scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: f.clockOffset},
+			APIURL:   f.http.baseURL(),
+			Handlers: jobs.Builtin(),
 		},
 		OnIncarnation: r.current.Store,
 	}
