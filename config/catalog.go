@@ -73,6 +73,15 @@ const (
 	OverlapAllow   Overlap = "allow"   // run both (CronJob Allow)
 )
 
+// Known reports whether o is one of the overlap policies.
+func (o Overlap) Known() bool {
+	switch o {
+	case OverlapSkip, OverlapQueue, OverlapReplace, OverlapAllow:
+		return true
+	}
+	return false
+}
+
 // Retries bounds how a failed execution is tried again, while the slot is held.
 type Retries struct {
 	Max        int           `json:"max"`
@@ -491,9 +500,9 @@ func (v *validator) semantics(jp fieldPath, rj rawJob, j *Job) {
 			j.HistoryLimit = n
 		}
 	}
-	switch o := Overlap(rj.Overlap); o {
-	case "":
-	case OverlapSkip, OverlapQueue, OverlapReplace, OverlapAllow:
+	switch o := Overlap(rj.Overlap); {
+	case o == "":
+	case o.Known():
 		j.Overlap = o
 	default:
 		v.addf(jp.child("overlap"), "overlap %q is not one of skip, queue, replace, allow", rj.Overlap)

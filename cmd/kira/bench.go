@@ -72,9 +72,7 @@ func (c *cli) bench(f benchFlags) error {
 	stdout, stderr := c.stdout, c.stderr
 	cfg := bench.Config{Processes: f.procs, Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, HeapProfile: f.heapProfile, OutputBytes: f.outputBytes,
 		HTTP: f.http, Overlap: config.Overlap(f.overlap)}
-	switch cfg.Overlap {
-	case config.OverlapSkip, config.OverlapQueue, config.OverlapReplace, config.OverlapAllow:
-	default:
+	if !cfg.Overlap.Known() {
 		return fmt.Errorf("kira bench: --overlap %q is not one of skip, queue, replace, allow", f.overlap)
 	}
 	if f.soak > 0 {
