@@ -38,7 +38,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	fs.StringVar(&f.slots, "slots", "100,1000,10000", "lateness: comma-separated slot counts (empty skips)")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "lateness: measuring window")
 	fs.DurationVar(&f.warmup, "warmup", 10*time.Second, "lateness and soak: wait this long after every slot is owned before measuring")
-	fs.BoolVar(&f.command, "sh", false, "lateness: run `sh -c :` per execution instead of an in-process handler")
+	fs.BoolVar(&f.command, "sh", false, "lateness: run `sh -c :` per execution instead of the Go handler noop (in the bench's own process: not with --production)")
 	fs.DurationVar(&f.jitter, "jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
 	fs.IntVar(&f.outputBytes, "output-bytes", 0, "lateness: the load is an HTTP job whose answer, its output, is this many bytes (served by the bench), instead of the Go handler noop (built into kira run); soak: its HTTP job's answer")
 	fs.StringVar(&f.overlap, "overlap", string(config.DefaultOverlap), "lateness: the load job's overlap policy (skip, queue, replace, allow): what a fire does while the slot's previous run still runs, which past capacity decides what the fires that cannot run cost")
@@ -105,6 +105,8 @@ func (c *cli) bench(f benchFlags) error {
 	switch {
 	case f.production && len(cfg.Etcd.Endpoints) > 0:
 		return fmt.Errorf("kira bench: --production and --soak start their own etcd cluster; leave out --etcd")
+	case f.production && (f.command || f.probe):
+		return fmt.Errorf("kira bench: --sh and --sh-probe run in the bench's own process; leave them out with --production and --soak")
 	case f.production:
 		dir, err := os.MkdirTemp("", "kira-bench-etcd")
 		if err != nil {
