@@ -451,12 +451,10 @@ func firesIn(r history.Record, from, to time.Time) []time.Time {
 // countFromHistory counts and spreads the fires scheduled in [from, to)
 // from the job's history records, read in pages.
 func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, jitter time.Duration, res *Lateness) error {
-	load := config.Job{Name: "load", Jitter: jitter}
 	prefix := keyspace.History(cluster, "load")
 	end := clientv3.GetPrefixRangeEnd(prefix)
-	var late []time.Duration
-	bySecond := make([]secondTally, (to.Sub(from)+time.Second-1)/time.Second)
-	second := func(t time.Time) *secondTally { return &bySecond[t.Sub(from)/time.Second] }
+	t := historyTally{from: from, to: to, load: config.Job{Name: "load", Jitter: jitter}, res: res,
+		bySecond: make([]secondTally, (to.Sub(from)+time.Second-1)/time.Second)}
 	for key := prefix; ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		resp, err := cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(2000))
@@ -465,28 +463,10 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 			return err
 		}
 		for _, kv := range resp.Kvs {
-			stored, err := history.DecodeEntry(cluster, kv)
-			r := stored.Record
-			if err != nil || r.Cause != history.CauseSchedule && r.Cause != history.CauseCatchup {
-				continue
-			}
-			fires := firesIn(r, from, to)
-			if len(fires) == 0 {
-				continue
-			}
-			due := r.ScheduledTime.Add(load.JitterOffset(shard.Slot{Job: "load", Partition: r.Partition}))
-			switch r.Outcome {
-			case history.OutcomeSkipped, history.OutcomeMissed:
-				res.Skipped += len(fires)
-				for _, t := range fires {
-					second(t).skipped++
+			if stored, err := history.DecodeEntry(cluster, kv); err == nil {
+				for _, r := range stored.Records() {
+					t.add(r)
 				}
-			case string(jobs.Succeeded), string(jobs.Failed), string(jobs.TimedOut), string(jobs.Fenced):
-				res.Started++
-				late = append(late, r.StartedAt.Sub(due))
-				second(r.ScheduledTime).late = append(second(r.ScheduledTime).late, r.StartedAt.Sub(due))
-			default:
-				res.NotStarted++
 			}
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
@@ -494,7 +474,46 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	res.P50, res.P99, res.Max = spread(late)
-	res.BySecond = tallied(from, bySecond)
+	res.P50, res.P99, res.Max = spread(t.late)
+	res.BySecond = tallied(from, t.bySecond)
 	return nil
+}
+
+// historyTally counts the load's fires scheduled in [from, to) into res,
+// record by record, and spreads them by second.
+type historyTally struct {
+	from, to time.Time
+	load     config.Job
+	res      *Lateness
+	bySecond []secondTally
+	late     []time.Duration
+}
+
+func (t *historyTally) second(at time.Time) *secondTally {
+	return &t.bySecond[at.Sub(t.from)/time.Second]
+}
+
+// add counts the fires of record r that fall in the window.
+func (t *historyTally) add(r history.Record) {
+	if r.Cause != history.CauseSchedule && r.Cause != history.CauseCatchup {
+		return
+	}
+	fires := firesIn(r, t.from, t.to)
+	if len(fires) == 0 {
+		return
+	}
+	due := r.ScheduledTime.Add(t.load.JitterOffset(shard.Slot{Job: "load", Partition: r.Partition}))
+	switch r.Outcome {
+	case history.OutcomeSkipped, history.OutcomeMissed:
+		t.res.Skipped += len(fires)
+		for _, at := range fires {
+			t.second(at).skipped++
+		}
+	case string(jobs.Succeeded), string(jobs.Failed), string(jobs.TimedOut), string(jobs.Fenced):
+		t.res.Started++
+		t.late = append(t.late, r.StartedAt.Sub(due))
+		t.second(r.ScheduledTime).late = append(t.second(r.ScheduledTime).late, r.StartedAt.Sub(due))
+	default:
+		t.res.NotStarted++
+	}
 }

@@ -75,6 +75,9 @@ func toCompact(s Stored) compact {
 	if r.LastScheduledTime != nil {
 		c.LastScheduled = offset(at, *r.LastScheduledTime)
 	}
+	if s.Skipped != nil {
+		c.Skipped = carriedCompact(*s.Skipped, r)
+	}
 	if st := s.State; st != nil {
 		c.State = &compactState{Started: offset(at, st.Started), StartedAttempt: st.StartedAttempt, Finished: offset(at, st.Finished),
 			Outcome: st.Outcome, HistorySeq: st.HistorySeq, HistoryLimit: st.HistoryLimit, MissedDropped: st.MissedDropped}
@@ -89,6 +92,19 @@ func toCompact(s Stored) compact {
 		}
 	}
 	return c
+}
+
+// carriedCompact is skip record r carried in record in (Stored.Skipped),
+// without the member and token it shares with in.
+func carriedCompact(r, in Record) *compact {
+	c := toCompact(Stored{Record: r})
+	if c.Member == in.Member {
+		c.Member = ""
+	}
+	if c.Token == in.Token {
+		c.Token = 0
+	}
+	return &c
 }
 
 // Decode reads a stored record of slot s in any format. Times read from a
@@ -135,6 +151,20 @@ func fromCompact(s shard.Slot, c compact) (Stored, error) {
 	out := Stored{Record: r}
 	if cs := c.State; cs != nil {
 		out.State = cs.slotState(s, c, at)
+	}
+	if cc := c.Skipped; cc != nil {
+		carried := *cc
+		if carried.Member == "" {
+			carried.Member = c.Member
+		}
+		if carried.Token == 0 {
+			carried.Token = c.Token
+		}
+		skipped, err := fromCompact(s, carried)
+		if err != nil {
+			return Stored{}, fmt.Errorf("history: a carried skip record: %w", err)
+		}
+		out.Skipped = &skipped.Record
 	}
 	return out, nil
 }
@@ -186,6 +216,7 @@ type compact struct {
 	Repeats       int           `json:"r,omitempty"`
 	LastScheduled *int64        `json:"l,omitempty"`
 	State         *compactState `json:"n,omitempty"`
+	Skipped       *compact      `json:"sk,omitempty"` // without the member and token it shares
 }
 
 // compactState is the slot's state in a compact record; Token, Member and

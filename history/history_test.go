@@ -15,9 +15,9 @@ import (
 
 // A stored record is at most MaxStoredBytes whatever a job prints: with
 // every field at its longest (names of 63 characters, a member id of a
-// 64-character hostname, a manual execution id) and a megabyte of output
-// and of error, cut at character boundaries; a record's empty fields are
-// not stored.
+// 64-character hostname, a manual execution id), a megabyte of output and
+// of error, cut at character boundaries, and a skip record carried with it
+// (Stored.Skipped); a record's empty fields are not stored.
 func TestStoredRecordIsBounded(t *testing.T) {
 	long := func(n int, c string) string { return strings.Repeat(c, n) }
 	member := long(64, "h") + "-" + "123e4567-e89b-12d3-a456-426614174000"
@@ -28,7 +28,9 @@ func TestStoredRecordIsBounded(t *testing.T) {
 		OutputTail: long(1<<20, "é"), Error: long(1<<20, "ü"), ExitCode: &code, Repeats: 1 << 30, LastScheduledTime: &at}
 	st := SlotState{Token: 1 << 62, Member: member, Started: at, StartedID: "manual-" + long(64, "f"), StartedAttempt: 100,
 		Finished: at, Outcome: "timed_out", HistorySeq: 1 << 62, HistoryLimit: 999, MissedDropped: 1 << 62}
-	data, err := json.Marshal(Stored{Record: r, State: &st})
+	skip := r // the skip record carried with it, as long
+	skip.Outcome, skip.OutputTail, skip.ExitCode, skip.Token = OutcomeSkipped, "", nil, 1<<61
+	data, err := json.Marshal(Stored{Record: r, State: &st, Skipped: &skip})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +38,9 @@ func TestStoredRecordIsBounded(t *testing.T) {
 		t.Fatalf("a stored record of %d bytes, over %d", len(data), MaxStoredBytes)
 	}
 	for _, format := range []int{FormatCompact, FormatWire} {
-		if data := Encode(Stored{Record: r, State: &st}, format); len(data) > MaxStoredBytes {
-			t.Fatalf("a stored record of %d bytes in format %d, over %d", len(data), format, MaxStoredBytes)
+		data := Encode(Stored{Record: r, State: &st, Skipped: &skip}, format)
+		if len(data) > MaxStoredBytes || format == FormatWire && len(data) > 1300 {
+			t.Fatalf("a stored record of %d bytes in format %d, over %d (1,300 in the wire format)", len(data), format, MaxStoredBytes)
 		}
 	}
 	var back Stored
@@ -102,7 +105,12 @@ func TestCompactRecordsRoundTrip(t *testing.T) {
 	never.State = &SlotState{Token: 1, Member: member, HistorySeq: 1, HistoryLimit: 10} // no fire started or finished yet
 	odd := usual                                                                        // an outcome without a wire number, and a negative exit code
 	odd.Record.Outcome, odd.Record.ExitCode, odd.State = "something new", &negative, &SlotState{Token: 2, Member: member, Outcome: "newer still"}
-	for name, want := range map[string]Stored{"usual": usual, "manual": manual, "skip": skip, "never": never, "odd": odd} {
+	carrying := usual // a run's record with the skips that came while it waited
+	carriedSkip := skip.Record
+	carriedSkip.ScheduledTime, carriedSkip.ExecutionID, carriedSkip.StartedAt = next, jobs.ExecutionID(slot.Job, slot.Partition, next), at.Add(time.Second)
+	carriedSkip.Error, carriedSkip.Token = "previous run still running", 7
+	carrying.Skipped = &carriedSkip
+	for name, want := range map[string]Stored{"usual": usual, "manual": manual, "skip": skip, "never": never, "odd": odd, "carrying": carrying} {
 		want.OutputTail, want.Error = lastBytes(want.OutputTail, StoredOutputBytes), firstBytes(want.Error, StoredErrorBytes)
 		for _, format := range []int{FormatCompact, FormatWire} {
 			data := Encode(want, format)
@@ -164,6 +172,16 @@ func sameStored(a, b Stored) bool {
 			last := r.LastScheduledTime.UTC()
 			r.LastScheduledTime = &last
 		}
+		var skipped *Record
+		if s.Skipped != nil {
+			c := *s.Skipped
+			c.ScheduledTime, c.StartedAt, c.FinishedAt = c.ScheduledTime.UTC(), c.StartedAt.UTC(), c.FinishedAt.UTC()
+			if c.LastScheduledTime != nil {
+				last := c.LastScheduledTime.UTC()
+				c.LastScheduledTime = &last
+			}
+			skipped = &c
+		}
 		var st *SlotState
 		if s.State != nil {
 			c := *s.State
@@ -171,9 +189,10 @@ func sameStored(a, b Stored) bool {
 			st = &c
 		}
 		data, _ := json.Marshal(struct {
-			R Record
-			S *SlotState
-		}{r, st})
+			R  Record
+			S  *SlotState
+			Sk *Record
+		}{r, st, skipped})
 		return string(data)
 	}
 	return norm(a) == norm(b)

@@ -18,7 +18,8 @@ import (
 // Record fields: 1 member, 2 token, 3 scheduled, 4 started, 5 finished,
 // 6 outcome (number), 7 outcome (text, if it has no number), 8 attempt,
 // 9 cause, 10 execution id, 11 output tail, 12 error, 13 exit code,
-// 14 HTTP status, 15 repeats, 16 last scheduled, 17 state. State fields:
+// 14 HTTP status, 15 repeats, 16 last scheduled, 17 state, 18 carried
+// skip record (a record, without state). State fields:
 // 1 token, 2 member, 3 started, 4 started execution id, 5 started attempt,
 // 6 finished, 7 outcome (number), 8 outcome (text), 9 history seq,
 // 10 history limit, 11 missed dropped.
@@ -64,6 +65,10 @@ func appendWire(b []byte, c compact) []byte {
 	if st := c.State; st != nil {
 		b = protowire.AppendTag(b, 17, protowire.BytesType)
 		b = protowire.AppendBytes(b, appendWireState(nil, *st))
+	}
+	if c.Skipped != nil {
+		b = protowire.AppendTag(b, 18, protowire.BytesType)
+		b = protowire.AppendBytes(b, appendWire(nil, *c.Skipped))
 	}
 	return b
 }
@@ -183,12 +188,16 @@ var errWireType = errors.New("a field has the wrong type")
 func decodeWire(b []byte) (compact, error) {
 	var c compact
 	err := readWire(b, func(f wireField) error {
-		if f.num == 17 {
-			if f.isInt {
-				return errWireType
-			}
+		switch {
+		case (f.num == 17 || f.num == 18) && f.isInt:
+			return errWireType
+		case f.num == 17:
 			st, err := decodeWireState(f.bytes)
 			c.State = &st
+			return err
+		case f.num == 18:
+			skipped, err := decodeWire(f.bytes)
+			c.Skipped = &skipped
 			return err
 		}
 		return c.set(f)

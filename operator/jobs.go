@@ -158,8 +158,8 @@ func newestRecord(ctx context.Context, kv clientv3.KV, cluster, prefix string) (
 		return nil, err
 	}
 	for _, kv := range resp.Kvs {
-		if r, ok := decodeRecord(cluster, prefix, kv); ok {
-			return &r, nil
+		if rs := decodeRecords(cluster, prefix, kv); len(rs) > 0 {
+			return &rs[len(rs)-1], nil // the record, written after the skip it carries
 		}
 	}
 	return nil, nil

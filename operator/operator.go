@@ -82,9 +82,10 @@ func ReadHistoryWhere(ctx context.Context, kv clientv3.KV, cluster, job string, 
 	}
 	out := []history.Record{}
 	for _, kv := range resp.Kvs {
-		r, ok := decodeRecord(cluster, prefix, kv)
-		if ok && (keep == nil || keep(r)) {
-			out = append(out, r)
+		for _, r := range decodeRecords(cluster, prefix, kv) {
+			if keep == nil || keep(r) {
+				out = append(out, r)
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -116,12 +117,16 @@ func OutcomeFilter(outcome string) (func(history.Record) bool, error) {
 	return func(r history.Record) bool { return r.Outcome == outcome }, nil
 }
 
-// decodeRecord reads a history record stored at kv, in either format
-// (history.DecodeEntry), if kv is a record under prefix.
-func decodeRecord(cluster, prefix string, kv *mvccpb.KeyValue) (history.Record, bool) {
+// decodeRecords reads the history records stored at kv, in any format
+// (history.DecodeEntry): its record and the skip it carries, if kv is a
+// readable record under prefix.
+func decodeRecords(cluster, prefix string, kv *mvccpb.KeyValue) []history.Record {
 	if !strings.HasPrefix(string(kv.Key), prefix) {
-		return history.Record{}, false
+		return nil
 	}
 	st, err := history.DecodeEntry(cluster, kv)
-	return st.Record, err == nil
+	if err != nil {
+		return nil
+	}
+	return st.Records()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -68,8 +69,8 @@ func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
 }
 
 // A fire skipped while the slot's run waits for etcd to record its start
-// is not written on its own: its record goes with the slot's next write, and
-// none is lost.
+// is not written on its own: its record goes in the key of the slot's next
+// record, and none is lost.
 func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
@@ -143,6 +144,23 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 		}
 		return found == len(want)
 	})
+	// The skip is carried in the run's own key, not a key of its own.
+	resp, err := cli.Get(ctx, keyspace.SlotHistory("carry", shard.Slot{Job: "tick"}), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		st, err := history.DecodeEntry("carry", kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ExecutionID == skipped[0] {
+			t.Fatalf("the skip has a key of its own: %s", kv.Key)
+		}
+		if st.ExecutionID == ids[0] && (st.Skipped == nil || st.Skipped.ExecutionID != skipped[0]) {
+			t.Fatalf("the manual run's record carries %+v; want the skip %s", st.Skipped, skipped[0])
+		}
+	}
 }
 
 // Skips of a slot whose record is still waiting in the writer's queue (etcd

@@ -61,9 +61,11 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 
 // skip records a fire that was not started. While a run of the slot waits
 // for etcd to record its start, the record is carried to the slot's next
-// write (that run's result, or the resign) instead of a write of its own:
-// those writes queue behind the pending one anyway, and writes of their own
-// would fill the writer's queue when thousands of slots are taken at once.
+// write (that run's result, or the resign) instead of a write of its own,
+// and stored in the key of that write's record (history.Stored.Skipped):
+// those writes queue behind the pending one anyway, writes of their own
+// would fill the writer's queue when thousands of slots are taken at once,
+// and keys of their own would cost etcd as much as runs past capacity.
 // Held by TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite.
 //
 // A skip like the slot's previous one (same reason and trigger) whose

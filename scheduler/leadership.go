@@ -46,7 +46,7 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	}
 	if c := sl.takeCarried(); len(c) > 0 {
 		// Ahead of the resign, which the writer keeps in this order.
-		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: s.recordOps(sl, c)})
+		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: s.recordOps(sl, c[len(c)-1], c[:len(c)-1])})
 	}
 	// A start recorded ahead is left as it is: the fire is in the future, and
 	// the next holder, taking over within milliseconds of the resign, runs it

@@ -39,7 +39,7 @@ func (s *Scheduler) recordWith(sl *slot, r history.Record, extra []clientv3.Op, 
 		extra = append(slices.Clip(extra), historyTrim(s.member.Cluster(), sl.id, limit))
 		sl.recorded.HistoryLimit = limit
 	}
-	ops := append(s.recordOps(sl, append(sl.takeCarried(), r)), extra...)
+	ops := append(s.recordOps(sl, r, sl.takeCarried()), extra...)
 	lazy := done == nil // a record: nothing waits for it
 	if a := sl.ahead; a != nil && done == a.done {
 		lazy = sl.next.Sub(s.cfg.Clock.Now()) > lingerAhead // with a start recorded ahead
@@ -63,7 +63,7 @@ func (s *Scheduler) recordSkip(sl *slot, r history.Record) {
 	}
 	q := &queuedSkip{record: r, seq: sl.recorded.HistorySeq}
 	sl.queuedSkip = q
-	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: s.recordOps(sl, []history.Record{r}), Lazy: true, Tag: q})
+	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: s.recordOps(sl, r, nil), Lazy: true, Tag: q})
 }
 
 // amendQueuedSkip adds skip r to the slot's last skip record if its write
@@ -75,7 +75,7 @@ func (s *Scheduler) amendQueuedSkip(sl *slot, r history.Record) bool {
 		return false
 	}
 	merged := mergeSkip(q.record, r)
-	if !s.writer.Amend(sl.leaderKey, q, []clientv3.Op{s.recordPut(sl, merged, q.seq, sl.recorded)}) {
+	if !s.writer.Amend(sl.leaderKey, q, []clientv3.Op{s.recordPut(sl, history.Stored{Record: merged}, q.seq)}) {
 		sl.queuedSkip = nil
 		return false
 	}
@@ -83,26 +83,45 @@ func (s *Scheduler) amendQueuedSkip(sl *slot, r history.Record) bool {
 	return true
 }
 
-// recordPut is the put of record r, with the slot's state st, at place seq
-// of the slot's history ring.
-func (s *Scheduler) recordPut(sl *slot, r history.Record, seq int64, st history.SlotState) clientv3.Op {
-	r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
-	data := history.Encode(history.Stored{Record: r, State: &st}, s.historyFormat)
+// recordPut is the put of stored (its record, and its carried skip if
+// any) with the slot's current state, at place seq of the slot's history
+// ring.
+func (s *Scheduler) recordPut(sl *slot, stored history.Stored, seq int64) clientv3.Op {
+	st := sl.recorded
+	stored.State = &st
+	stamp := func(r *history.Record) {
+		r.Job, r.Partition, r.Member, r.Token = sl.id.Job, sl.id.Partition, s.member.ID(), sl.token
+	}
+	stamp(&stored.Record)
+	if stored.Skipped != nil {
+		skipped := *stored.Skipped
+		stamp(&skipped)
+		stored.Skipped = &skipped
+	}
+	data := history.Encode(stored, s.historyFormat)
 	return clientv3.OpPut(keyspace.HistoryEntry(s.member.Cluster(), sl.id, seq, sl.job.spec.HistoryLimit), string(data))
 }
 
-// recordOps are the puts of records into the slot's history ring, at its
-// next sequence numbers (see lastPutPerKey), each with the slot's state as of
-// this write, which they hold from then on (history.Stored): the body of a
-// record, and no put of the state key.
-func (s *Scheduler) recordOps(sl *slot, records []history.Record) []clientv3.Op {
-	first := sl.recorded.HistorySeq
-	sl.recorded.HistorySeq += int64(len(records))
-	sl.recorded.Token, sl.recorded.Member = sl.token, s.member.ID()
-	puts := make([]clientv3.Op, 0, len(records))
-	for i, r := range records {
-		puts = append(puts, s.recordPut(sl, r, first+int64(i), sl.recorded))
+// recordOps are the puts of record r, and of the skip records carried to
+// it, into the slot's history ring at its next sequence numbers (see
+// lastPutPerKey), each with the slot's state as of this write, which they
+// hold from then on (history.Stored): the body of a record, and no put of
+// the state key. The last carried skip goes in r's key (Stored.Skipped);
+// the others, rare (skips for different reasons), each in a key of its own.
+func (s *Scheduler) recordOps(sl *slot, r history.Record, carried []history.Record) []clientv3.Op {
+	last := history.Stored{Record: r}
+	if n := len(carried); n > 0 {
+		last.Skipped = &carried[n-1]
+		carried = carried[:n-1]
 	}
+	first := sl.recorded.HistorySeq
+	sl.recorded.HistorySeq += int64(len(carried)) + 1
+	sl.recorded.Token, sl.recorded.Member = sl.token, s.member.ID()
+	puts := make([]clientv3.Op, 0, len(carried)+1)
+	for i, c := range carried {
+		puts = append(puts, s.recordPut(sl, history.Stored{Record: c}, first+int64(i)))
+	}
+	puts = append(puts, s.recordPut(sl, last, first+int64(len(carried))))
 	return lastPutPerKey(puts)
 }
 

@@ -72,7 +72,7 @@ type slot struct {
 	unrecorded atomic.Int32
 	// carried are the history records of fires skipped while a run of the
 	// slot waited for its start to be recorded: they go with the slot's next
-	// write (see skip).
+	// record, the last of them in its key (see skip and recordOps).
 	carried []history.Record
 	// queuedSkip is the skip record of the slot's last write, while that
 	// write may still be waiting in the writer's queue: the next skip of

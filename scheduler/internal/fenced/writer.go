@@ -26,13 +26,13 @@ type Write struct {
 	queued time.Time // set by Enqueue
 }
 
-// linger is how long the writer holds lazy writes, while nothing else is
-// queued, to commit them together. Slots that fire together queue their
-// writes together; without it, slots whose fires are spread over the second
-// (jitter) would each have a transaction of their own, and etcd pays for
-// each (docs/benchmarks.md, "the writer lingers"). It must stay well under
-// the scheduler's lingerAhead, so a start recorded ahead lazily lands before
-// its fire. Held by TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite.
+// linger is the longest the writer holds lazy writes, while nothing else is
+// queued, to commit them together (see lingerLeft). Slots that fire together
+// queue their writes together; without it, slots whose fires are spread over
+// the second (jitter) would each have a transaction of their own, and etcd
+// pays for each (docs/benchmarks.md, "the writer lingers"). It must stay well
+// under the scheduler's lingerAhead, so a start recorded ahead lazily lands
+// before its fire. Held by TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite.
 const linger = 100 * time.Millisecond
 
 // maxBatch and maxTxnOps bound the writes committed in one transaction:
@@ -66,6 +66,7 @@ type Writer struct {
 	kv     clientv3.KV
 	limit  int
 	linger time.Duration // see linger
+	now    func() time.Time
 	bell   chan struct{} // rung (capacity one) when a write is queued
 
 	mu       sync.Mutex
@@ -110,7 +111,7 @@ func (w *Writer) Stalled() bool {
 }
 
 func NewWriter(kv clientv3.KV) *Writer {
-	w := &Writer{kv: kv, limit: maxQueued, linger: linger, bell: make(chan struct{}, 1), flying: map[string]int{}, since: map[int]time.Time{}}
+	w := &Writer{kv: kv, limit: maxQueued, linger: linger, now: time.Now, bell: make(chan struct{}, 1), flying: map[string]int{}, since: map[int]time.Time{}}
 	w.changed = sync.NewCond(&w.mu)
 	return w
 }
@@ -130,7 +131,7 @@ func (w *Writer) Enqueue(fw Write) {
 		reply(fw, ErrBehind)
 		return
 	}
-	fw.queued = time.Now()
+	fw.queued = w.now()
 	w.queue = append(w.queue, fw)
 	if !fw.Lazy {
 		w.urgent++
@@ -290,14 +291,26 @@ func (w *Writer) takeLocked() (b []Write, keys []string) {
 }
 
 // lingerLeft is how much longer the writer may hold what is queued: only
-// lazy writes, fewer than a batch, the oldest queued less than linger ago.
+// lazy writes, fewer than maxInFlight batches, until the first instant
+// after the oldest was queued that is a multiple of linger on the wall
+// clock. Every member's writer then sends at the same instants, and etcd
+// commits transactions that arrive together in fewer raft rounds than the
+// same transactions spread over time (docs/benchmarks.md, "the writers
+// send together"). It decides only when a write is sent, never whether it
+// holds: that is the fence's. Held by
+// TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite.
 func (w *Writer) lingerLeft() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.queue) == 0 || len(w.queue) >= maxBatch || w.urgent > 0 {
+	if len(w.queue) == 0 || len(w.queue) >= maxInFlight*maxBatch || w.urgent > 0 {
 		return 0
 	}
-	return w.linger - time.Since(w.queue[0].queued)
+	now := w.now()
+	phase := now.Truncate(w.linger)
+	if w.queue[0].queued.Before(phase) {
+		return 0
+	}
+	return phase.Add(w.linger).Sub(now)
 }
 
 // land marks a batch's order keys as no longer in flight.
@@ -423,8 +436,6 @@ func notify(bell chan<- struct{}) {
 	}
 }
 
-// Queued reports how many writes wait in the queue, and how many
-// transactions are in flight.
 // Amend replaces the operations of the write tagged tag with ops, if it is
 // still queued (not in a transaction yet) and is the last write queued for
 // its leader key, so it is still the slot's newest write; it reports whether
@@ -444,6 +455,8 @@ func (w *Writer) Amend(leaderKey string, tag any, ops []clientv3.Op) bool {
 	return false
 }
 
+// Queued reports how many writes wait in the queue, and how many
+// transactions are in flight.
 func (w *Writer) Queued() (queued, inFlight int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

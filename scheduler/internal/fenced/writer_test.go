@@ -264,13 +264,18 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 		return Write{Claim: fencing.Claim{LeaderKey: "/leader" + k, Token: 1}, Ops: []clientv3.Op{clientv3.OpPut("/state"+k, "v")},
 			Done: make(chan error, 1), Lazy: lazy}
 	}
-	w := NewWriter(nil)
-	w.linger = time.Hour
+	at := time.Date(2026, 12, 2, 10, 20, 0, 0, time.UTC) // 20 minutes into the hour
+	writer := func() *Writer {
+		w := NewWriter(nil)
+		w.linger, w.now = time.Hour, func() time.Time { return at }
+		return w
+	}
+	w := writer()
 	for i := range 3 {
 		w.Enqueue(put(fmt.Sprint("/lazy/", i), true))
 	}
-	if d := w.lingerLeft(); d < 59*time.Minute {
-		t.Fatalf("holds 3 lazy writes for %v; want about the hour of linger", d)
+	if d := w.lingerLeft(); d != 40*time.Minute {
+		t.Fatalf("holds 3 lazy writes for %v; want until the hour, 40 minutes", d)
 	}
 	w.Enqueue(put("/urgent", false))
 	if d := w.lingerLeft(); d != 0 {
@@ -281,11 +286,31 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 		t.Fatalf("batch of %d writes, %d urgent left; want all 4, none", len(b), w.urgent)
 	}
 	w.land(keys)
-	for i := range maxBatch {
+	for i := range maxInFlight*maxBatch - 1 {
 		w.Enqueue(put(fmt.Sprint("/full/", i), true))
 	}
+	if d := w.lingerLeft(); d != 40*time.Minute {
+		t.Fatalf("holds %d lazy writes for %v; want until the hour", maxInFlight*maxBatch-1, d)
+	}
+	w.Enqueue(put("/full/last", true))
 	if d := w.lingerLeft(); d != 0 {
-		t.Fatalf("holds a full batch for %v", d)
+		t.Fatalf("holds a full batch for each transaction in flight for %v", d)
+	}
+	w = writer()
+	w.Enqueue(put("/lazy", true))
+	at = at.Add(40 * time.Minute) // the hour: every member's writer sends
+	if d := w.lingerLeft(); d != 0 {
+		t.Fatalf("holds a lazy write past the hour for %v", d)
+	}
+	w.Enqueue(put("/later", true))
+	if b, keys := w.next(); len(b) != 2 {
+		t.Fatalf("a batch of %d writes at the hour; want both queued", len(b))
+	} else {
+		w.land(keys)
+	}
+	w.Enqueue(put("/after", true))
+	if d := w.lingerLeft(); d != time.Hour {
+		t.Fatalf("holds a write queued at the hour for %v; want until the next", d)
 	}
 
 	// Against etcd: three lazy writes and the urgent one that releases them
@@ -297,7 +322,7 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 	claim := heldClaim(t, cli, "/leader/held")
 	kv := &countingKV{KV: cli}
 	w = NewWriter(kv)
-	w.linger = time.Hour
+	w.linger, w.now = time.Hour, func() time.Time { return at.Add(20 * time.Minute) } // held until the urgent write
 	stop := make(chan struct{})
 	ran := make(chan struct{})
 	go func() { w.Run(ctx, stop); close(ran) }()
@@ -308,7 +333,7 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 		w.Enqueue(fw)
 	}
 	for i, fw := range writes {
-		if err := <-fw.Done; err != nil {
+		if err := kiratest.Receive(t, fw.Done, 10*time.Second, "a write's answer"); err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
@@ -325,7 +350,7 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 	go func() { w.Run(ctx, stop); close(ran) }()
 	alone := Write{Claim: claim, Ops: []clientv3.Op{clientv3.OpPut("/s/alone", "v")}, Done: make(chan error, 1), Lazy: true}
 	w.Enqueue(alone)
-	if err := <-alone.Done; err != nil {
+	if err := kiratest.Receive(t, alone.Done, 10*time.Second, "the lazy write's answer"); err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
