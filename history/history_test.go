@@ -164,22 +164,10 @@ func must(s Stored, err error) Stored {
 // sameStored compares records as etcd keeps them: times by instant.
 func sameStored(a, b Stored) bool {
 	norm := func(s Stored) string {
-		r := s.Record
-		for _, t := range []*time.Time{&r.ScheduledTime, &r.StartedAt, &r.FinishedAt} {
-			*t = t.UTC()
-		}
-		if r.LastScheduledTime != nil {
-			last := r.LastScheduledTime.UTC()
-			r.LastScheduledTime = &last
-		}
+		r := inUTC(s.Record)
 		var skipped *Record
 		if s.Skipped != nil {
-			c := *s.Skipped
-			c.ScheduledTime, c.StartedAt, c.FinishedAt = c.ScheduledTime.UTC(), c.StartedAt.UTC(), c.FinishedAt.UTC()
-			if c.LastScheduledTime != nil {
-				last := c.LastScheduledTime.UTC()
-				c.LastScheduledTime = &last
-			}
+			c := inUTC(*s.Skipped)
 			skipped = &c
 		}
 		var st *SlotState
@@ -196,4 +184,16 @@ func sameStored(a, b Stored) bool {
 		return string(data)
 	}
 	return norm(a) == norm(b)
+}
+
+// inUTC is r with its times in UTC.
+func inUTC(r Record) Record {
+	for _, t := range []*time.Time{&r.ScheduledTime, &r.StartedAt, &r.FinishedAt} {
+		*t = t.UTC()
+	}
+	if r.LastScheduledTime != nil {
+		last := r.LastScheduledTime.UTC()
+		r.LastScheduledTime = &last
+	}
+	return r
 }
