@@ -510,9 +510,9 @@ func (t *historyTally) add(r history.Record) {
 			t.second(at).skipped++
 		}
 	case string(jobs.Succeeded), string(jobs.Failed), string(jobs.TimedOut), string(jobs.Fenced):
+		late, sec := r.StartedAt.Sub(due), t.second(r.ScheduledTime)
 		t.res.Started++
-		t.late = append(t.late, r.StartedAt.Sub(due))
-		t.second(r.ScheduledTime).late = append(t.second(r.ScheduledTime).late, r.StartedAt.Sub(due))
+		t.late, sec.late = append(t.late, late), append(sec.late, late)
 	default:
 		t.res.NotStarted++
 	}
