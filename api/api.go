@@ -30,6 +30,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -93,7 +94,7 @@ func Routes() []string {
 
 // Handler serves the API.
 func Handler(cfg Config) http.Handler {
-	s := &server{cfg: cfg}
+	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster)}
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		if r.writes {
@@ -108,7 +109,13 @@ func Handler(cfg Config) http.Handler {
 	return http.MaxBytesHandler(mux, MaxBodyBytes)
 }
 
-type server struct{ cfg Config }
+type server struct {
+	cfg Config
+	// journals is the cluster's journals as of the last read: a dashboard
+	// asks every second, and each read then fetches only the entries
+	// written since.
+	journals *journal.Cache
+}
 
 // Error is the body of every error answer.
 type Error struct {
@@ -235,11 +242,11 @@ func intParam(r *http.Request, name string, def, max int) (int, error) {
 }
 
 func (s *server) jobs(ctx context.Context, _ *http.Request) (any, error) {
-	return operator.ReadJobs(ctx, s.cfg.KV, s.cfg.Cluster, time.Now())
+	return operator.ReadJobs(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, time.Now())
 }
 
 func (s *server) jobDetail(ctx context.Context, r *http.Request) (any, error) {
-	d, ok, err := operator.ReadJob(ctx, s.cfg.KV, s.cfg.Cluster, r.PathValue("job"), time.Now())
+	d, ok, err := operator.ReadJob(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, r.PathValue("job"), time.Now())
 	if err == nil && !ok {
 		err = errorf(http.StatusNotFound, "cluster %q has no job %q", s.cfg.Cluster, r.PathValue("job"))
 	}
@@ -264,7 +271,7 @@ func (s *server) execution(ctx context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	id := r.PathValue("id")
-	recs, err := operator.ReadHistoryWhere(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, -1, 1, func(rec history.Record) bool { return rec.ExecutionID == id })
+	recs, err := operator.ReadHistoryWhere(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, j.Name, -1, 1, func(rec history.Record) bool { return rec.ExecutionID == id })
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +294,7 @@ func (s *server) executions(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "%v", err)
 	}
-	return operator.ReadHistoryWhere(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, partition, limit, keep)
+	return operator.ReadHistoryWhere(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, j.Name, partition, limit, keep)
 }
 
 // Triggered answers a trigger: the execution id of each slot's run.

@@ -46,8 +46,9 @@ func TestSmallRunOfEveryScenario(t *testing.T) {
 		t.Fatalf("rebalance %+v", r.Rebalance)
 	}
 	// The etcd was not the bench's: what it paid is read from its /metrics.
-	if c := r.Lateness[0].EtcdCost; c == nil || c.Keys < 900 || c.Keys > 1300 || c.WALBytes <= 0 || c.DiskBytes != 0 {
-		t.Fatalf("etcd cost %+v: want about 1,000 keys per 1,000 executions and some WAL, from etcd's metrics", c)
+	// Records share their members' journal keys: fewer keys than executions.
+	if c := r.Lateness[0].EtcdCost; c == nil || c.Keys <= 0 || c.Keys > 700 || c.WALBytes <= 0 || c.DiskBytes != 0 {
+		t.Fatalf("etcd cost %+v: want fewer keys than executions (records share journal keys) and some WAL, from etcd's metrics", c)
 	}
 	t.Logf("%+v", r)
 }
@@ -189,7 +190,7 @@ func buildKira(t testing.TB) string {
 // The production shape, small: three kira etcd processes, three kira run
 // members running an HTTP job that prints, every fire of the window found
 // in etcd's history, and what etcd paid counted from its own metrics and
-// /proc: one key per execution, and some CPU, disk and database.
+// /proc: fewer keys than executions, and some CPU, disk and database.
 func TestProductionShape(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds kira and runs six processes")
@@ -211,8 +212,8 @@ func TestProductionShape(t *testing.T) {
 	if !l.Processes || l.Expected != 90 || l.Started+l.Skipped+l.NotStarted != l.Expected || l.Started < 80 || l.MemberLost != "" {
 		t.Fatalf("lateness %+v", l)
 	}
-	if c == nil || c.Keys < 900 || c.Keys > 1300 || c.CPUSeconds <= 0 || c.DiskBytes <= 0 || c.WALBytes <= 0 || c.DBBytes <= 0 {
-		t.Fatalf("etcd cost %+v: want about 1,000 keys per 1,000 executions, and some CPU, disk and database", c)
+	if c == nil || c.Keys <= 0 || c.Keys > 700 || c.CPUSeconds <= 0 || c.DiskBytes <= 0 || c.WALBytes <= 0 || c.DBBytes <= 0 {
+		t.Fatalf("etcd cost %+v: want fewer keys than executions (records share journal keys), and some CPU, disk and database", c)
 	}
 	if k := l.Cores; k == nil || k.Etcd <= 0 || k.Members <= 0 || k.Bench <= 0 || k.Machine < 1 {
 		t.Fatalf("cores %+v: want each share measured", k)

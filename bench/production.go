@@ -22,6 +22,7 @@ import (
 	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
@@ -449,12 +450,15 @@ func firesIn(r history.Record, from, to time.Time) []time.Time {
 }
 
 // countFromHistory counts and spreads the fires scheduled in [from, to)
-// from the job's history records, read in pages.
+// from the job's history records, its rings read in pages, and its records
+// in journals.
 func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, jitter time.Duration, res *Lateness) error {
 	prefix := keyspace.History(cluster, "load")
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	t := historyTally{from: from, to: to, load: config.Job{Name: "load", Jitter: jitter}, res: res,
 		bySecond: make([]secondTally, (to.Sub(from)+time.Second-1)/time.Second)}
+	var ring []history.Slotted
+	var rev int64
 	for key := prefix; ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		resp, err := cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(2000))
@@ -462,10 +466,11 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 		if err != nil {
 			return err
 		}
+		rev = max(rev, resp.Header.Revision)
 		for _, kv := range resp.Kvs {
-			if stored, err := history.DecodeEntry(cluster, kv); err == nil {
-				for _, r := range stored.Records() {
-					t.add(r)
+			if s, ok := keyspace.ParseHistoryEntry(cluster, string(kv.Key)); ok {
+				if stored, err := history.Decode(s, kv.Value); err == nil {
+					ring = append(ring, history.Slotted{Slot: s, Stored: stored, Revision: kv.ModRevision})
 				}
 			}
 		}
@@ -473,6 +478,15 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 			break
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	inJournals, err := journal.NewCache(cli, cluster).Records(ctx, rev, func(s shard.Slot) bool { return s.Job == "load" })
+	if err != nil {
+		return err
+	}
+	for _, r := range history.Gather(ring, inJournals) {
+		t.add(r)
 	}
 	res.P50, res.P99, res.Max = spread(t.late)
 	res.BySecond = tallied(from, t.bySecond)

@@ -33,9 +33,13 @@ const (
 	FormatJSON    = 1
 	FormatCompact = 2
 	FormatWire    = 3 // FormatCompact's fields in protocol buffers' wire format (wire.go)
+	// FormatJournal is FormatWire's records with their Seq, most of them in
+	// their members' journals (journal.go) rather than their slots' rings:
+	// a reader of an earlier format would not look there.
+	FormatJournal = 4
 	// NewestFormat is the newest format this version reads; members
 	// publish it in their member record.
-	NewestFormat = FormatWire
+	NewestFormat = FormatJournal
 )
 
 // compactPrefix opens a value in FormatCompact.
@@ -78,6 +82,7 @@ func toCompact(s Stored) compact {
 	if s.Skipped != nil {
 		c.Skipped = carriedCompact(*s.Skipped, r)
 	}
+	c.Seq = s.Seq
 	if st := s.State; st != nil {
 		c.State = &compactState{Started: offset(at, st.Started), StartedAttempt: st.StartedAttempt, Finished: offset(at, st.Finished),
 			Outcome: st.Outcome, HistorySeq: st.HistorySeq, HistoryLimit: st.HistoryLimit, MissedDropped: st.MissedDropped}
@@ -148,7 +153,7 @@ func fromCompact(s shard.Slot, c compact) (Stored, error) {
 		last := timeAt(at, c.LastScheduled)
 		r.LastScheduledTime = &last
 	}
-	out := Stored{Record: r}
+	out := Stored{Record: r, Seq: c.Seq}
 	if cs := c.State; cs != nil {
 		out.State = cs.slotState(s, c, at)
 	}
@@ -217,6 +222,7 @@ type compact struct {
 	LastScheduled *int64        `json:"l,omitempty"`
 	State         *compactState `json:"n,omitempty"`
 	Skipped       *compact      `json:"sk,omitempty"` // without the member and token it shares
+	Seq           *int64        `json:"-"`            // the wire format's only (Stored.Seq)
 }
 
 // compactState is the slot's state in a compact record; Token, Member and

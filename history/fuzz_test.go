@@ -12,10 +12,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// FuzzStateFrom: whatever a slot's state key and newest record hold, the
-// state is read, or refused with an error; it never panics, and a record
-// newer than the state key decides alone.
-func FuzzStateFrom(f *testing.F) {
+// FuzzNewestState: whatever a slot's state key and newest record (or a
+// journal entry) hold, the state is read, or refused with an error; it
+// never panics, and a ring record newer than the state key decides alone.
+func FuzzNewestState(f *testing.F) {
 	good, _ := json.Marshal(Stored{Record: Record{Job: "a", ExecutionID: "x"}, State: &SlotState{Token: 5, HistorySeq: 3}})
 	f.Add([]byte(`{"token":4,"member":"m","history_seq":2}`), good, true)
 	f.Add([]byte("{not json"), good, true)
@@ -24,6 +24,9 @@ func FuzzStateFrom(f *testing.F) {
 	f.Add([]byte(`{"token":4}`), []byte(`2{"t":0}`), true)
 	f.Add([]byte(`{"token":4}`), Encode(Stored{Record: Record{Job: "a", ScheduledTime: time.Unix(5, 0), Outcome: "failed"}, State: &SlotState{Token: 5, Started: time.Unix(6, 0)}}, FormatWire), true)
 	f.Add([]byte(`{"token":4}`), []byte("3\x88\x01\x05"), true)
+	seq := int64(7)
+	f.Add([]byte(`{"token":4}`), EncodeJournal("m", []JournalItem{{Slot: shard.Slot{Job: "a"},
+		Stored: Stored{Record: Record{Job: "a", Member: "m", ScheduledTime: time.Unix(5, 0)}, State: &SlotState{Token: 5}, Seq: &seq}}}), true)
 	f.Fuzz(func(t *testing.T, state, record []byte, recordNewer bool) {
 		stateKv := []*mvccpb.KeyValue{{Key: []byte("s"), Value: state, ModRevision: 10}}
 		recRev := int64(5)
@@ -31,9 +34,16 @@ func FuzzStateFrom(f *testing.F) {
 			recRev = 20
 		}
 		recordKv := []*mvccpb.KeyValue{{Key: []byte("r"), Value: record, ModRevision: recRev}}
-		st, err := StateFrom(shard.Slot{Job: "a"}, stateKv, recordKv)
+		var placed []Placed
+		if items, err := DecodeJournal("m", record); err == nil {
+			recordKv = nil
+			for _, it := range items {
+				placed = append(placed, Placed{Stored: it.Stored, Revision: recRev})
+			}
+		}
+		st, err := NewestState(shard.Slot{Job: "a"}, stateKv, recordKv, placed)
 		r, decodeErr := Decode(shard.Slot{Job: "a"}, record)
-		if recordNewer && decodeErr == nil && r.State != nil && (err != nil || st != *r.State) {
+		if recordKv != nil && recordNewer && decodeErr == nil && r.State != nil && (err != nil || st != *r.State) {
 			t.Fatalf("a newer readable record's state was not taken: %+v, %v", st, err)
 		}
 		if err != nil && st != (SlotState{}) {

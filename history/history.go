@@ -2,13 +2,10 @@ package history
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 	"unicode/utf8"
 
 	"github.com/kira-scheduler/kira/fencing"
-	"github.com/kira-scheduler/kira/shard"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // Trigger says why an execution ran. The values are shown to users.
@@ -95,7 +92,7 @@ const (
 // record and a state (docs/benchmarks.md, "a record carries the slot's
 // state"). The state key is written only by writes without a record (a
 // start not recorded with a result, a retraction). The slot's state is the
-// newer of the two by etcd revision (StateFrom).
+// newest by etcd revision (NewestState).
 type Stored struct {
 	Record
 	State *SlotState `json:"state,omitempty"`
@@ -106,6 +103,10 @@ type Stored struct {
 	// (TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite). Nil for most
 	// records. A reader reads both (Records).
 	Skipped *Record `json:"skipped,omitempty"`
+	// Seq is the record's place in its slot's sequence (the state's
+	// HistorySeq before the write): nil in records written before
+	// journals (FormatJournal), which a reader places by their key.
+	Seq *int64 `json:"-"`
 }
 
 // Records are the history records s stands for, in the order they were
@@ -208,37 +209,4 @@ func firstBytes(s string, n int) string {
 		s = s[:i]
 	}
 	return s + "…"
-}
-
-// StateFrom decodes slot s's state from what readAcquired read: its state
-// key and its newest record. The newer of them by revision holds the state;
-// the writer never commits two writes of one slot in one transaction, so
-// they never share one (a record written before there were states in
-// records has none, and the state key, written in its transaction, holds).
-// With neither, the state is the zero state (a slot never run).
-//
-// Only the newer of the two is decoded: an unreadable state key that a
-// record has since superseded does not matter.
-func StateFrom(s shard.Slot, stateKvs, recordKvs []*mvccpb.KeyValue) (SlotState, error) {
-	var stateRev int64
-	if len(stateKvs) > 0 {
-		stateRev = stateKvs[0].ModRevision
-	}
-	if len(recordKvs) > 0 && recordKvs[0].ModRevision > stateRev {
-		r, err := Decode(s, recordKvs[0].Value)
-		if err != nil {
-			return SlotState{}, fmt.Errorf("history: newest record of %s (%s) is unreadable: %w", s, recordKvs[0].Key, err)
-		}
-		if r.State != nil {
-			return *r.State, nil
-		}
-		// A record written before records held states: the state key holds.
-	}
-	var st SlotState
-	if len(stateKvs) > 0 {
-		if err := json.Unmarshal(stateKvs[0].Value, &st); err != nil {
-			return SlotState{}, fmt.Errorf("history: state of %s is unreadable: %w", s, err)
-		}
-	}
-	return st, nil
 }

@@ -19,7 +19,8 @@ import (
 // 6 outcome (number), 7 outcome (text, if it has no number), 8 attempt,
 // 9 cause, 10 execution id, 11 output tail, 12 error, 13 exit code,
 // 14 HTTP status, 15 repeats, 16 last scheduled, 17 state, 18 carried
-// skip record (a record, without state). State fields:
+// skip record (a record, without state), 19 seq (FormatJournal's records
+// only; earlier readers skip it). State fields:
 // 1 token, 2 member, 3 started, 4 started execution id, 5 started attempt,
 // 6 finished, 7 outcome (number), 8 outcome (text), 9 history seq,
 // 10 history limit, 11 missed dropped.
@@ -69,6 +70,9 @@ func appendWire(b []byte, c compact) []byte {
 	if c.Skipped != nil {
 		b = protowire.AppendTag(b, 18, protowire.BytesType)
 		b = protowire.AppendBytes(b, appendWire(nil, *c.Skipped))
+	}
+	if c.Seq != nil {
+		b = appendPresent(b, 19, *c.Seq)
 	}
 	return b
 }
@@ -249,6 +253,11 @@ func (c *compact) set(f wireField) error {
 		c.Repeats = int(v)
 	case 16:
 		c.LastScheduled = &v
+	case 19:
+		if !f.isInt {
+			return errWireType
+		}
+		c.Seq = &v
 	}
 	return nil
 }

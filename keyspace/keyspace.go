@@ -6,6 +6,7 @@
 //	election/<job>/<partition>/<lease id hex>  candidacy (concurrency.Election)  member's lease
 //	state/<job>/<partition>                    the slot's state       none, fenced writes
 //	history/<job>/<partition>/<seq mod limit>  execution records      none, fenced writes
+//	journal/<member id>/<n mod size>           a member's records of many slots  none, fenced writes
 //	control/<job>/paused                       exists while paused    none
 //	control/<job>/trigger/<partition>/<uuid>   a manual run request   none
 //
@@ -106,6 +107,28 @@ func ParseHistoryEntry(cluster, key string) (shard.Slot, bool) {
 
 func historyEntry(cluster string, s shard.Slot, i int64) string {
 	return fmt.Sprintf("%s%03d", SlotHistory(cluster, s), i)
+}
+
+// Journals is the root of every member's journal.
+func Journals(cluster string) string { return Cluster(cluster) + "journal/" }
+
+// Journal is the prefix of one member's journal.
+func Journal(cluster, member string) string { return Journals(cluster) + member + "/" }
+
+// JournalEntry is entry n of a member's journal: a ring of keys, each
+// holding the records of one of its fenced transactions.
+func JournalEntry(cluster, member string, n int) string {
+	return fmt.Sprintf("%s%04d", Journal(cluster, member), n)
+}
+
+// ParseJournalEntry reads the member of a key under Journals; false for a
+// key Kira did not write there.
+func ParseJournalEntry(cluster, key string) (member string, ok bool) {
+	parts := strings.Split(strings.TrimPrefix(key, Journals(cluster)), "/")
+	if len(parts) != 2 || !strings.HasPrefix(key, Journals(cluster)) || parts[0] == "" || parts[1] == "" || strings.Trim(parts[1], "0123456789") != "" {
+		return "", false
+	}
+	return parts[0], true
 }
 
 // Control is the root of a cluster's control keys.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -60,15 +61,19 @@ type JobSlotRow struct {
 }
 
 // ReadJobs reads every job of the cluster's stored catalog, with who leads
-// its slots, its last fire and its next (after now).
-func ReadJobs(ctx context.Context, kv clientv3.KV, cluster string, now time.Time) ([]JobStatus, error) {
+// its slots, its last fire and its next (after now). journals is as for
+// ReadHistoryWhere.
+func ReadJobs(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster string, now time.Time) ([]JobStatus, error) {
 	st, cat, err := readWithCatalog(ctx, kv, cluster)
 	if err != nil {
 		return nil, err
 	}
+	if journals == nil {
+		journals = journal.NewCache(kv, cluster) // read once for every job
+	}
 	out := []JobStatus{}
 	for _, j := range cat.Jobs {
-		last, err := newestRecord(ctx, kv, cluster, keyspace.History(cluster, j.Name))
+		last, err := newestRecord(ctx, kv, journals, cluster, j.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -79,7 +84,7 @@ func ReadJobs(ctx context.Context, kv clientv3.KV, cluster string, now time.Time
 
 // ReadJob reads one job, with its spec and every slot's owner, token and
 // last fire. ok is false when the catalog has no such job.
-func ReadJob(ctx context.Context, kv clientv3.KV, cluster, name string, now time.Time) (*JobDetail, bool, error) {
+func ReadJob(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, name string, now time.Time) (*JobDetail, bool, error) {
 	st, cat, err := readWithCatalog(ctx, kv, cluster)
 	if err != nil {
 		return nil, false, err
@@ -88,7 +93,7 @@ func ReadJob(ctx context.Context, kv clientv3.KV, cluster, name string, now time
 	if !ok {
 		return nil, false, nil
 	}
-	recs, err := ReadHistory(ctx, kv, cluster, name, -1, -1)
+	recs, err := ReadHistoryWhere(ctx, kv, journals, cluster, name, -1, -1, nil)
 	if err != nil {
 		return nil, false, err
 	}
@@ -150,17 +155,33 @@ func fireOf(r history.Record) *Fire {
 	return &Fire{ScheduledTime: r.ScheduledTime, Outcome: r.Outcome, Member: r.Member, ExecutionID: r.ExecutionID}
 }
 
-// newestRecord reads the most recently written record under prefix (one
-// key, by mod revision), or nil.
-func newestRecord(ctx context.Context, kv clientv3.KV, cluster, prefix string) (*history.Record, error) {
+// newestRecord is job's most recently written record (by revision: its
+// ring's newest key, or its newest record in journals), or nil.
+func newestRecord(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, job string) (*history.Record, error) {
+	prefix := keyspace.History(cluster, job)
 	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
 		return nil, err
 	}
+	var newest *history.Slotted
 	for _, kv := range resp.Kvs {
-		if rs := decodeRecords(cluster, prefix, kv); len(rs) > 0 {
-			return &rs[len(rs)-1], nil // the record, written after the skip it carries
+		if st, s, ok := decodeRing(cluster, prefix, kv); ok {
+			newest = &history.Slotted{Slot: s, Stored: st, Revision: kv.ModRevision}
 		}
 	}
-	return nil, nil
+	inJournals, err := journals.Records(ctx, resp.Header.Revision, func(s shard.Slot) bool { return s.Job == job })
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range inJournals {
+		if newest == nil || r.Revision > newest.Revision ||
+			r.Revision == newest.Revision && r.Stored.StartedAt.After(newest.Stored.StartedAt) {
+			newest = &inJournals[i]
+		}
+	}
+	if newest == nil {
+		return nil, nil
+	}
+	rs := newest.Stored.Records()
+	return &rs[len(rs)-1], nil // the record, written after the skip it carries
 }

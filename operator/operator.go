@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -66,26 +67,23 @@ func RequestRun(ctx context.Context, kv clientv3.KV, cluster string, slots []sha
 // ReadHistory returns up to n records of job (all partitions, or one when
 // partition >= 0), newest first.
 func ReadHistory(ctx context.Context, kv clientv3.KV, cluster, job string, partition, n int) ([]history.Record, error) {
-	return ReadHistoryWhere(ctx, kv, cluster, job, partition, n, nil)
+	return ReadHistoryWhere(ctx, kv, nil, cluster, job, partition, n, nil)
 }
 
 // ReadHistoryWhere is ReadHistory of the records keep accepts (all when
-// keep is nil): the n newest of those.
-func ReadHistoryWhere(ctx context.Context, kv clientv3.KV, cluster, job string, partition, n int, keep func(history.Record) bool) ([]history.Record, error) {
-	prefix := keyspace.History(cluster, job)
-	if partition >= 0 {
-		prefix = keyspace.SlotHistory(cluster, shard.Slot{Job: job, Partition: partition})
-	}
-	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix())
+// keep is nil): the n newest of those. A slot's records are in its ring
+// and in its holders' journals; journals, when not nil, is a cache of
+// those kept by the caller (a server answering often), else they are read
+// afresh.
+func ReadHistoryWhere(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, job string, partition, n int, keep func(history.Record) bool) ([]history.Record, error) {
+	all, err := readRecords(ctx, kv, journals, cluster, job, partition)
 	if err != nil {
 		return nil, err
 	}
 	out := []history.Record{}
-	for _, kv := range resp.Kvs {
-		for _, r := range decodeRecords(cluster, prefix, kv) {
-			if keep == nil || keep(r) {
-				out = append(out, r)
-			}
+	for _, r := range all {
+		if keep == nil || keep(r) {
+			out = append(out, r)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -99,6 +97,35 @@ func ReadHistoryWhere(ctx context.Context, kv clientv3.KV, cluster, job string, 
 		out = out[:n]
 	}
 	return out, nil
+}
+
+// readRecords are the records of job (one partition, or all when
+// partition < 0) in its rings and in journals (history.Gather).
+func readRecords(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, job string, partition int) ([]history.Record, error) {
+	prefix := keyspace.History(cluster, job)
+	if partition >= 0 {
+		prefix = keyspace.SlotHistory(cluster, shard.Slot{Job: job, Partition: partition})
+	}
+	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var ring []history.Slotted
+	for _, kv := range resp.Kvs {
+		if st, s, ok := decodeRing(cluster, prefix, kv); ok {
+			ring = append(ring, history.Slotted{Slot: s, Stored: st, Revision: kv.ModRevision})
+		}
+	}
+	if journals == nil {
+		journals = journal.NewCache(kv, cluster)
+	}
+	inJournals, err := journals.Records(ctx, resp.Header.Revision, func(s shard.Slot) bool {
+		return s.Job == job && (partition < 0 || s.Partition == partition)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return history.Gather(ring, inJournals), nil
 }
 
 // Outcomes are the outcomes a history record can have.
@@ -117,16 +144,16 @@ func OutcomeFilter(outcome string) (func(history.Record) bool, error) {
 	return func(r history.Record) bool { return r.Outcome == outcome }, nil
 }
 
-// decodeRecords reads the history records stored at kv, in any format
-// (history.DecodeEntry): its record and the skip it carries, if kv is a
-// readable record under prefix.
-func decodeRecords(cluster, prefix string, kv *mvccpb.KeyValue) []history.Record {
+// decodeRing reads the record stored at kv, in any format
+// (history.DecodeEntry), if kv is a readable record under prefix.
+func decodeRing(cluster, prefix string, kv *mvccpb.KeyValue) (history.Stored, shard.Slot, bool) {
 	if !strings.HasPrefix(string(kv.Key), prefix) {
-		return nil
+		return history.Stored{}, shard.Slot{}, false
 	}
-	st, err := history.DecodeEntry(cluster, kv)
-	if err != nil {
-		return nil
+	s, ok := keyspace.ParseHistoryEntry(cluster, string(kv.Key))
+	if !ok {
+		return history.Stored{}, shard.Slot{}, false
 	}
-	return st.Records()
+	st, err := history.Decode(s, kv.Value)
+	return st, s, err == nil
 }

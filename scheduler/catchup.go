@@ -90,10 +90,13 @@ func catchUp(st history.SlotState, job config.Job, sched config.Schedule, now ti
 // acquired runs what a new holder owes: fires its predecessors started but
 // did not finish, missed fires by the misfire policy, and waiting manual
 // triggers; then the slot follows its schedule.
-func (s *Scheduler) acquired(sl *slot, st history.SlotState, unreadable error, triggers []fire, now time.Time) {
+func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now time.Time) {
+	st := read.state
 	sl.recorded, sl.ahead, sl.carried = st, nil, nil
-	if unreadable != nil {
-		s.stateReset(sl, unreadable, now)
+	if read.unreadable != nil {
+		s.stateReset(sl, read.unreadable, now)
+	} else if read.journaled {
+		s.takeoverWrite(sl, read.copies)
 	}
 	runs, missed, dropped := catchUp(st, sl.job.spec, sl.job.schedule, now.UTC(), func(t time.Time) string {
 		return jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)

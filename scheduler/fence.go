@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
-	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/shard"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -15,14 +14,10 @@ import (
 const raiseTimeout = 30 * time.Second
 
 type raisedFence struct {
-	slot     shard.Slot
-	token    fencing.Token
-	recorded history.SlotState
-	// unreadable says why the recorded state could not be read: the slot
-	// is then treated as one never run.
-	unreadable error
-	triggers   []fire
-	err        error
+	slot  shard.Slot
+	token fencing.Token
+	read  acquiredRead
+	err   error
 }
 
 // raiseFences prepares a newly won slot off the loop: it loads the slot's
@@ -33,13 +28,15 @@ func (s *Scheduler) raiseFences(sl *slot) {
 	sl.raising = true
 	ctx, cancel := context.WithTimeout(sl.leadCtx, raiseTimeout)
 	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
-	cluster, kv := s.member.Cluster(), s.cli
+	cluster, kv, journals := s.member.Cluster(), s.cli, s.journals
+	journals.hold()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
 		ctx, span := s.slotSpan(ctx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
-		st, unreadable, triggers, err := readAcquired(ctx, kv, cluster, id)
+		read, err := readTakeover(ctx, kv, cluster, id, int64(claim.Token), journals)
+		journals.release()
 		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)
 		}
@@ -48,7 +45,7 @@ func (s *Scheduler) raiseFences(sl *slot) {
 		}
 		endSlotSpan(span, err)
 		select {
-		case s.raised <- raisedFence{slot: id, token: claim.Token, recorded: st, unreadable: unreadable, triggers: triggers, err: err}:
+		case s.raised <- raisedFence{slot: id, token: claim.Token, read: read, err: err}:
 		case <-s.stopped:
 		}
 	}()
@@ -60,7 +57,7 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 		return // the slot was given up meanwhile
 	}
 	sl.raising = false
-	triggers := r.triggers
+	triggers := r.read.triggers
 	for _, f := range sl.owed.lateTriggers {
 		if !slices.ContainsFunc(triggers, func(g fire) bool { return g.triggerKey == f.triggerKey }) {
 			triggers = append(triggers, f)
@@ -85,7 +82,7 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 		s.endLeadership(sl, Released, "not preferred in the current view")
 		return
 	}
-	s.acquired(sl, r.recorded, r.unreadable, triggers, now)
+	s.acquired(sl, r.read, triggers, now)
 }
 
 // forgetTriggers unmarks triggers this member will not run (the slot is

@@ -46,7 +46,7 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	}
 	if c := sl.takeCarried(); len(c) > 0 {
 		// Ahead of the resign, which the writer keeps in this order.
-		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: s.recordOps(sl, c[len(c)-1], c[:len(c)-1])})
+		s.writer.Enqueue(s.recordWrite(sl, c[len(c)-1], c[:len(c)-1]))
 	}
 	// A start recorded ahead is left as it is: the fire is in the future, and
 	// the next holder, taking over within milliseconds of the resign, runs it
@@ -68,7 +68,7 @@ func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election, reason string
 	id, gen := sl.id, sl.gen
 	done := make(chan error, 1)
 	claim := fencing.Claim{LeaderKey: e.Key(), Token: fencing.Token(e.Rev())} // the election's own: the slot's may be an older one
-	s.writer.Enqueue(fenced.Write{Claim: claim, Ops: []clientv3.Op{clientv3.OpDelete(claim.LeaderKey)}, Done: done})
+	s.writer.Enqueue(fenced.Write{Claim: claim, Ops: []clientv3.Op{clientv3.OpDelete(claim.LeaderKey)}, Done: done, Handover: true})
 	s.wg.Add(1)
 	_, span := s.slotSpan(context.Background(), "slot.resign", id,
 		attribute.Int64("kira.fencing_token", int64(claim.Token)), attribute.String("kira.reason", reason))

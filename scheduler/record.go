@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -39,12 +38,14 @@ func (s *Scheduler) recordWith(sl *slot, r history.Record, extra []clientv3.Op, 
 		extra = append(slices.Clip(extra), historyTrim(s.member.Cluster(), sl.id, limit))
 		sl.recorded.HistoryLimit = limit
 	}
-	ops := append(s.recordOps(sl, r, sl.takeCarried()), extra...)
-	lazy := done == nil // a record: nothing waits for it
+	fw := s.recordWrite(sl, r, sl.takeCarried())
+	fw.Ops = append(fw.Ops, extra...)
+	fw.Done = done
+	fw.Lazy = done == nil // a record: nothing waits for it
 	if a := sl.ahead; a != nil && done == a.done {
-		lazy = sl.next.Sub(s.cfg.Clock.Now()) > lingerAhead // with a start recorded ahead
+		fw.Lazy = sl.next.Sub(s.cfg.Clock.Now()) > lingerAhead // with a start recorded ahead
 	}
-	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: ops, Done: done, Lazy: lazy})
+	s.writer.Enqueue(fw)
 }
 
 // queuedSkip is a skip record written alone, the tag of its write, and the
@@ -63,7 +64,9 @@ func (s *Scheduler) recordSkip(sl *slot, r history.Record) {
 	}
 	q := &queuedSkip{record: r, seq: sl.recorded.HistorySeq}
 	sl.queuedSkip = q
-	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: s.recordOps(sl, r, nil), Lazy: true, Tag: q})
+	fw := s.recordWrite(sl, r, nil)
+	fw.Lazy, fw.Tag = true, q
+	s.writer.Enqueue(fw)
 }
 
 // amendQueuedSkip adds skip r to the slot's last skip record if its write
@@ -75,7 +78,9 @@ func (s *Scheduler) amendQueuedSkip(sl *slot, r history.Record) bool {
 		return false
 	}
 	merged := mergeSkip(q.record, r)
-	if !s.writer.Amend(sl.leaderKey, q, []clientv3.Op{s.recordPut(sl, history.Stored{Record: merged}, q.seq)}) {
+	var fw fenced.Write
+	s.addRecord(&fw, sl, history.Stored{Record: merged}, q.seq)
+	if !s.writer.Amend(sl.leaderKey, q, fw.Ops, fw.Records) {
 		sl.queuedSkip = nil
 		return false
 	}
@@ -83,10 +88,11 @@ func (s *Scheduler) amendQueuedSkip(sl *slot, r history.Record) bool {
 	return true
 }
 
-// recordPut is the put of stored (its record, and its carried skip if
-// any) with the slot's current state, at place seq of the slot's history
-// ring.
-func (s *Scheduler) recordPut(sl *slot, stored history.Stored, seq int64) clientv3.Op {
+// addRecord adds stored (its record, and its carried skip if any) with the
+// slot's current state to fw, at place seq of the slot's history: to the
+// member's journal while every member reads journals
+// (history.FormatJournal), else as a put in the slot's history ring.
+func (s *Scheduler) addRecord(fw *fenced.Write, sl *slot, stored history.Stored, seq int64) {
 	st := sl.recorded
 	stored.State = &st
 	stamp := func(r *history.Record) {
@@ -98,17 +104,24 @@ func (s *Scheduler) recordPut(sl *slot, stored history.Stored, seq int64) client
 		stamp(&skipped)
 		stored.Skipped = &skipped
 	}
+	if s.historyFormat >= history.FormatJournal {
+		stored.Seq = &seq
+		if history.Journaled(stored) {
+			fw.Records = append(fw.Records, fenced.Record{Slot: sl.id, Limit: sl.job.spec.HistoryLimit, Stored: stored})
+			return
+		}
+	}
 	data := history.Encode(stored, s.historyFormat)
-	return clientv3.OpPut(keyspace.HistoryEntry(s.member.Cluster(), sl.id, seq, sl.job.spec.HistoryLimit), string(data))
+	fw.Ops = append(fw.Ops, clientv3.OpPut(keyspace.HistoryEntry(s.member.Cluster(), sl.id, seq, sl.job.spec.HistoryLimit), string(data)))
 }
 
-// recordOps are the puts of record r, and of the skip records carried to
-// it, into the slot's history ring at its next sequence numbers (see
-// lastPutPerKey), each with the slot's state as of this write, which they
-// hold from then on (history.Stored): the body of a record, and no put of
-// the state key. The last carried skip goes in r's key (Stored.Skipped);
-// the others, rare (skips for different reasons), each in a key of its own.
-func (s *Scheduler) recordOps(sl *slot, r history.Record, carried []history.Record) []clientv3.Op {
+// recordWrite is the write of record r, and of the skip records carried to
+// it, at the slot's next sequence numbers (see fenced.LastPutPerKey), each
+// with the slot's state as of this write, which they hold from then on
+// (history.Stored): the body of a record, and no put of the state key. The
+// last carried skip goes with r (Stored.Skipped); the others, rare (skips
+// for different reasons), each as a record of its own.
+func (s *Scheduler) recordWrite(sl *slot, r history.Record, carried []history.Record) fenced.Write {
 	last := history.Stored{Record: r}
 	if n := len(carried); n > 0 {
 		last.Skipped = &carried[n-1]
@@ -117,29 +130,13 @@ func (s *Scheduler) recordOps(sl *slot, r history.Record, carried []history.Reco
 	first := sl.recorded.HistorySeq
 	sl.recorded.HistorySeq += int64(len(carried)) + 1
 	sl.recorded.Token, sl.recorded.Member = sl.token, s.member.ID()
-	puts := make([]clientv3.Op, 0, len(carried)+1)
+	fw := fenced.Write{Claim: sl.claim()}
 	for i, c := range carried {
-		puts = append(puts, s.recordPut(sl, history.Stored{Record: c}, first+int64(i)))
+		s.addRecord(&fw, sl, history.Stored{Record: c}, first+int64(i))
 	}
-	puts = append(puts, s.recordPut(sl, last, first+int64(len(carried))))
-	return lastPutPerKey(puts)
-}
-
-// lastPutPerKey keeps, of puts to the same key, the last: records carried
-// past the length of the ring overwrite each other, and etcd refuses a
-// transaction that writes a key twice.
-func lastPutPerKey(puts []clientv3.Op) []clientv3.Op {
-	last := make(map[string]int, len(puts))
-	for i, op := range puts {
-		last[string(op.KeyBytes())] = i
-	}
-	out := puts[:0]
-	for i, op := range puts {
-		if last[string(op.KeyBytes())] == i {
-			out = append(out, op)
-		}
-	}
-	return out
+	s.addRecord(&fw, sl, last, first+int64(len(carried)))
+	fw.Ops = fenced.LastPutPerKey(fw.Ops)
+	return fw
 }
 
 // recordAhead marks the slot's next scheduled fire as started, in the state
@@ -174,28 +171,6 @@ func (s *Scheduler) retractAhead(sl *slot) chan error {
 	done := make(chan error, 1)
 	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Done: done})
 	return done
-}
-
-// readAcquired reads what a new holder needs of slot s, its recorded state
-// (its state key and its newest record) and the manual triggers waiting for
-// it, in one transaction: one round trip, and all as of one revision. A
-// rebalance does this for thousands of slots at once.
-//
-// A state that cannot be read (corrupt, or written by hand) is returned as
-// unreadable with the zero state: the slot is treated as never run, rather
-// than never fired again. Held by TestJunkInEtcdLeavesEverySlotFiring.
-func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (st history.SlotState, unreadable error, triggers []fire, err error) {
-	newest := clientv3.OpGet(keyspace.SlotHistory(cluster, s), clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
-	resp, err := kv.Txn(ctx).Then(clientv3.OpGet(keyspace.State(cluster, s)), newest, triggersOp(cluster, s)).Commit()
-	if err != nil {
-		return history.SlotState{}, nil, nil, err
-	}
-	st, unreadable = history.StateFrom(s, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
-	if unreadable != nil {
-		st = history.SlotState{}
-	}
-	return st, unreadable, triggersFrom(s, resp.Responses[2].GetResponseRange().Kvs), nil
 }
 
 // stateReset records, in the slot's history, that its state could not be

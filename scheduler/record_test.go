@@ -75,8 +75,10 @@ func TestStateIsTheNewerOfStateKeyAndRecord(t *testing.T) {
 // reads: beside a member of a version before history.FormatCompact, whose
 // record publishes no history format, it writes JSON, which that version
 // reads with its state; once that member has left, beside one that reads
-// FormatCompact, compact records; once that one has left too, FormatWire.
-// Every record written on the way stays readable.
+// FormatCompact, compact records; once that one has left, beside one that
+// reads FormatWire, wire records; once that one has left too, records in
+// its journal (FormatJournal). Every record written on the way stays
+// readable.
 func TestOldMembersKeepRecordsReadable(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
@@ -86,6 +88,7 @@ func TestOldMembersKeepRecordsReadable(t *testing.T) {
 	h := jobs.Handlers{"noop": noop}
 	beforeFormats := startNode(t, cli, cat, rec, h, nodeOpts{readsFormat: -1})
 	readsCompact := startNode(t, cli, cat, rec, h, nodeOpts{readsFormat: history.FormatCompact})
+	readsWire := startNode(t, cli, cat, rec, h, nodeOpts{readsFormat: history.FormatWire})
 	current := startNode(t, cli, cat, rec, h, nodeOpts{})
 	// formats counts the current member's records by the format they are in.
 	formats := func() map[int]int {
@@ -131,13 +134,60 @@ func TestOldMembersKeepRecordsReadable(t *testing.T) {
 	waitUntil(t, "wire records once every member reads them", 15*time.Second, func() bool {
 		return formats()[history.FormatWire] >= 8
 	})
-	resp, err := cli.Get(ctx, keyspace.History(cat.Cluster, "tick"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if by := formats(); by[history.FormatJournal] > 0 {
+		t.Fatalf("records by format %v: journal records written beside a member that reads only wire ones", by)
+	}
+	// journaled counts the records in the current member's journal, by partition.
+	journaled := func() map[int]int {
+		resp, err := cli.Get(ctx, keyspace.Journal(cat.Cluster, current.id), clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[int]int{}
+		for _, kv := range resp.Kvs {
+			items, err := history.JournalItems(cat.Cluster, kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range items {
+				by[it.Slot.Partition]++
+			}
+		}
+		return by
+	}
+	if err := readsWire.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "records in the journal once every member reads them", 15*time.Second, func() bool {
+		n := 0
+		for _, c := range journaled() {
+			n += c
+		}
+		return n >= 8
+	})
+	if err := current.stop(); err != nil {
+		t.Fatal(err)
+	}
+	inJournal := journaled()
+	hist, err := operator.ReadHistory(ctx, cli, cat.Cluster, "tick", -1, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hist, err := operator.ReadHistory(ctx, cli, cat.Cluster, "tick", -1, -1)
-	if err != nil || int64(len(hist)) != resp.Count {
-		t.Fatalf("kira history reads %d of %d records (%v)", len(hist), resp.Count, err)
+	read := map[int]int{}
+	for _, r := range hist {
+		read[r.Partition]++
+	}
+	for p := range 8 {
+		resp, err := cli.Get(ctx, keyspace.SlotHistory(cat.Cluster, shard.Slot{Job: "tick", Partition: p}), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No record was copied from the journal (no entry was reused, no
+		// slot handed over by a member writing journals): they are apart.
+		if want := min(config.DefaultHistoryLimit, int(resp.Count)+inJournal[p]); read[p] != want {
+			t.Fatalf("kira history reads %d records of partition %d; want %d (%d in its ring, %d in the journal, the newest %d)",
+				read[p], p, want, resp.Count, inJournal[p], config.DefaultHistoryLimit)
+		}
 	}
 	for _, r := range hist {
 		if r.Job != "tick" || r.ExecutionID != jobs.ExecutionID("tick", r.Partition, r.ScheduledTime) || r.Outcome != "succeeded" || r.Cause != history.CauseSchedule {

@@ -48,9 +48,10 @@ type background struct {
 
 func (s *Scheduler) startBackground() *background {
 	watchCtx, stopWatches := context.WithCancel(context.Background())
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.watchElections(watchCtx)
 	go s.watchControl(watchCtx)
+	go s.sweepJournals(watchCtx, s.cfg.JournalSweep)
 	g, giveGates := useGates(s.cfg.Clock)
 	s.gates = g
 	writerCtx, abandonWrites := context.WithCancel(context.Background())

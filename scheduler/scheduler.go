@@ -73,6 +73,10 @@ type Config struct {
 	Tracer trace.Tracer
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// JournalSweep is how often the member looks for journals of members
+	// that left, to delete those no reader needs; default
+	// DefaultJournalSweep.
+	JournalSweep time.Duration
 }
 
 // Scheduler runs, on one member, the slots the ring prefers it for.
@@ -100,6 +104,7 @@ type Scheduler struct {
 	stopped      chan struct{} // closed when Run no longer reads the channels above
 
 	writer   *fenced.Writer
+	journals *journalCache // the journals, read for the slots taken at once
 	gates    *gates
 	notifier *notify.Notifier
 	// armedHook, if set (by tests, before Run), is called by the loop for
@@ -155,6 +160,9 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
 	}
+	if cfg.JournalSweep <= 0 {
+		cfg.JournalSweep = DefaultJournalSweep
+	}
 	switch {
 	case cfg.ArmAhead == 0:
 		cfg.ArmAhead = DefaultArmAhead
@@ -190,6 +198,8 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		snapshot:       map[shard.Slot]fencing.Token{},
 		unplaced:       map[string]bool{},
 	}
+	s.writer.UseJournal(member.Cluster(), member.ID())
+	s.journals = newJournalCache(s.cli, member.Cluster())
 	s.catalogRev = cfg.CatalogRevision
 	s.notifier = s.newNotifier()
 	s.cleanupCtx, s.cancelCleanup = context.WithCancel(context.Background())

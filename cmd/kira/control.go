@@ -136,7 +136,7 @@ func (c *cli) historyCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("kira history: --outcome: %w", err)
 			}
-			recs, err := operator.ReadHistoryWhere(ctx, cli, c.cluster, j.Name, partition, n, keep)
+			recs, err := operator.ReadHistoryWhere(ctx, cli, nil, c.cluster, j.Name, partition, n, keep)
 			if err != nil {
 				return c.unreachable(err)
 			}

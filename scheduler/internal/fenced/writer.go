@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,8 +23,14 @@ type Write struct {
 	// to Linger to commit it with others.
 	Lazy bool
 	// Tag names the write for Amend; nil when it is not to be amended.
-	Tag    any
-	queued time.Time // set by Enqueue
+	Tag any
+	// Records go in the member's journal (see Record), committed with Ops
+	// under the claim; only with a journal (UseJournal).
+	Records []Record
+	// Handover says the write ends the slot's leadership here (a resign):
+	// it copies the slot's records still in the journal to its ring.
+	Handover bool
+	queued   time.Time // set by Enqueue
 }
 
 // linger is the longest the writer holds lazy writes, while nothing else is
@@ -78,6 +85,8 @@ type Writer struct {
 	since    map[int]time.Time // when each commit in flight began
 	landed   time.Time         // when a commit last succeeded
 	seq      int
+	journal  *journal // nil: no records are journaled
+	batches  int64
 
 	// failing is set while etcd answers the writer's transactions with errors.
 	failing atomic.Bool
@@ -110,11 +119,20 @@ func (w *Writer) Stalled() bool {
 	return false
 }
 
+// UseJournal lets writes carry Records, journaled under member's journal
+// in cluster; before the writer runs.
+func (w *Writer) UseJournal(cluster, member string) {
+	w.journal = newJournal(cluster, member, journalSize)
+}
+
 func NewWriter(kv clientv3.KV) *Writer {
 	w := &Writer{kv: kv, limit: maxQueued, linger: linger, now: time.Now, bell: make(chan struct{}, 1), flying: map[string]int{}, since: map[int]time.Time{}}
 	w.changed = sync.NewCond(&w.mu)
 	return w
 }
+
+// errNoJournal refuses records given to a writer without a journal.
+var errNoJournal = errors.New("fenced: records for a writer without a journal")
 
 // ErrBehind is returned for a write refused because the writer's queue
 // is full: etcd is slow or unreachable.
@@ -125,6 +143,10 @@ var ErrBehind = errors.New("fenced: state writer is behind (etcd slow or unreach
 // a record is lost and counted by its caller's logs). A loop blocked here
 // could not notice that its lease is gone.
 func (w *Writer) Enqueue(fw Write) {
+	if len(fw.Records) > 0 && w.journal == nil {
+		reply(fw, errNoJournal)
+		return
+	}
 	w.mu.Lock()
 	if len(w.queue) >= w.limit {
 		w.mu.Unlock()
@@ -167,7 +189,7 @@ func (w *Writer) Run(ctx context.Context, stop <-chan struct{}) {
 			}
 			continue
 		}
-		b, keys := w.next()
+		b, t := w.next()
 		if b == nil {
 			if stopping {
 				return
@@ -183,14 +205,14 @@ func (w *Writer) Run(ctx context.Context, stop <-chan struct{}) {
 			for _, fw := range b {
 				reply(fw, ErrAbandoned)
 			}
-			w.land(keys)
+			w.land(t)
 			continue
 		}
 		commits.Add(1)
 		go func() {
 			defer commits.Done()
-			w.commitBatch(ctx, b)
-			w.land(keys)
+			w.commitBatch(ctx, b, t)
+			w.land(t)
 		}()
 	}
 }
@@ -219,12 +241,12 @@ const maxScan = 4 * maxBatch
 // key with a batch in flight, with a write left behind or with a write in
 // the batch: etcd refuses a transaction that writes a key twice, and two
 // writes of one slot in one transaction would share a revision, which
-// history.StateFrom needs to tell them apart. So each slot's writes commit in the
+// history.NewestState needs to tell them apart. So each slot's writes commit in the
 // order they were queued, each at a revision of its own, and
 // the others need not wait for them: consecutive batches often share a few
 // slots, and waiting on those would make the writer serial with tiny
 // batches. Held by TestWriterLetsOtherSlotsPastAWaitingWrite.
-func (w *Writer) next() ([]Write, []string) {
+func (w *Writer) next() ([]Write, *taken) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
@@ -235,24 +257,45 @@ func (w *Writer) next() ([]Write, []string) {
 			return nil, nil
 		}
 		if b, keys := w.takeLocked(); len(b) > 0 {
+			t := &taken{keys: keys}
+			if w.journal != nil {
+				w.batches++
+				var more []string
+				t.plan, more = w.journal.take(b, w.batches)
+				t.keys = append(t.keys, more...)
+			}
 			w.inFlight++
-			for _, k := range keys {
+			for _, k := range t.keys {
 				w.flying[k]++
 			}
-			return b, keys
+			return b, t
 		}
 		w.changed.Wait() // everything queued waits for a batch in flight
 	}
+}
+
+// taken is what a batch holds while in flight: its order keys, and its
+// journal plan (nil without a journal).
+type taken struct {
+	keys []string
+	plan *plan
 }
 
 func (w *Writer) takeLocked() (b []Write, keys []string) {
 	held := map[string]bool{}  // order keys of writes left in the queue
 	taken := map[string]bool{} // order keys of the writes in the batch
 	var left []Write
-	i, ops := 0, 0
+	i, ops, budget := 0, 0, maxTxnOps
+	if w.journal != nil {
+		budget -= 1 + w.journal.reusedCopies() // the entry, and the copies of the entry it reuses
+	}
 	for ; i < len(w.queue) && i < maxScan && len(b) < maxBatch; i++ {
 		fw := w.queue[i]
-		if ops+len(fw.Ops) > maxTxnOps {
+		n := len(fw.Ops)
+		if fw.Handover && w.journal != nil {
+			n += maxHandoverCopies
+		}
+		if ops+n > budget && len(b) > 0 {
 			break // it leads the next batch
 		}
 		ok := true
@@ -273,7 +316,7 @@ func (w *Writer) takeLocked() (b []Write, keys []string) {
 		if !fw.Lazy {
 			w.urgent--
 		}
-		ops += len(fw.Ops)
+		ops += n
 		keys = append(keys, order...)
 		for _, k := range order {
 			taken[k] = true
@@ -314,10 +357,10 @@ func (w *Writer) lingerLeft() time.Duration {
 }
 
 // land marks a batch's order keys as no longer in flight.
-func (w *Writer) land(keys []string) {
+func (w *Writer) land(t *taken) {
 	w.mu.Lock()
 	w.inFlight--
-	for _, k := range keys {
+	for _, k := range t.keys {
 		if w.flying[k]--; w.flying[k] == 0 {
 			delete(w.flying, k)
 		}
@@ -326,10 +369,15 @@ func (w *Writer) land(keys []string) {
 	w.changed.Broadcast()
 }
 
-func (w *Writer) commitBatch(ctx context.Context, b []Write) {
+func (w *Writer) commitBatch(ctx context.Context, b []Write, t *taken) {
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
-	w.commit(ctx, b)
+	w.commit(ctx, b, t.plan)
+	if t.plan != nil {
+		w.mu.Lock()
+		w.journal.landed(t.plan)
+		w.mu.Unlock()
+	}
 }
 
 func fenceCompare(c fencing.Claim) clientv3.Cmp {
@@ -339,8 +387,8 @@ func fenceCompare(c fencing.Claim) clientv3.Cmp {
 // commit commits a batch in one transaction. If that fails because some
 // claims no longer hold, it reads which hold (one request), refuses the
 // writes of the others with ErrFenced and commits the rest together.
-func (w *Writer) commit(ctx context.Context, b []Write) {
-	if w.commitAll(ctx, b) || len(b) == 1 {
+func (w *Writer) commit(ctx context.Context, b []Write, p *plan) {
+	if w.commitAll(ctx, b, p) || len(b) == 1 {
 		return
 	}
 	claims := map[fencing.Claim]bool{}
@@ -372,16 +420,19 @@ func (w *Writer) commit(ctx context.Context, b []Write) {
 			reply(fw, fmt.Errorf("%w: state write for %s", fencing.ErrFenced, fw.Claim.LeaderKey))
 		}
 	}
-	if len(holding) > 0 && !w.commitAll(ctx, holding) {
+	if len(holding) > 0 && !w.commitAll(ctx, holding, p) {
 		for _, fw := range holding { // a claim ended in between: one by one
-			w.commitAll(ctx, []Write{fw})
+			w.commitAll(ctx, []Write{fw}, p)
 		}
 	}
 }
 
 // commitAll commits b in one transaction if every claim holds, answering
 // every write; it reports whether it did. A single write is always answered.
-func (w *Writer) commitAll(ctx context.Context, b []Write) bool {
+// With a journal plan p, the transaction also puts p's entry (the records
+// of b and of the writes of p's batch committed before) and makes p's
+// copies; its writes are added to p.landed when it commits.
+func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
 	seen := map[fencing.Claim]bool{}
@@ -391,6 +442,13 @@ func (w *Writer) commitAll(ctx context.Context, b []Write) bool {
 			cmps = append(cmps, fenceCompare(fw.Claim))
 		}
 		ops = append(ops, fw.Ops...)
+		if p != nil {
+			ops = append(ops, p.handoverOf(fw)...)
+		}
+	}
+	if p != nil && p.entry >= 0 {
+		ops = append(ops, w.journal.entryPut(p, append(slices.Clip(p.landed), b...)))
+		ops = append(ops, p.copies...)
 	}
 	w.mu.Lock()
 	w.seq++
@@ -407,6 +465,9 @@ func (w *Writer) commitAll(ctx context.Context, b []Write) bool {
 	w.failing.Store(err != nil)
 	switch {
 	case err == nil && resp.Succeeded:
+		if p != nil {
+			p.landed = append(p.landed, b...)
+		}
 		for _, fw := range b {
 			reply(fw, nil)
 		}
@@ -440,15 +501,15 @@ func notify(bell chan<- struct{}) {
 // still queued (not in a transaction yet) and is the last write queued for
 // its leader key, so it is still the slot's newest write; it reports whether
 // it did. Held by TestAmendReplacesOnlyTheSlotsLastQueuedWrite.
-func (w *Writer) Amend(leaderKey string, tag any, ops []clientv3.Op) bool {
+func (w *Writer) Amend(leaderKey string, tag any, ops []clientv3.Op, records []Record) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i := len(w.queue) - 1; i >= 0; i-- {
 		if fw := &w.queue[i]; fw.Claim.LeaderKey == leaderKey {
-			if tag == nil || fw.Tag != tag || len(ops) != len(fw.Ops) {
+			if tag == nil || fw.Tag != tag || len(ops) != len(fw.Ops) || len(records) != len(fw.Records) {
 				return false
 			}
-			fw.Ops = ops
+			fw.Ops, fw.Records = ops, records
 			return true
 		}
 	}

@@ -55,12 +55,12 @@ func TestWriterBatchesRepeatedKeysAndLostClaims(t *testing.T) {
 	if len(first) != 3 {
 		t.Fatalf("first batch has %d writes; want 3 (the repeated key waits for the next)", len(first))
 	}
-	w.commit(ctx, first)
+	w.commit(ctx, first, nil)
 	w.land(keys)
 	if second, keys := w.next(); len(second) != 1 {
 		t.Fatalf("second batch has %d writes; want 1", len(second))
 	} else {
-		w.commit(ctx, second)
+		w.commit(ctx, second, nil)
 		w.land(keys)
 	}
 	for i, want := range []error{nil, fencing.ErrFenced, nil, nil} {
@@ -100,7 +100,7 @@ func TestWriterNeverBatchesTwoWritesOfOneSlot(t *testing.T) {
 		if len(b) != 1 {
 			t.Fatalf("batch of %d writes; want the slot's two writes one at a time", len(b))
 		}
-		w.commit(ctx, b)
+		w.commit(ctx, b, nil)
 		w.land(keys)
 	}
 	a, _ := cli.Get(ctx, "/state")
@@ -381,14 +381,14 @@ func TestAmendReplacesOnlyTheSlotsLastQueuedWrite(t *testing.T) {
 	tag := new(int)
 	w.Enqueue(Write{Claim: a, Ops: put("/s/a", "1"), Lazy: true, Tag: tag})
 	w.Enqueue(Write{Claim: b, Ops: put("/s/b", "1"), Lazy: true})
-	if !w.Amend(a.LeaderKey, tag, put("/s/a", "2")) {
+	if !w.Amend(a.LeaderKey, tag, put("/s/a", "2"), nil) {
 		t.Fatal("the slot's last queued write, another slot's queued after it: not amended")
 	}
-	if w.Amend(a.LeaderKey, new(int), put("/s/a", "3")) || w.Amend(a.LeaderKey, nil, put("/s/a", "3")) {
+	if w.Amend(a.LeaderKey, new(int), put("/s/a", "3"), nil) || w.Amend(a.LeaderKey, nil, put("/s/a", "3"), nil) {
 		t.Fatal("amended with another tag")
 	}
 	w.Enqueue(Write{Claim: a, Ops: put("/s/a2", "1"), Lazy: true})
-	if w.Amend(a.LeaderKey, tag, put("/s/a", "4")) {
+	if w.Amend(a.LeaderKey, tag, put("/s/a", "4"), nil) {
 		t.Fatal("amended a write the slot has queued another after")
 	}
 	stop := make(chan struct{})
@@ -398,7 +398,7 @@ func TestAmendReplacesOnlyTheSlotsLastQueuedWrite(t *testing.T) {
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "2" {
 		t.Fatalf("/s/a: %v %v; want the amended 2", resp, err)
 	}
-	if w.Amend(a.LeaderKey, tag, put("/s/a", "5")) {
+	if w.Amend(a.LeaderKey, tag, put("/s/a", "5"), nil) {
 		t.Fatal("amended a write already committed")
 	}
 }

@@ -1,0 +1,154 @@
+package history
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// A slot's records are in two places: its ring of history keys, and the
+// journals of the members that held it (FormatJournal). A record stays in
+// its holder's journal until the entry holding it is reused; the holder
+// then copies it to the slot's ring if it is still among the slot's
+// newest, and a new holder copies those it finds in journals when it takes
+// the slot over. So a record can be in both places; its Seq tells.
+
+// Placed is a stored record and the etcd revision that wrote it.
+type Placed struct {
+	Stored   Stored
+	Revision int64
+}
+
+// JournalItems reads the items of journal entry kv of cluster, each placed
+// at the entry's revision.
+func JournalItems(cluster string, kv *mvccpb.KeyValue) ([]JournalItem, error) {
+	member, ok := keyspace.ParseJournalEntry(cluster, string(kv.Key))
+	if !ok {
+		return nil, fmt.Errorf("history: %s is not a journal entry's key", kv.Key)
+	}
+	return DecodeJournal(member, kv.Value)
+}
+
+// NewestState is slot s's recorded state: of its state key, its ring's
+// records and its records in journals, the newest by revision that holds
+// a state. A record copied to the ring holds a state only when it was the
+// slot's newest write (the writer strips it otherwise), so the revision of
+// a copy never makes an older state look newer. An unreadable newest ring
+// record (newer than the state key) is an error, as an unreadable state
+// key is: the slot is then treated as never run.
+func NewestState(s shard.Slot, stateKvs, ringKvs []*mvccpb.KeyValue, journal []Placed) (SlotState, error) {
+	var best *SlotState
+	var bestRev int64
+	consider := func(st *SlotState, rev int64) {
+		if st != nil && (best == nil || rev > bestRev) {
+			best, bestRev = st, rev
+		}
+	}
+	var newestRing *mvccpb.KeyValue
+	for _, kv := range ringKvs {
+		if newestRing == nil || kv.ModRevision > newestRing.ModRevision {
+			newestRing = kv
+		}
+	}
+	for _, kv := range ringKvs {
+		if r, err := Decode(s, kv.Value); err == nil {
+			consider(r.State, kv.ModRevision)
+		}
+	}
+	for _, p := range journal {
+		consider(p.Stored.State, p.Revision)
+	}
+	var stateRev int64
+	if len(stateKvs) > 0 {
+		stateRev = stateKvs[0].ModRevision
+	}
+	if newestRing != nil && newestRing.ModRevision > max(stateRev, bestRev) {
+		if _, err := Decode(s, newestRing.Value); err != nil {
+			return SlotState{}, fmt.Errorf("history: newest record of %s (%s) is unreadable: %w", s, newestRing.Key, err)
+		}
+	}
+	if len(stateKvs) > 0 && (best == nil || stateRev >= bestRev) {
+		var st SlotState
+		if err := json.Unmarshal(stateKvs[0].Value, &st); err != nil {
+			return SlotState{}, fmt.Errorf("history: state of %s is unreadable: %w", s, err)
+		}
+		return st, nil
+	}
+	if best == nil {
+		return SlotState{}, nil
+	}
+	return *best, nil
+}
+
+// Slotted is a stored record with its slot, and the revision that wrote
+// it.
+type Slotted struct {
+	Slot     shard.Slot
+	Stored   Stored
+	Revision int64
+}
+
+// Gather is the history of the slots in ring (records read from ring keys)
+// and journal (records read from journal entries): each record once, and
+// of a slot's records with a Seq only its HistoryLimit newest (the limit
+// its newest state names), as its ring alone would hold. Records without a
+// Seq, written before journals, are kept as their ring holds them.
+func Gather(ring, journal []Slotted) []Record {
+	bySlot := map[shard.Slot][]Stored{}
+	var order []shard.Slot
+	for _, all := range [][]Slotted{ring, journal} {
+		for _, r := range all {
+			if _, ok := bySlot[r.Slot]; !ok {
+				order = append(order, r.Slot)
+			}
+			bySlot[r.Slot] = append(bySlot[r.Slot], r.Stored)
+		}
+	}
+	var out []Record
+	for _, s := range order {
+		for _, st := range newestOnce(bySlot[s]) {
+			out = append(out, st.Records()...)
+		}
+	}
+	return out
+}
+
+// newestOnce is a slot's records each once, cut to the slot's limit.
+func newestOnce(all []Stored) []Stored {
+	var seqd, old []Stored
+	seen := map[int64]bool{}
+	var newest int64 = -1
+	limit := 0
+	for _, st := range all {
+		switch {
+		case st.Seq == nil:
+			old = append(old, st)
+		case !seen[*st.Seq]:
+			seen[*st.Seq] = true
+			seqd = append(seqd, st)
+			if *st.Seq > newest && st.State != nil {
+				newest, limit = *st.Seq, st.State.HistoryLimit
+			}
+		}
+	}
+	if limit <= 0 {
+		return append(seqd, old...)
+	}
+	slices.SortFunc(seqd, func(a, b Stored) int { return int(*b.Seq - *a.Seq) })
+	maxSeq := *seqd[0].Seq
+	kept := seqd[:0]
+	for _, st := range seqd {
+		if *st.Seq > maxSeq-int64(limit) {
+			kept = append(kept, st)
+		}
+	}
+	if room := limit - len(kept); room > 0 {
+		slices.SortFunc(old, func(a, b Stored) int { return b.ScheduledTime.Compare(a.ScheduledTime) })
+		kept = append(kept, old[:min(room, len(old))]...)
+	}
+	return kept
+}

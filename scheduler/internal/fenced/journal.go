@@ -1,0 +1,298 @@
+package fenced
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Record is an execution record for the member's journal: the writer puts
+// the records of a transaction's writes in one key, an entry of the
+// member's journal (history.EncodeJournal), each still committed only
+// while its write's claim holds. A record stays there until its entry is
+// reused, size transactions later; the writer then copies it to its slot's
+// ring if it is still among the slot's Limit newest and the slot still
+// held under the same claim. A write that hands the slot over (Handover)
+// copies the slot's records that are still among its newest, so the next
+// holder finds them in the ring even after the entry is reused; a holder
+// that stops without a handover leaves its journal to the next holders,
+// who copy what they need when they take each slot (the scheduler's
+// takeover). Held by TestJournalCopiesRecordsStillNewestWhenReused and
+// TestHandoverCopiesTheSlotsRecords.
+type Record struct {
+	Slot   shard.Slot
+	Limit  int            // the slot's history limit
+	Stored history.Stored // its Seq set, its state the slot's as of this write
+}
+
+// journalSize is how many entries a member's journal has: enough that a
+// slot firing every second keeps its newest records (10 by default) in
+// the journal, not copied, at a few thousand records a second per member
+// (docs/benchmarks.md, "records share a key").
+const journalSize = 1024
+
+// maxHandoverCopies bounds the records a handover copies (the newest):
+// a transaction has room for 128 operations. A slot keeping more, and
+// firing fast, leaves the older ones to its next holder's takeover.
+const maxHandoverCopies = 64
+
+// journal is what the writer knows of its member's journal: what each
+// entry holds in etcd, and of each slot with records there, its newest.
+type journal struct {
+	cluster, member string
+	size            int
+	next            int64    // the next entry's number
+	entries         [][]held // by entry number mod size
+	slots           map[shard.Slot]*journaled
+	byLeader        map[string]shard.Slot // the slots in slots, by leader key
+	// lastWrite is, by leader key, the batch of the slot's newest write
+	// of any kind: a copied record holds its state only if it is that.
+	lastWrite map[string]int64
+}
+
+type held struct {
+	rec   Record
+	claim fencing.Claim
+	entry int64
+	batch int64
+}
+
+type journaled struct {
+	claim  fencing.Claim // of its newest record
+	newest int64         // its newest record's seq
+	limit  int
+	held   []held // its records in entries, under claim
+}
+
+func newJournal(cluster, member string, size int) *journal {
+	return &journal{cluster: cluster, member: member, size: size, entries: make([][]held, size),
+		slots: map[shard.Slot]*journaled{}, byLeader: map[string]shard.Slot{}, lastWrite: map[string]int64{}}
+}
+
+// needed reports whether h is still among its slot's newest records and
+// the slot still held under h's claim.
+func (j *journal) needed(h held) bool {
+	js := j.slots[h.rec.Slot]
+	return js != nil && js.claim == h.claim && *h.rec.Stored.Seq > js.newest-int64(js.limit)
+}
+
+// reusedCopies is how many copies reusing the next entry would take: one
+// operation per slot (a nested transaction fenced by its claim).
+func (j *journal) reusedCopies() int {
+	slots := map[shard.Slot]bool{}
+	for _, h := range j.entries[j.next%int64(j.size)] {
+		if j.needed(h) {
+			slots[h.rec.Slot] = true
+		}
+	}
+	return len(slots)
+}
+
+// handoverCopies are the puts that copy the records of the slot fw hands
+// over (if it does) to the slot's ring: its newest still here, the newest
+// of all holding its state if fw is the slot's next write.
+func (j *journal) handoverCopies(fw Write) []clientv3.Op {
+	if !fw.Handover {
+		return nil
+	}
+	s, ok := j.byLeader[fw.Claim.LeaderKey]
+	if !ok || j.slots[s].claim != fw.Claim {
+		return nil
+	}
+	var hs []held
+	for _, h := range j.slots[s].held {
+		if j.needed(h) {
+			hs = append(hs, h)
+		}
+	}
+	slices.SortFunc(hs, func(a, b held) int { return cmp.Compare(*b.rec.Stored.Seq, *a.rec.Stored.Seq) })
+	hs = hs[:min(len(hs), maxHandoverCopies)]
+	ops := make([]clientv3.Op, 0, len(hs))
+	for i, h := range hs {
+		ops = append(ops, j.ringPut(h, i == 0 && j.lastWrite[h.claim.LeaderKey] == h.batch))
+	}
+	return ops
+}
+
+// ringPut is the put of h's record in its slot's ring, with its state only
+// if it is the slot's newest write.
+func (j *journal) ringPut(h held, withState bool) clientv3.Op {
+	st := h.rec.Stored
+	if !withState {
+		st.State = nil
+	}
+	limit := j.limitOf(h)
+	key := keyspace.HistoryEntry(j.cluster, h.rec.Slot, *st.Seq, limit)
+	return clientv3.OpPut(key, string(history.Encode(st, history.FormatJournal)))
+}
+
+// limitOf is the ring length to place h at: its slot's newest limit.
+func (j *journal) limitOf(h held) int {
+	if js := j.slots[h.rec.Slot]; js != nil && js.limit > 0 {
+		return js.limit
+	}
+	return max(h.rec.Limit, 1)
+}
+
+// plan is what a batch writes to the journal: its entry, and the copies of
+// the records of the entry it reuses that are still needed.
+type plan struct {
+	batch  int64
+	entry  int64 // -1: the batch has no records
+	copies []clientv3.Op
+	// handover are the copies of each handing-over write, by its claim (a
+	// batch holds one write per leader key).
+	handover map[fencing.Claim][]clientv3.Op
+	landed   []Write // the batch's writes committed so far
+}
+
+// take plans batch b, numbered batch, taken off the queue (under the
+// writer's lock): its records go in the next entry, and its writes become
+// their slots' newest. It returns the leader keys the copies order
+// against, to be held in flight with the batch.
+func (j *journal) take(b []Write, batch int64) (*plan, []string) {
+	p := &plan{batch: batch, entry: -1}
+	hasRecords := false
+	for _, fw := range b {
+		if ops := j.handoverCopies(fw); len(ops) > 0 { // before fw is the slot's newest write
+			if p.handover == nil {
+				p.handover = map[fencing.Claim][]clientv3.Op{}
+			}
+			p.handover[fw.Claim] = ops
+		}
+		if len(fw.Records) > 0 {
+			hasRecords = true
+		}
+		if _, tracked := j.lastWrite[fw.Claim.LeaderKey]; tracked || len(fw.Records) > 0 {
+			j.lastWrite[fw.Claim.LeaderKey] = batch
+		}
+		for _, r := range fw.Records {
+			js := j.slots[r.Slot]
+			if js == nil {
+				js = &journaled{newest: -1}
+				j.slots[r.Slot] = js
+			}
+			if js.claim != fw.Claim {
+				*js = journaled{claim: fw.Claim, newest: -1} // held again: the older records are the takeover's
+				j.byLeader[fw.Claim.LeaderKey] = r.Slot
+			}
+			if *r.Stored.Seq > js.newest {
+				js.newest, js.limit = *r.Stored.Seq, r.Limit
+			}
+		}
+	}
+	if !hasRecords {
+		return p, nil
+	}
+	p.entry = j.next
+	j.next++
+	var keys []string
+	bySlot := map[shard.Slot][]held{}
+	var order []shard.Slot
+	for _, h := range j.entries[p.entry%int64(j.size)] {
+		if !j.needed(h) {
+			continue
+		}
+		if _, ok := bySlot[h.rec.Slot]; !ok {
+			order = append(order, h.rec.Slot)
+		}
+		bySlot[h.rec.Slot] = append(bySlot[h.rec.Slot], h)
+	}
+	for _, s := range order {
+		hs := bySlot[s]
+		claim := hs[0].claim
+		puts := make([]clientv3.Op, 0, len(hs))
+		for _, h := range hs {
+			puts = append(puts, j.ringPut(h, j.lastWrite[claim.LeaderKey] == h.batch))
+		}
+		p.copies = append(p.copies, clientv3.OpTxn([]clientv3.Cmp{fenceCompare(claim)}, LastPutPerKey(puts), nil))
+		keys = append(keys, claim.LeaderKey)
+	}
+	return p, keys
+}
+
+// LastPutPerKey keeps, of puts to the same key, the last: etcd refuses a
+// transaction that writes a key twice.
+func LastPutPerKey(puts []clientv3.Op) []clientv3.Op {
+	last := make(map[string]int, len(puts))
+	for i, op := range puts {
+		last[string(op.KeyBytes())] = i
+	}
+	out := puts[:0]
+	for i, op := range puts {
+		if last[string(op.KeyBytes())] == i {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// entryPut is the put of p's entry holding the records of writes.
+func (j *journal) entryPut(p *plan, writes []Write) clientv3.Op {
+	var items []history.JournalItem
+	for _, fw := range writes {
+		for _, r := range fw.Records {
+			items = append(items, history.JournalItem{Slot: r.Slot, Stored: r.Stored})
+		}
+	}
+	key := keyspace.JournalEntry(j.cluster, j.member, int(p.entry%int64(j.size)))
+	return clientv3.OpPut(key, string(history.EncodeJournal(j.member, items)))
+}
+
+// landed records what p's batch left in etcd (under the writer's lock):
+// its entry holds the records of the writes that committed, if any did;
+// a handover that committed ends its slot here.
+func (j *journal) landed(p *plan) {
+	if p.entry >= 0 && len(p.landed) > 0 {
+		i := p.entry % int64(j.size)
+		for _, h := range j.entries[i] {
+			j.forget(h)
+		}
+		var hs []held
+		for _, fw := range p.landed {
+			for _, r := range fw.Records {
+				h := held{rec: r, claim: fw.Claim, entry: p.entry, batch: p.batch}
+				hs = append(hs, h)
+				if js := j.slots[r.Slot]; js != nil && js.claim == fw.Claim {
+					js.held = append(js.held, h)
+				}
+			}
+		}
+		j.entries[i] = hs
+	}
+	for _, fw := range p.landed {
+		if s, ok := j.byLeader[fw.Claim.LeaderKey]; ok && fw.Handover && j.slots[s].claim == fw.Claim {
+			j.drop(s)
+		}
+	}
+}
+
+// forget takes h, in an entry being reused, off its slot's records here.
+// The slot itself is forgotten only when handed over: a record of it may be
+// in flight.
+func (j *journal) forget(h held) {
+	if js := j.slots[h.rec.Slot]; js != nil && js.claim == h.claim {
+		js.held = slices.DeleteFunc(js.held, func(o held) bool { return o.entry == h.entry })
+	}
+}
+
+func (j *journal) drop(s shard.Slot) {
+	if js := j.slots[s]; js != nil {
+		delete(j.byLeader, js.claim.LeaderKey)
+		delete(j.lastWrite, js.claim.LeaderKey)
+		delete(j.slots, s)
+	}
+}
+
+// handoverOf are the copies fw makes as it hands its slot over.
+func (p *plan) handoverOf(fw Write) []clientv3.Op {
+	if !fw.Handover {
+		return nil
+	}
+	return p.handover[fw.Claim]
+}

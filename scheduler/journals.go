@@ -1,0 +1,131 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// What happens to the journal of a member that has left. Nobody writes it
+// any more (its claims went with its lease), and each slot with records in
+// it is taken over by a member that copies what it needs to the slot's
+// ring and writes the slot's state key (takeoverWrite). Once every such
+// slot's state key names a newer token than the journal's records, the
+// journal holds nothing a reader needs, and any member deletes it.
+// Held by TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken.
+
+// DefaultJournalSweep is how often a member looks for journals of members
+// that have left.
+const DefaultJournalSweep = time.Minute
+
+// sweepJournals deletes, every sweep, the journals no reader needs; it
+// stops with ctx.
+func (s *Scheduler) sweepJournals(ctx context.Context, every time.Duration) {
+	defer s.wg.Done()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := s.sweepOnce(ctx); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Debug("could not sweep the journals of members that left", "err", err)
+		}
+	}
+}
+
+// sweepOnce deletes the journals of members that have left whose slots
+// have all been taken over.
+func (s *Scheduler) sweepOnce(ctx context.Context) error {
+	cluster := s.member.Cluster()
+	keys, err := s.cli.Get(ctx, keyspace.Journals(cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return err
+	}
+	members := map[string]bool{}
+	for _, kv := range keys.Kvs {
+		if m, ok := keyspace.ParseJournalEntry(cluster, string(kv.Key)); ok && m != s.member.ID() {
+			members[m] = true
+		}
+	}
+	for m := range members {
+		gone, err := s.journalAbsorbed(ctx, m)
+		if err != nil {
+			return err
+		}
+		if gone {
+			if _, err := s.cli.Delete(ctx, keyspace.Journal(cluster, m), clientv3.WithPrefix()); err != nil {
+				return err
+			}
+			s.cfg.Logger.Info("deleted the journal of a member that left", "member", m)
+		}
+	}
+	return nil
+}
+
+// journalAbsorbed reports whether member m has left and every slot with
+// records in its journal has a state key written by a later holder (or
+// belongs to no job of the catalog).
+func (s *Scheduler) journalAbsorbed(ctx context.Context, m string) (bool, error) {
+	cluster := s.member.Cluster()
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(keyspace.Member(cluster, m)),
+		clientv3.OpGet(keyspace.Journal(cluster, m), clientv3.WithPrefix())).Commit()
+	if err != nil || len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
+		return false, err // a member still in the view writes its journal
+	}
+	newest := map[shard.Slot]fencing.Token{} // the token of each slot's records there
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		items, err := history.JournalItems(cluster, kv)
+		if err != nil {
+			continue
+		}
+		for _, it := range items {
+			newest[it.Slot] = max(newest[it.Slot], it.Stored.Token)
+		}
+	}
+	var slots []shard.Slot
+	for sl := range newest {
+		if inCatalog(s.Jobs(), sl) {
+			slots = append(slots, sl)
+		}
+	}
+	for len(slots) > 0 {
+		n := min(len(slots), 128)
+		gets := make([]clientv3.Op, n)
+		for i, sl := range slots[:n] {
+			gets[i] = clientv3.OpGet(keyspace.State(cluster, sl))
+		}
+		resp, err := s.cli.Txn(ctx).Then(gets...).Commit()
+		if err != nil {
+			return false, err
+		}
+		for i, r := range resp.Responses {
+			kvs := r.GetResponseRange().Kvs
+			var st history.SlotState
+			if len(kvs) == 0 || json.Unmarshal(kvs[0].Value, &st) != nil || st.Token <= newest[slots[i]] {
+				return false, nil // not taken over yet
+			}
+		}
+		slots = slots[n:]
+	}
+	return true, nil
+}
+
+// inCatalog reports whether slot s is a partition of one of jobs.
+func inCatalog(jobs []config.Job, s shard.Slot) bool {
+	for _, j := range jobs {
+		if j.Name == s.Job {
+			return s.Partition < j.Partitions
+		}
+	}
+	return false
+}

@@ -1,0 +1,100 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A member's records stay in its journal until copied: by the member as it
+// hands the slot over (if b is preferred, as b joins), else by the member
+// that takes the slot over once a has stopped (a stop revokes the lease,
+// with no write per slot), which reads a's journal. Either way b knows
+// what ran, the records are in the slot's ring, and the slot's state key
+// is b's. From then on a's journal holds nothing a reader needs, and it is
+// deleted once a has left; until then, it is not. The history still has
+// every run.
+func TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	clock := NewManualClock(t0)
+	cat := catalog("sweep", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	a := manualNode(t, cli, cat, rec, clock, h)
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	clock.Advance(10 * time.Second)
+	waitKind(t, rec, "a's first run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+	clock.Advance(10 * time.Second)
+	waitKind(t, rec, "a's second run", 2, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+	journalKeys := func() int64 {
+		resp, err := cli.Get(ctx, keyspace.Journal("sweep", a.id), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Count
+	}
+	waitUntil(t, "a's records in its journal", 10*time.Second, func() bool { return journalKeys() > 0 })
+
+	// b sweeps often, but a is still a member: its journal stays.
+	b := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
+		cfg: Config{JournalSweep: 50 * time.Millisecond}})
+	time.Sleep(300 * time.Millisecond) // several sweeps
+	if journalKeys() == 0 {
+		t.Fatal("the journal of a member still in the view was deleted")
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, rec, "b ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
+	waitUntil(t, "a's journal deleted", 10*time.Second, func() bool { return journalKeys() == 0 })
+	if got := started(rec.all(), b.id); len(got) != 0 {
+		t.Fatalf("b started %d runs (the first %v); want none: a ran every fire so far", len(got), got[0].Execution.ScheduledTime)
+	}
+
+	slot := shard.Slot{Job: "tick"}
+	resp, err := cli.Get(ctx, keyspace.SlotHistory("sweep", slot), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := 0
+	for _, kv := range resp.Kvs {
+		st, err := history.DecodeEntry("sweep", kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Member == a.id && st.Seq != nil {
+			copied++
+		}
+	}
+	if copied < 2 {
+		t.Fatalf("%d of a's records copied to the ring; want its two runs", copied)
+	}
+	st, _, _, err := readAcquired(ctx, cli, "sweep", slot)
+	if err != nil || st.Member != b.id || !st.Finished.Equal(sec(20)) {
+		t.Fatalf("the slot's state %+v (%v); want b's, with a's last run finished", st, err)
+	}
+	hist, err := operator.ReadHistory(ctx, cli, "sweep", "tick", -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, r := range hist {
+		if r.Member == a.id && r.Outcome == "succeeded" {
+			ran++
+		}
+	}
+	if ran != 2 {
+		t.Fatalf("the history has %d of a's runs; want 2", ran)
+	}
+}

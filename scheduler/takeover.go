@@ -1,0 +1,147 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/journal"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
+	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// What a new holder learns of a slot, and what it copies. A slot's records
+// are in its ring and in the journals of its earlier holders (see
+// fenced.Record); so is its newest state. A new holder reads both, and its
+// first write copies to the ring the records it found only in journals,
+// with the state in the state key: from then on the slot needs no other
+// member's journal, which lets a departed member's journal be deleted
+// (sweepJournals). Held by TestTakeoverReadsTheJournalOfAStoppedHolder.
+
+// acquiredRead is what readTakeover learns of a slot.
+type acquiredRead struct {
+	state history.SlotState
+	// unreadable says why the recorded state could not be read: the slot is
+	// then treated as one never run.
+	unreadable error
+	triggers   []fire
+	// copies are the slot's records found only in journals, among its
+	// newest: the takeover write copies them to the ring.
+	copies []history.Stored
+	// journaled says the slot has records in some journal.
+	journaled bool
+}
+
+// readAcquired reads what a new holder needs of slot s, with a journal read
+// of its own; the scheduler shares one among the slots it takes at once
+// (readTakeover).
+func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (st history.SlotState, unreadable error, triggers []fire, err error) {
+	r, err := readTakeover(ctx, kv, cluster, s, 0, newJournalCache(kv, cluster))
+	return r.state, r.unreadable, r.triggers, err
+}
+
+// readTakeover reads what a new holder needs of slot s, whose token is
+// token: its state key, its ring and the manual triggers waiting for it in
+// one transaction (one round trip, one revision), and its records in
+// journals as of a revision no older than token. Nothing else writes the
+// slot's records from token on, so the two reads agree. A rebalance does
+// this for thousands of slots at once; they share the journal read.
+//
+// A state that cannot be read (corrupt, or written by hand) is returned as
+// unreadable with the zero state: the slot is treated as never run, rather
+// than never fired again. Held by TestJunkInEtcdLeavesEverySlotFiring.
+func readTakeover(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot, token int64, journals *journalCache) (acquiredRead, error) {
+	ring := clientv3.OpGet(keyspace.SlotHistory(cluster, s), clientv3.WithPrefix())
+	resp, err := kv.Txn(ctx).Then(clientv3.OpGet(keyspace.State(cluster, s)), ring, triggersOp(cluster, s)).Commit()
+	if err != nil {
+		return acquiredRead{}, err
+	}
+	placed, err := journals.Slot(ctx, s, max(token, resp.Header.Revision))
+	if err != nil {
+		return acquiredRead{}, err
+	}
+	ringKvs := resp.Responses[1].GetResponseRange().Kvs
+	r := acquiredRead{triggers: triggersFrom(s, resp.Responses[2].GetResponseRange().Kvs), journaled: len(placed) > 0}
+	r.state, r.unreadable = history.NewestState(s, resp.Responses[0].GetResponseRange().Kvs, ringKvs, placed)
+	if r.unreadable != nil {
+		r.state = history.SlotState{}
+		return r, nil
+	}
+	r.copies = journalOnly(s, r.state, ringKvs, placed)
+	return r, nil
+}
+
+// journalOnly are the records of placed, among the slot's newest as of
+// state, that its ring does not hold: each once, oldest first.
+func journalOnly(s shard.Slot, state history.SlotState, ringKvs []*mvccpb.KeyValue, placed []history.Placed) []history.Stored {
+	inRing := map[int64]bool{}
+	for _, kv := range ringKvs {
+		if st, err := history.Decode(s, kv.Value); err == nil && st.Seq != nil {
+			inRing[*st.Seq] = true
+		}
+	}
+	limit := int64(max(state.HistoryLimit, 1))
+	var out []history.Stored
+	for _, p := range placed {
+		seq := *p.Stored.Seq
+		if inRing[seq] || seq < state.HistorySeq-limit {
+			continue
+		}
+		inRing[seq] = true
+		out = append(out, p.Stored)
+	}
+	slices.SortFunc(out, func(a, b history.Stored) int { return cmp.Compare(*a.Seq, *b.Seq) })
+	return out
+}
+
+// journalCache is the journals read for the slots a member takes at
+// once: hold and release bracket the takeovers that use it, and the last
+// to release it empties it.
+type journalCache struct {
+	*journal.Cache
+	mu    sync.Mutex
+	users int
+}
+
+func newJournalCache(kv clientv3.KV, cluster string) *journalCache {
+	return &journalCache{Cache: journal.NewCache(kv, cluster)}
+}
+
+func (c *journalCache) hold() {
+	c.mu.Lock()
+	c.users++
+	c.mu.Unlock()
+}
+
+func (c *journalCache) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.users--; c.users == 0 {
+		c.Clear()
+	}
+}
+
+// maxTakeoverCopies bounds the records a takeover copies (the newest): the
+// write must fit in one transaction.
+const maxTakeoverCopies = 100
+
+// takeoverWrite is a new holder's first write of a slot with records in
+// journals: the copies to its ring of those found only there, without
+// their states, and the slot's state in its state key, newer than any of
+// them.
+func (s *Scheduler) takeoverWrite(sl *slot, copies []history.Stored) {
+	copies = copies[max(0, len(copies)-maxTakeoverCopies):]
+	ops := make([]clientv3.Op, 0, len(copies)+1)
+	for _, st := range copies {
+		st.State = nil
+		key := keyspace.HistoryEntry(s.member.Cluster(), sl.id, *st.Seq, sl.job.spec.HistoryLimit)
+		ops = append(ops, clientv3.OpPut(key, string(history.Encode(st, s.historyFormat))))
+	}
+	ops = append(fenced.LastPutPerKey(ops), s.stateOp(sl))
+	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: ops})
+}
