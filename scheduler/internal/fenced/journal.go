@@ -55,8 +55,13 @@ type journal struct {
 	lastWrite map[string]int64
 }
 
+// held is a record in an entry, as the writer keeps it: encoded (with its
+// state), not as the Record it was given, whose output tail may be long.
 type held struct {
-	rec   Record
+	slot  shard.Slot
+	seq   int64
+	limit int
+	data  []byte // history.Encode of the record, in FormatJournal
 	claim fencing.Claim
 	entry int64
 	batch int64
@@ -77,8 +82,8 @@ func newJournal(cluster, member string, size int) *journal {
 // needed reports whether h is still among its slot's newest records and
 // the slot still held under h's claim.
 func (j *journal) needed(h held) bool {
-	js := j.slots[h.rec.Slot]
-	return js != nil && js.claim == h.claim && *h.rec.Stored.Seq > js.newest-int64(js.limit)
+	js := j.slots[h.slot]
+	return js != nil && js.claim == h.claim && h.seq > js.newest-int64(js.limit)
 }
 
 // reusedCopies is how many copies reusing the next entry would take: one
@@ -87,7 +92,7 @@ func (j *journal) reusedCopies() int {
 	slots := map[shard.Slot]bool{}
 	for _, h := range j.entries[j.next%int64(j.size)] {
 		if j.needed(h) {
-			slots[h.rec.Slot] = true
+			slots[h.slot] = true
 		}
 	}
 	return len(slots)
@@ -110,7 +115,7 @@ func (j *journal) handoverCopies(fw Write) []clientv3.Op {
 			hs = append(hs, h)
 		}
 	}
-	slices.SortFunc(hs, func(a, b held) int { return cmp.Compare(*b.rec.Stored.Seq, *a.rec.Stored.Seq) })
+	slices.SortFunc(hs, func(a, b held) int { return cmp.Compare(b.seq, a.seq) })
 	hs = hs[:min(len(hs), maxHandoverCopies)]
 	ops := make([]clientv3.Op, 0, len(hs))
 	for i, h := range hs {
@@ -122,21 +127,24 @@ func (j *journal) handoverCopies(fw Write) []clientv3.Op {
 // ringPut is the put of h's record in its slot's ring, with its state only
 // if it is the slot's newest write.
 func (j *journal) ringPut(h held, withState bool) clientv3.Op {
-	st := h.rec.Stored
+	data := h.data
 	if !withState {
-		st.State = nil
+		st, err := history.Decode(h.slot, data)
+		if err == nil {
+			st.State = nil
+			data = history.Encode(st, history.FormatJournal)
+		}
 	}
-	limit := j.limitOf(h)
-	key := keyspace.HistoryEntry(j.cluster, h.rec.Slot, *st.Seq, limit)
-	return clientv3.OpPut(key, string(history.Encode(st, history.FormatJournal)))
+	key := keyspace.HistoryEntry(j.cluster, h.slot, h.seq, j.limitOf(h))
+	return clientv3.OpPut(key, string(data))
 }
 
 // limitOf is the ring length to place h at: its slot's newest limit.
 func (j *journal) limitOf(h held) int {
-	if js := j.slots[h.rec.Slot]; js != nil && js.limit > 0 {
+	if js := j.slots[h.slot]; js != nil && js.limit > 0 {
 		return js.limit
 	}
-	return max(h.rec.Limit, 1)
+	return max(h.limit, 1)
 }
 
 // plan is what a batch writes to the journal: its entry, and the copies of
@@ -198,10 +206,10 @@ func (j *journal) take(b []Write, batch int64) (*plan, []string) {
 		if !j.needed(h) {
 			continue
 		}
-		if _, ok := bySlot[h.rec.Slot]; !ok {
-			order = append(order, h.rec.Slot)
+		if _, ok := bySlot[h.slot]; !ok {
+			order = append(order, h.slot)
 		}
-		bySlot[h.rec.Slot] = append(bySlot[h.rec.Slot], h)
+		bySlot[h.slot] = append(bySlot[h.slot], h)
 	}
 	for _, s := range order {
 		hs := bySlot[s]
@@ -256,7 +264,8 @@ func (j *journal) landed(p *plan) {
 		var hs []held
 		for _, fw := range p.landed {
 			for _, r := range fw.Records {
-				h := held{rec: r, claim: fw.Claim, entry: p.entry, batch: p.batch}
+				h := held{slot: r.Slot, seq: *r.Stored.Seq, limit: r.Limit, data: history.Encode(r.Stored, history.FormatJournal),
+					claim: fw.Claim, entry: p.entry, batch: p.batch}
 				hs = append(hs, h)
 				if js := j.slots[r.Slot]; js != nil && js.claim == fw.Claim {
 					js.held = append(js.held, h)
@@ -276,7 +285,7 @@ func (j *journal) landed(p *plan) {
 // The slot itself is forgotten only when handed over: a record of it may be
 // in flight.
 func (j *journal) forget(h held) {
-	if js := j.slots[h.rec.Slot]; js != nil && js.claim == h.claim {
+	if js := j.slots[h.slot]; js != nil && js.claim == h.claim {
 		js.held = slices.DeleteFunc(js.held, func(o held) bool { return o.entry == h.entry })
 	}
 }
