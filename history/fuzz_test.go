@@ -34,11 +34,11 @@ func FuzzNewestState(f *testing.F) {
 			recRev = 20
 		}
 		recordKv := []*mvccpb.KeyValue{{Key: []byte("r"), Value: record, ModRevision: recRev}}
-		var placed []Placed
+		var placed []Slotted
 		if items, err := DecodeJournal("m", record); err == nil {
 			recordKv = nil
 			for _, it := range items {
-				placed = append(placed, Placed{Stored: it.Stored, Revision: recRev})
+				placed = append(placed, Slotted{Slot: it.Slot, Stored: it.Stored, Revision: recRev})
 			}
 		}
 		st, err := NewestState(shard.Slot{Job: "a"}, stateKv, recordKv, placed)

@@ -81,14 +81,14 @@ func TestNewestStateAcrossRingAndJournals(t *testing.T) {
 	cases := []struct {
 		name    string
 		ring    []*mvccpb.KeyValue
-		journal []Placed
+		journal []Slotted
 		want    string
 	}{
 		{"the state key alone", nil, nil, "state-key"},
-		{"a journal record after it", nil, []Placed{{stored("j1", 1, true), 7}}, "j1"},
-		{"a copy without state after the journal's", []*mvccpb.KeyValue{ring(stored("c0", 0, false), 9)}, []Placed{{stored("j1", 1, true), 7}}, "j1"},
-		{"a copy with state, newest", []*mvccpb.KeyValue{ring(stored("c1", 1, true), 9)}, []Placed{{stored("j1", 1, true), 7}}, "c1"},
-		{"records older than the state key", []*mvccpb.KeyValue{ring(stored("c0", 0, true), 3)}, []Placed{{stored("j0", 0, true), 4}}, "state-key"},
+		{"a journal record after it", nil, []Slotted{{Slot: s, Stored: stored("j1", 1, true), Revision: 7}}, "j1"},
+		{"a copy without state after the journal's", []*mvccpb.KeyValue{ring(stored("c0", 0, false), 9)}, []Slotted{{Slot: s, Stored: stored("j1", 1, true), Revision: 7}}, "j1"},
+		{"a copy with state, newest", []*mvccpb.KeyValue{ring(stored("c1", 1, true), 9)}, []Slotted{{Slot: s, Stored: stored("j1", 1, true), Revision: 7}}, "c1"},
+		{"records older than the state key", []*mvccpb.KeyValue{ring(stored("c0", 0, true), 3)}, []Slotted{{Slot: s, Stored: stored("j0", 0, true), Revision: 4}}, "state-key"},
 	}
 	for _, c := range cases {
 		st, err := NewestState(s, stateKey, c.ring, c.journal)

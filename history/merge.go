@@ -17,14 +17,7 @@ import (
 // newest, and a new holder copies those it finds in journals when it takes
 // the slot over. So a record can be in both places; its Seq tells.
 
-// Placed is a stored record and the etcd revision that wrote it.
-type Placed struct {
-	Stored   Stored
-	Revision int64
-}
-
-// JournalItems reads the items of journal entry kv of cluster, each placed
-// at the entry's revision.
+// JournalItems reads the items of journal entry kv of cluster.
 func JournalItems(cluster string, kv *mvccpb.KeyValue) ([]JournalItem, error) {
 	member, ok := keyspace.ParseJournalEntry(cluster, string(kv.Key))
 	if !ok {
@@ -40,7 +33,7 @@ func JournalItems(cluster string, kv *mvccpb.KeyValue) ([]JournalItem, error) {
 // a copy never makes an older state look newer. An unreadable newest ring
 // record (newer than the state key) is an error, as an unreadable state
 // key is: the slot is then treated as never run.
-func NewestState(s shard.Slot, stateKvs, ringKvs []*mvccpb.KeyValue, journal []Placed) (SlotState, error) {
+func NewestState(s shard.Slot, stateKvs, ringKvs []*mvccpb.KeyValue, journal []Slotted) (SlotState, error) {
 	var best *SlotState
 	var bestRev int64
 	consider := func(st *SlotState, rev int64) {

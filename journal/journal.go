@@ -27,7 +27,7 @@ type Cache struct {
 	mu      sync.Mutex
 	rev     int64 // 0: empty
 	entries map[string]entry
-	bySlot  map[shard.Slot][]history.Placed
+	bySlot  map[shard.Slot][]history.Slotted
 	// fetched counts the entries read since the cache was made, for tests.
 	fetched int
 }
@@ -44,7 +44,7 @@ func NewCache(kv clientv3.KV, cluster string) *Cache {
 
 // Slot is slot s's records in journals, as of a revision no older than
 // atLeast, each with its entry's revision.
-func (c *Cache) Slot(ctx context.Context, s shard.Slot, atLeast int64) ([]history.Placed, error) {
+func (c *Cache) Slot(ctx context.Context, s shard.Slot, atLeast int64) ([]history.Slotted, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.refresh(ctx, atLeast); err != nil {
@@ -64,9 +64,7 @@ func (c *Cache) Records(ctx context.Context, atLeast int64, keep func(shard.Slot
 	var out []history.Slotted
 	for s, ps := range c.bySlot {
 		if keep(s) {
-			for _, p := range ps {
-				out = append(out, history.Slotted{Slot: s, Stored: p.Stored, Revision: p.Revision})
-			}
+			out = append(out, ps...)
 		}
 	}
 	return out, nil
@@ -124,10 +122,10 @@ func (c *Cache) refresh(ctx context.Context, atLeast int64) error {
 		}
 		changed = changed[n:]
 	}
-	bySlot := map[shard.Slot][]history.Placed{}
+	bySlot := map[shard.Slot][]history.Slotted{}
 	for _, e := range entries {
 		for _, it := range e.items {
-			bySlot[it.Slot] = append(bySlot[it.Slot], history.Placed{Stored: it.Stored, Revision: e.rev})
+			bySlot[it.Slot] = append(bySlot[it.Slot], history.Slotted{Slot: it.Slot, Stored: it.Stored, Revision: e.rev})
 		}
 	}
 	c.rev, c.entries, c.bySlot = rev, entries, bySlot

@@ -31,7 +31,7 @@ func put(t *testing.T, cli *clientv3.Client, n int, seqs ...int64) int64 {
 	return resp.Header.Revision
 }
 
-func seqsOf(ps []history.Placed) map[int64]bool {
+func seqsOf(ps []history.Slotted) map[int64]bool {
 	out := map[int64]bool{}
 	for _, p := range ps {
 		out[*p.Stored.Seq] = true

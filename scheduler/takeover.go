@@ -78,7 +78,7 @@ func readTakeover(ctx context.Context, kv clientv3.KV, cluster string, s shard.S
 
 // journalOnly are the records of placed, among the slot's newest as of
 // state, that its ring does not hold: each once, oldest first.
-func journalOnly(s shard.Slot, state history.SlotState, ringKvs []*mvccpb.KeyValue, placed []history.Placed) []history.Stored {
+func journalOnly(s shard.Slot, state history.SlotState, ringKvs []*mvccpb.KeyValue, placed []history.Slotted) []history.Stored {
 	inRing := map[int64]bool{}
 	for _, kv := range ringKvs {
 		if st, err := history.Decode(s, kv.Value); err == nil && st.Seq != nil {

@@ -2,6 +2,7 @@ package fenced
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 
 	"github.com/kira-scheduler/kira/fencing"
@@ -15,15 +16,16 @@ import (
 // the records of a transaction's writes in one key, an entry of the
 // member's journal (history.EncodeJournal), each still committed only
 // while its write's claim holds. A record stays there until its entry is
-// reused, size transactions later; the writer then copies it to its slot's
-// ring if it is still among the slot's Limit newest and the slot still
-// held under the same claim. A write that hands the slot over (Handover)
+// reused, size transactions later; before that, the writer copies it to
+// its slot's ring if it is still among the slot's Limit newest, in a
+// transaction of its own under the claim it was written with (copyBatch). A write that hands the slot over (Handover)
 // copies the slot's records that are still among its newest, so the next
 // holder finds them in the ring even after the entry is reused; a holder
 // that stops without a handover leaves its journal to the next holders,
 // who copy what they need when they take each slot (the scheduler's
-// takeover). Held by TestJournalCopiesRecordsStillNewestWhenReused and
-// TestHandoverCopiesTheSlotsRecords.
+// takeover). Held by TestJournalCopiesRecordsStillNewestWhenReused,
+// TestHandoverCopiesTheSlotsRecords and
+// TestReusingAFullEntryCopiesEveryRecord.
 type Record struct {
 	Slot   shard.Slot
 	Limit  int            // the slot's history limit
@@ -53,6 +55,7 @@ type journal struct {
 	// lastWrite is, by leader key, the batch of the slot's newest write
 	// of any kind: a copied record holds its state only if it is that.
 	lastWrite map[string]int64
+	copying   bool // a copy batch is in flight
 }
 
 // held is a record in an entry, as the writer keeps it: encoded (with its
@@ -84,18 +87,6 @@ func newJournal(cluster, member string, size int) *journal {
 func (j *journal) needed(h held) bool {
 	js := j.slots[h.slot]
 	return js != nil && js.claim == h.claim && h.seq > js.newest-int64(js.limit)
-}
-
-// reusedCopies is how many copies reusing the next entry would take: one
-// operation per slot (a nested transaction fenced by its claim).
-func (j *journal) reusedCopies() int {
-	slots := map[shard.Slot]bool{}
-	for _, h := range j.entries[j.next%int64(j.size)] {
-		if j.needed(h) {
-			slots[h.slot] = true
-		}
-	}
-	return len(slots)
 }
 
 // handoverCopies are the puts that copy the records of the slot fw hands
@@ -147,12 +138,14 @@ func (j *journal) limitOf(h held) int {
 	return max(h.limit, 1)
 }
 
-// plan is what a batch writes to the journal: its entry, and the copies of
-// the records of the entry it reuses that are still needed.
+// plan is what a batch writes to the journal: its entry, or the copies of
+// the records of the entry to be reused that are still needed.
 type plan struct {
-	batch  int64
-	entry  int64 // -1: the batch has no records
-	copies []clientv3.Op
+	batch int64
+	entry int64 // -1: the batch has no records
+	// copy says the batch copies the next entry's records to their rings
+	// (copyBatch) before the entry is reused.
+	copy bool
 	// handover are the copies of each handing-over write, by its claim (a
 	// batch holds one write per leader key).
 	handover map[fencing.Claim][]clientv3.Op
@@ -160,10 +153,9 @@ type plan struct {
 }
 
 // take plans batch b, numbered batch, taken off the queue (under the
-// writer's lock): its records go in the next entry, and its writes become
-// their slots' newest. It returns the leader keys the copies order
-// against, to be held in flight with the batch.
-func (j *journal) take(b []Write, batch int64) (*plan, []string) {
+// writer's lock): its records go in the next entry, which holds no record
+// still to copy (blocked), and its writes become their slots' newest.
+func (j *journal) take(b []Write, batch int64) *plan {
 	p := &plan{batch: batch, entry: -1}
 	hasRecords := false
 	for _, fw := range b {
@@ -195,33 +187,105 @@ func (j *journal) take(b []Write, batch int64) (*plan, []string) {
 		}
 	}
 	if !hasRecords {
-		return p, nil
+		return p
 	}
 	p.entry = j.next
 	j.next++
-	var keys []string
+	return p
+}
+
+// reuse is what the writer knows, as it takes its next batch, of the
+// entry to be reused next: the records it holds that are still needed,
+// counting the records still queued among their slots' newest.
+func (j *journal) reuse(queue []Write) []held {
+	entry := j.entries[j.next%int64(j.size)]
+	if len(entry) == 0 {
+		return nil
+	}
+	queued := map[shard.Slot]int64{}
+	in := map[shard.Slot]bool{}
+	for _, h := range entry {
+		in[h.slot] = true
+	}
+	for _, fw := range queue {
+		for _, r := range fw.Records {
+			if in[r.Slot] && fw.Claim == j.slots[r.Slot].claim {
+				queued[r.Slot] = max(queued[r.Slot], *r.Stored.Seq)
+			}
+		}
+	}
+	var out []held
+	for _, h := range entry {
+		if js := j.slots[h.slot]; j.needed(h) && h.seq > queued[h.slot]-int64(js.limit) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// copyBatch is the batch that copies the next entry's records still needed
+// to their slots' rings, before the entry is reused: one write per slot,
+// under the claim its records were written under, so a copy under a claim
+// that has ended is refused like any fenced write (its records are then
+// the next holder's to copy), up to maxTxnOps puts. A record holds its
+// state in the copy only if it is its slot's newest write. Nil when there
+// is nothing to copy or a copy batch is in flight.
+func (j *journal) copyBatch(needed []held) []Write {
+	if j.copying {
+		return nil
+	}
 	bySlot := map[shard.Slot][]held{}
 	var order []shard.Slot
-	for _, h := range j.entries[p.entry%int64(j.size)] {
-		if !j.needed(h) {
-			continue
+	n := 0
+	for _, h := range needed {
+		if n == maxTxnOps {
+			break
 		}
 		if _, ok := bySlot[h.slot]; !ok {
 			order = append(order, h.slot)
 		}
 		bySlot[h.slot] = append(bySlot[h.slot], h)
+		n++
 	}
+	if n == 0 {
+		return nil
+	}
+	b := make([]Write, 0, len(order))
 	for _, s := range order {
 		hs := bySlot[s]
-		claim := hs[0].claim
 		puts := make([]clientv3.Op, 0, len(hs))
 		for _, h := range hs {
-			puts = append(puts, j.ringPut(h, j.lastWrite[claim.LeaderKey] == h.batch))
+			puts = append(puts, j.ringPut(h, j.lastWrite[h.claim.LeaderKey] == h.batch))
 		}
-		p.copies = append(p.copies, clientv3.OpTxn([]clientv3.Cmp{fenceCompare(claim)}, LastPutPerKey(puts), nil))
-		keys = append(keys, claim.LeaderKey)
+		b = append(b, Write{Claim: hs[0].claim, Ops: LastPutPerKey(puts), Done: make(chan error, 1), copied: hs})
 	}
-	return p, keys
+	j.copying = true
+	return b
+}
+
+// copiedOut takes the records of copy batch b out of the entry they were
+// in, once their copy committed or was refused by the fence (under the
+// writer's lock); the others are copied again in the next copy batch.
+func (j *journal) copiedOut(b []Write) {
+	j.copying = false
+	for _, fw := range b {
+		var err error
+		select {
+		case err = <-fw.Done:
+		default:
+			err = ErrAbandoned
+		}
+		if err != nil && !errors.Is(err, fencing.ErrFenced) {
+			continue
+		}
+		for _, h := range fw.copied {
+			i := h.entry % int64(j.size)
+			j.entries[i] = slices.DeleteFunc(j.entries[i], func(o held) bool { return o.slot == h.slot && o.seq == h.seq })
+			if js := j.slots[h.slot]; js != nil {
+				js.held = slices.DeleteFunc(js.held, func(o held) bool { return o.seq == h.seq && o.entry == h.entry })
+			}
+		}
+	}
 }
 
 // LastPutPerKey keeps, of puts to the same key, the last: etcd refuses a

@@ -2,6 +2,7 @@ package fenced
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,15 +23,18 @@ func journalRecord(s shard.Slot, seq int64, limit int) Record {
 		ScheduledTime: at, StartedAt: at, FinishedAt: at, Outcome: "succeeded", Attempt: 1, Cause: history.CauseSchedule}, State: &st, Seq: &q}}
 }
 
-// commitNext commits the writer's next batch, as Run would.
+// commitNext commits what is queued, batch after batch, as Run would: the
+// copies of an entry's records before the entry is reused, then the writes.
 func commitNext(t *testing.T, w *Writer) {
 	t.Helper()
-	b, tk := w.next()
-	if b == nil {
-		t.Fatal("nothing queued")
+	for {
+		b, tk := w.next()
+		if b == nil {
+			return
+		}
+		w.commitBatch(context.Background(), b, tk)
+		w.land(b, tk)
 	}
-	w.commitBatch(context.Background(), b, tk)
-	w.land(tk)
 }
 
 // ringRecord reads slot s's record at place seq of its ring (nil if none).
@@ -68,11 +72,12 @@ func journalSeqs(t *testing.T, cli *clientv3.Client, m string, n int) []int64 {
 	return seqs
 }
 
-// A batch's records share one journal key. When an entry is reused, its
-// records still among their slot's newest are copied to the slot's ring:
-// with the state if the record is the slot's newest write, without it
+// A batch's records share one journal key. Before an entry is reused, its
+// records still among their slot's newest (counting the records queued)
+// are copied to the slot's ring, in a transaction of their own: with the
+// state if the record is the slot's newest write taken, without it
 // otherwise; a record whose claim has ended is not copied, and does not
-// fail the batch.
+// hold up the batch.
 func TestJournalCopiesRecordsStillNewestWhenReused(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
@@ -126,10 +131,10 @@ func TestJournalCopiesRecordsStillNewestWhenReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	d = write(ca, journalRecord(a, 3, 2))
-	commitNext(t, w) // entry 0 again: a2 is among a's newest, not its newest write
+	commitNext(t, w) // entry 0 again: a2 is among a's newest, and its newest write committed
 	answered(d)
-	if r := ringRecord(t, cli, a, 2, 2); r == nil || r.State != nil || *r.Seq != 2 {
-		t.Fatalf("a2 in the ring: %+v; want it without its state (a3 is newer)", r)
+	if r := ringRecord(t, cli, a, 2, 2); r == nil || r.State == nil || *r.Seq != 2 {
+		t.Fatalf("a2 in the ring: %+v; want it with its state (copied before a3 was taken)", r)
 	}
 	d = write(ca, journalRecord(a, 4, 2))
 	commitNext(t, w) // entry 1 again: b1 is b's newest, but b's claim ended
@@ -174,5 +179,42 @@ func TestHandoverCopiesTheSlotsRecords(t *testing.T) {
 	}
 	if _, ok := w.journal.slots[a]; ok {
 		t.Fatal("the writer still tracks a slot it handed over")
+	}
+}
+
+// A full batch reusing an entry whose every record is still needed
+// commits: the copies of 128 slots, each fenced by its own claim, go first
+// in a transaction of their own (etcd counts a transaction's comparisons
+// and a nested one's together against its 128), then the batch's records.
+func TestReusingAFullEntryCopiesEveryRecord(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	w := NewWriter(cli)
+	w.journal = newJournal("c", "m", 1) // every batch reuses entry 0
+	claims := make([]fencing.Claim, maxBatch)
+	for i := range claims {
+		claims[i] = heldClaim(t, cli, fmt.Sprintf("/leader/%d", i))
+	}
+	var dones []chan error
+	for seq := range int64(2) {
+		for i, c := range claims {
+			done := make(chan error, 1)
+			dones = append(dones, done)
+			w.Enqueue(Write{Claim: c, Records: []Record{journalRecord(shard.Slot{Job: "j", Partition: i}, seq, 10)}, Done: done})
+		}
+		commitNext(t, w)
+	}
+	for i, done := range dones {
+		if err := <-done; err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	for i := range claims {
+		if r := ringRecord(t, cli, shard.Slot{Job: "j", Partition: i}, 0, 10); r == nil || *r.Seq != 0 {
+			t.Fatalf("slot %d's first record in the ring: %+v; want it copied", i, r)
+		}
+	}
+	if seqs := journalSeqs(t, cli, "m", 0); len(seqs) != maxBatch || seqs[0] != 1 {
+		t.Fatalf("entry 0 holds %d records; want the second batch's %d", len(seqs), maxBatch)
 	}
 }

@@ -31,6 +31,7 @@ type Write struct {
 	// it copies the slot's records still in the journal to its ring.
 	Handover bool
 	queued   time.Time // set by Enqueue
+	copied   []held    // a copy batch's write: the records it copies
 }
 
 // linger is the longest the writer holds lazy writes, while nothing else is
@@ -205,14 +206,14 @@ func (w *Writer) Run(ctx context.Context, stop <-chan struct{}) {
 			for _, fw := range b {
 				reply(fw, ErrAbandoned)
 			}
-			w.land(t)
+			w.land(b, t)
 			continue
 		}
 		commits.Add(1)
 		go func() {
 			defer commits.Done()
 			w.commitBatch(ctx, b, t)
-			w.land(t)
+			w.land(b, t)
 		}()
 	}
 }
@@ -256,13 +257,27 @@ func (w *Writer) next() ([]Write, *taken) {
 		if len(w.queue) == 0 {
 			return nil, nil
 		}
-		if b, keys := w.takeLocked(); len(b) > 0 {
+		var blocked bool // records wait for the copies of the entry they would reuse
+		if w.journal != nil {
+			needed := w.journal.reuse(w.queue)
+			blocked = len(needed) > 0
+			if b := w.journal.copyBatch(needed); b != nil {
+				t := &taken{plan: &plan{entry: -1, copy: true}}
+				for _, fw := range b {
+					t.keys = append(t.keys, orderKeys(fw)...)
+				}
+				w.inFlight++
+				for _, k := range t.keys {
+					w.flying[k]++
+				}
+				return b, t
+			}
+		}
+		if b, keys := w.takeLocked(blocked); len(b) > 0 {
 			t := &taken{keys: keys}
 			if w.journal != nil {
 				w.batches++
-				var more []string
-				t.plan, more = w.journal.take(b, w.batches)
-				t.keys = append(t.keys, more...)
+				t.plan = w.journal.take(b, w.batches)
 			}
 			w.inFlight++
 			for _, k := range t.keys {
@@ -281,13 +296,13 @@ type taken struct {
 	plan *plan
 }
 
-func (w *Writer) takeLocked() (b []Write, keys []string) {
+func (w *Writer) takeLocked(blocked bool) (b []Write, keys []string) {
 	held := map[string]bool{}  // order keys of writes left in the queue
 	taken := map[string]bool{} // order keys of the writes in the batch
 	var left []Write
 	i, ops, budget := 0, 0, maxTxnOps
 	if w.journal != nil {
-		budget -= 1 + w.journal.reusedCopies() // the entry, and the copies of the entry it reuses
+		budget-- // the entry
 	}
 	for ; i < len(w.queue) && i < maxScan && len(b) < maxBatch; i++ {
 		fw := w.queue[i]
@@ -298,7 +313,7 @@ func (w *Writer) takeLocked() (b []Write, keys []string) {
 		if ops+n > budget && len(b) > 0 {
 			break // it leads the next batch
 		}
-		ok := true
+		ok := !blocked || len(fw.Records) == 0
 		order := orderKeys(fw)
 		for _, k := range order {
 			if w.flying[k] > 0 || held[k] || taken[k] {
@@ -357,8 +372,15 @@ func (w *Writer) lingerLeft() time.Duration {
 }
 
 // land marks a batch's order keys as no longer in flight.
-func (w *Writer) land(t *taken) {
+func (w *Writer) land(b []Write, t *taken) {
 	w.mu.Lock()
+	switch p := t.plan; {
+	case p == nil:
+	case p.copy:
+		w.journal.copiedOut(b)
+	default:
+		w.journal.landed(p)
+	}
 	w.inFlight--
 	for _, k := range t.keys {
 		if w.flying[k]--; w.flying[k] == 0 {
@@ -373,11 +395,6 @@ func (w *Writer) commitBatch(ctx context.Context, b []Write, t *taken) {
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	w.commit(ctx, b, t.plan)
-	if t.plan != nil {
-		w.mu.Lock()
-		w.journal.landed(t.plan)
-		w.mu.Unlock()
-	}
 }
 
 func fenceCompare(c fencing.Claim) clientv3.Cmp {
@@ -448,7 +465,6 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 	}
 	if p != nil && p.entry >= 0 {
 		ops = append(ops, w.journal.entryPut(p, append(slices.Clip(p.landed), b...)))
-		ops = append(ops, p.copies...)
 	}
 	w.mu.Lock()
 	w.seq++

@@ -56,12 +56,12 @@ func TestWriterBatchesRepeatedKeysAndLostClaims(t *testing.T) {
 		t.Fatalf("first batch has %d writes; want 3 (the repeated key waits for the next)", len(first))
 	}
 	w.commit(ctx, first, nil)
-	w.land(keys)
+	w.land(nil, keys)
 	if second, keys := w.next(); len(second) != 1 {
 		t.Fatalf("second batch has %d writes; want 1", len(second))
 	} else {
 		w.commit(ctx, second, nil)
-		w.land(keys)
+		w.land(nil, keys)
 	}
 	for i, want := range []error{nil, fencing.ErrFenced, nil, nil} {
 		if err := <-writes[i].Done; !errors.Is(err, want) && !(want == nil && err == nil) {
@@ -101,7 +101,7 @@ func TestWriterNeverBatchesTwoWritesOfOneSlot(t *testing.T) {
 			t.Fatalf("batch of %d writes; want the slot's two writes one at a time", len(b))
 		}
 		w.commit(ctx, b, nil)
-		w.land(keys)
+		w.land(nil, keys)
 	}
 	a, _ := cli.Get(ctx, "/state")
 	b, _ := cli.Get(ctx, "/history/000")
@@ -185,12 +185,12 @@ func TestWriterLetsOtherSlotsPastAWaitingWrite(t *testing.T) {
 	if len(second) != 1 || second[0].Claim != b {
 		t.Fatalf("second batch %v; want b's write alone", second)
 	}
-	w.land(firstKeys)
+	w.land(nil, firstKeys)
 	third, _ := w.next()
 	if len(third) != 1 || third[0].Claim != a {
 		t.Fatalf("third batch %v; want a's second write", third)
 	}
-	w.land(secondKeys)
+	w.land(nil, secondKeys)
 }
 
 // A batch stays within etcd's default 128 operations per transaction when
@@ -217,7 +217,7 @@ func TestWriterBatchStaysWithinTheOperationLimit(t *testing.T) {
 			t.Fatalf("first batch %d writes; want %d", len(b), maxTxnOps/3)
 		}
 		seen += len(b)
-		w.land(keys)
+		w.land(nil, keys)
 	}
 }
 
@@ -285,7 +285,7 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 	if len(b) != 4 || w.urgent != 0 {
 		t.Fatalf("batch of %d writes, %d urgent left; want all 4, none", len(b), w.urgent)
 	}
-	w.land(keys)
+	w.land(nil, keys)
 	for i := range maxInFlight*maxBatch - 1 {
 		w.Enqueue(put(fmt.Sprint("/full/", i), true))
 	}
@@ -306,7 +306,7 @@ func TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite(t *testing.T) {
 	if b, keys := w.next(); len(b) != 2 {
 		t.Fatalf("a batch of %d writes at the hour; want both queued", len(b))
 	} else {
-		w.land(keys)
+		w.land(nil, keys)
 	}
 	w.Enqueue(put("/after", true))
 	if d := w.lingerLeft(); d != time.Hour {
