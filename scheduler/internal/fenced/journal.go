@@ -198,15 +198,18 @@ func (j *journal) take(b []Write, batch int64) *plan {
 // entry to be reused next: the records it holds that are still needed,
 // counting the records still queued among their slots' newest.
 func (j *journal) reuse(queue []Write) []held {
-	entry := j.entries[j.next%int64(j.size)]
+	var entry []held
+	in := map[shard.Slot]bool{}
+	for _, h := range j.entries[j.next%int64(j.size)] {
+		if j.needed(h) {
+			entry = append(entry, h)
+			in[h.slot] = true
+		}
+	}
 	if len(entry) == 0 {
-		return nil
+		return nil // the usual case: the queue need not be read
 	}
 	queued := map[shard.Slot]int64{}
-	in := map[shard.Slot]bool{}
-	for _, h := range entry {
-		in[h.slot] = true
-	}
 	for _, fw := range queue {
 		for _, r := range fw.Records {
 			if in[r.Slot] && fw.Claim == j.slots[r.Slot].claim {
@@ -216,7 +219,7 @@ func (j *journal) reuse(queue []Write) []held {
 	}
 	var out []held
 	for _, h := range entry {
-		if js := j.slots[h.slot]; j.needed(h) && h.seq > queued[h.slot]-int64(js.limit) {
+		if h.seq > queued[h.slot]-int64(j.slots[h.slot].limit) {
 			out = append(out, h)
 		}
 	}
