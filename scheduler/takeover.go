@@ -37,14 +37,6 @@ type acquiredRead struct {
 	journaled bool
 }
 
-// readAcquired reads what a new holder needs of slot s, with a journal read
-// of its own; the scheduler shares one among the slots it takes at once
-// (readTakeover).
-func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (st history.SlotState, unreadable error, triggers []fire, err error) {
-	r, err := readTakeover(ctx, kv, cluster, s, 0, newJournalCache(kv, cluster))
-	return r.state, r.unreadable, r.triggers, err
-}
-
 // readTakeover reads what a new holder needs of slot s, whose token is
 // token: its state key, its ring and the manual triggers waiting for it in
 // one transaction (one round trip, one revision), and its records in
