@@ -150,6 +150,22 @@ type plan struct {
 	// batch holds one write per leader key).
 	handover map[fencing.Claim][]clientv3.Op
 	landed   []Write // the batch's writes committed so far
+	held     []held  // their records, as the journal keeps them
+}
+
+// committed adds writes b, just committed, to p's landed writes, with their
+// records encoded as the journal keeps them (off the writer's lock).
+func (p *plan) committed(b []Write) {
+	p.landed = append(p.landed, b...)
+	if p.entry < 0 {
+		return
+	}
+	for _, fw := range b {
+		for _, r := range fw.Records {
+			p.held = append(p.held, held{slot: r.Slot, seq: *r.Stored.Seq, limit: r.Limit, data: history.Encode(r.Stored, history.FormatJournal),
+				claim: fw.Claim, entry: p.entry, batch: p.batch})
+		}
+	}
 }
 
 // take plans batch b, numbered batch, taken off the queue (under the
@@ -328,18 +344,12 @@ func (j *journal) landed(p *plan) {
 		for _, h := range j.entries[i] {
 			j.forget(h)
 		}
-		var hs []held
-		for _, fw := range p.landed {
-			for _, r := range fw.Records {
-				h := held{slot: r.Slot, seq: *r.Stored.Seq, limit: r.Limit, data: history.Encode(r.Stored, history.FormatJournal),
-					claim: fw.Claim, entry: p.entry, batch: p.batch}
-				hs = append(hs, h)
-				if js := j.slots[r.Slot]; js != nil && js.claim == fw.Claim {
-					js.held = append(js.held, h)
-				}
+		for _, h := range p.held {
+			if js := j.slots[h.slot]; js != nil && js.claim == h.claim {
+				js.held = append(js.held, h)
 			}
 		}
-		j.entries[i] = hs
+		j.entries[i] = p.held
 	}
 	for _, fw := range p.landed {
 		if s, ok := j.byLeader[fw.Claim.LeaderKey]; ok && fw.Handover && j.slots[s].claim == fw.Claim {

@@ -482,7 +482,7 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 	switch {
 	case err == nil && resp.Succeeded:
 		if p != nil {
-			p.landed = append(p.landed, b...)
+			p.committed(b)
 		}
 		for _, fw := range b {
 			reply(fw, nil)
