@@ -2,6 +2,7 @@ package fenced
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"slices"
 
@@ -58,16 +59,24 @@ type journal struct {
 	copying   bool // a copy batch is in flight
 }
 
-// held is a record in an entry, as the writer keeps it: encoded (with its
-// state), not as the Record it was given, whose output tail may be long.
+// held is a record in an entry, as the writer keeps it: where it is, not
+// what it says. A copy reads it back from its entry (fill), which holds it
+// until the entry is reused: keeping every record of a journal in memory
+// made the members' garbage collector mark them all at every cycle
+// (docs/benchmarks.md, "the writer keeps no record").
 type held struct {
 	slot  shard.Slot
 	seq   int64
 	limit int
-	data  []byte // history.Encode of the record, in FormatJournal
 	claim fencing.Claim
 	entry int64
 	batch int64
+}
+
+// copyOf is a record to copy to its slot's ring, with its state or not.
+type copyOf struct {
+	h         held
+	withState bool
 }
 
 type journaled struct {
@@ -89,10 +98,10 @@ func (j *journal) needed(h held) bool {
 	return js != nil && js.claim == h.claim && h.seq > js.newest-int64(js.limit)
 }
 
-// handoverCopies are the puts that copy the records of the slot fw hands
-// over (if it does) to the slot's ring: its newest still here, the newest
-// of all holding its state if fw is the slot's next write.
-func (j *journal) handoverCopies(fw Write) []clientv3.Op {
+// handoverCopies are the records of the slot fw hands over (if it does) to
+// copy to the slot's ring: its newest still here, the newest of all with
+// its state if it is the slot's newest write.
+func (j *journal) handoverCopies(fw Write) []copyOf {
 	if !fw.Handover {
 		return nil
 	}
@@ -108,26 +117,16 @@ func (j *journal) handoverCopies(fw Write) []clientv3.Op {
 	}
 	slices.SortFunc(hs, func(a, b held) int { return cmp.Compare(b.seq, a.seq) })
 	hs = hs[:min(len(hs), maxHandoverCopies)]
-	ops := make([]clientv3.Op, 0, len(hs))
+	out := make([]copyOf, 0, len(hs))
 	for i, h := range hs {
-		ops = append(ops, j.ringPut(h, i == 0 && j.lastWrite[h.claim.LeaderKey] == h.batch))
+		out = append(out, copyOf{h: h, withState: i == 0 && j.lastWrite[h.claim.LeaderKey] == h.batch})
 	}
-	return ops
+	return out
 }
 
-// ringPut is the put of h's record in its slot's ring, with its state only
-// if it is the slot's newest write.
-func (j *journal) ringPut(h held, withState bool) clientv3.Op {
-	data := h.data
-	if !withState {
-		st, err := history.Decode(h.slot, data)
-		if err == nil {
-			st.State = nil
-			data = history.Encode(st, history.FormatJournal)
-		}
-	}
-	key := keyspace.HistoryEntry(j.cluster, h.slot, h.seq, j.limitOf(h))
-	return clientv3.OpPut(key, string(data))
+// ringKey is where h goes in its slot's ring.
+func (j *journal) ringKey(h held) string {
+	return keyspace.HistoryEntry(j.cluster, h.slot, h.seq, j.limitOf(h))
 }
 
 // limitOf is the ring length to place h at: its slot's newest limit.
@@ -147,14 +146,14 @@ type plan struct {
 	// (copyBatch) before the entry is reused.
 	copy bool
 	// handover are the copies of each handing-over write, by its claim (a
-	// batch holds one write per leader key).
-	handover map[fencing.Claim][]clientv3.Op
-	landed   []Write // the batch's writes committed so far
-	held     []held  // their records, as the journal keeps them
+	// batch holds one write per leader key), and their puts once filled.
+	handover    map[fencing.Claim][]copyOf
+	handoverOps map[fencing.Claim][]clientv3.Op
+	landed      []Write // the batch's writes committed so far
+	held        []held  // their records, as the journal keeps them
 }
 
-// committed adds writes b, just committed, to p's landed writes, with their
-// records encoded as the journal keeps them (off the writer's lock).
+// committed adds writes b, just committed, to p's landed writes.
 func (p *plan) committed(b []Write) {
 	p.landed = append(p.landed, b...)
 	if p.entry < 0 {
@@ -162,8 +161,7 @@ func (p *plan) committed(b []Write) {
 	}
 	for _, fw := range b {
 		for _, r := range fw.Records {
-			p.held = append(p.held, held{slot: r.Slot, seq: *r.Stored.Seq, limit: r.Limit, data: history.Encode(r.Stored, history.FormatJournal),
-				claim: fw.Claim, entry: p.entry, batch: p.batch})
+			p.held = append(p.held, held{slot: r.Slot, seq: *r.Stored.Seq, limit: r.Limit, claim: fw.Claim, entry: p.entry, batch: p.batch})
 		}
 	}
 }
@@ -175,11 +173,11 @@ func (j *journal) take(b []Write, batch int64) *plan {
 	p := &plan{batch: batch, entry: -1}
 	hasRecords := false
 	for _, fw := range b {
-		if ops := j.handoverCopies(fw); len(ops) > 0 { // before fw is the slot's newest write
+		if cs := j.handoverCopies(fw); len(cs) > 0 { // before fw is the slot's newest write
 			if p.handover == nil {
-				p.handover = map[fencing.Claim][]clientv3.Op{}
+				p.handover = map[fencing.Claim][]copyOf{}
 			}
-			p.handover[fw.Claim] = ops
+			p.handover[fw.Claim] = cs
 		}
 		if len(fw.Records) > 0 {
 			hasRecords = true
@@ -272,14 +270,114 @@ func (j *journal) copyBatch(needed []held) []Write {
 	b := make([]Write, 0, len(order))
 	for _, s := range order {
 		hs := bySlot[s]
-		puts := make([]clientv3.Op, 0, len(hs))
+		cs := make([]copyOf, 0, len(hs))
 		for _, h := range hs {
-			puts = append(puts, j.ringPut(h, j.lastWrite[h.claim.LeaderKey] == h.batch))
+			cs = append(cs, copyOf{h: h, withState: j.lastWrite[h.claim.LeaderKey] == h.batch})
 		}
-		b = append(b, Write{Claim: hs[0].claim, Ops: LastPutPerKey(puts), Done: make(chan error, 1), copied: hs})
+		b = append(b, Write{Claim: hs[0].claim, Done: make(chan error, 1), copies: cs})
 	}
 	j.copying = true
 	return b
+}
+
+// copyKeys are the order keys of copy batch b: its leader keys and the
+// ring keys it puts.
+func (j *journal) copyKeys(b []Write) []string {
+	var keys []string
+	for _, fw := range b {
+		keys = append(keys, fw.Claim.LeaderKey)
+		for _, c := range fw.copies {
+			keys = append(keys, j.ringKey(c.h))
+		}
+	}
+	return keys
+}
+
+// fill reads back from their entries the records copy batch b or the
+// handovers of plan p copy, and makes their puts (off the writer's lock;
+// the entries are not reused before the copies land).
+func (j *journal) fill(ctx context.Context, kv clientv3.KV, b []Write, p *plan) error {
+	var all []copyOf
+	for _, fw := range b {
+		all = append(all, fw.copies...)
+		if p != nil && fw.Handover {
+			all = append(all, p.handover[fw.Claim]...)
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	records, err := j.readBack(ctx, kv, all)
+	if err != nil {
+		return err
+	}
+	puts := func(cs []copyOf) []clientv3.Op {
+		var ops []clientv3.Op
+		for _, c := range cs {
+			st, ok := records[recordAt{c.h.slot, c.h.seq}]
+			if !ok {
+				continue
+			}
+			if !c.withState {
+				st.State = nil
+			}
+			ops = append(ops, clientv3.OpPut(j.ringKey(c.h), string(history.Encode(st, history.FormatJournal))))
+		}
+		return LastPutPerKey(ops)
+	}
+	for i := range b {
+		if len(b[i].copies) > 0 {
+			b[i].Ops = puts(b[i].copies)
+		}
+		if p == nil || !b[i].Handover {
+			continue
+		}
+		if cs := p.handover[b[i].Claim]; len(cs) > 0 {
+			if p.handoverOps == nil {
+				p.handoverOps = map[fencing.Claim][]clientv3.Op{}
+			}
+			p.handoverOps[b[i].Claim] = puts(cs)
+		}
+	}
+	return nil
+}
+
+type recordAt struct {
+	slot shard.Slot
+	seq  int64
+}
+
+// readBack reads the entries holding the records of cs.
+func (j *journal) readBack(ctx context.Context, kv clientv3.KV, cs []copyOf) (map[recordAt]history.Stored, error) {
+	seen := map[int64]bool{}
+	var gets []clientv3.Op
+	for _, c := range cs {
+		if n := c.h.entry % int64(j.size); !seen[n] {
+			seen[n] = true
+			gets = append(gets, clientv3.OpGet(keyspace.JournalEntry(j.cluster, j.member, int(n))))
+		}
+	}
+	out := map[recordAt]history.Stored{}
+	for len(gets) > 0 {
+		n := min(len(gets), maxTxnOps)
+		resp, err := kv.Txn(ctx).Then(gets[:n]...).Commit()
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range resp.Responses {
+			for _, e := range r.GetResponseRange().Kvs {
+				items, err := history.DecodeJournal(j.member, e.Value)
+				if err != nil {
+					continue
+				}
+				for _, it := range items {
+					out[recordAt{it.Slot, *it.Stored.Seq}] = it.Stored
+				}
+			}
+		}
+		gets = gets[n:]
+	}
+	return out, nil
 }
 
 // copiedOut takes the records of copy batch b out of the entry they were
@@ -297,7 +395,8 @@ func (j *journal) copiedOut(b []Write) {
 		if err != nil && !errors.Is(err, fencing.ErrFenced) {
 			continue
 		}
-		for _, h := range fw.copied {
+		for _, c := range fw.copies {
+			h := c.h
 			i := h.entry % int64(j.size)
 			j.entries[i] = slices.DeleteFunc(j.entries[i], func(o held) bool { return o.slot == h.slot && o.seq == h.seq })
 			if js := j.slots[h.slot]; js != nil {
@@ -373,12 +472,4 @@ func (j *journal) drop(s shard.Slot) {
 		delete(j.lastWrite, js.claim.LeaderKey)
 		delete(j.slots, s)
 	}
-}
-
-// handoverOf are the copies fw makes as it hands its slot over.
-func (p *plan) handoverOf(fw Write) []clientv3.Op {
-	if !fw.Handover {
-		return nil
-	}
-	return p.handover[fw.Claim]
 }

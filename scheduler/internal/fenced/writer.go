@@ -31,7 +31,7 @@ type Write struct {
 	// it copies the slot's records still in the journal to its ring.
 	Handover bool
 	queued   time.Time // set by Enqueue
-	copied   []held    // a copy batch's write: the records it copies
+	copies   []copyOf  // a copy batch's write: the records it copies (fill)
 }
 
 // linger is the longest the writer holds lazy writes, while nothing else is
@@ -262,10 +262,7 @@ func (w *Writer) next() ([]Write, *taken) {
 			needed := w.journal.reuse(w.queue)
 			blocked = len(needed) > 0
 			if b := w.journal.copyBatch(needed); b != nil {
-				t := &taken{plan: &plan{entry: -1, copy: true}}
-				for _, fw := range b {
-					t.keys = append(t.keys, orderKeys(fw)...)
-				}
+				t := &taken{plan: &plan{entry: -1, copy: true}, keys: w.journal.copyKeys(b)}
 				w.inFlight++
 				for _, k := range t.keys {
 					w.flying[k]++
@@ -394,6 +391,14 @@ func (w *Writer) land(b []Write, t *taken) {
 func (w *Writer) commitBatch(ctx context.Context, b []Write, t *taken) {
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
+	if p := t.plan; p != nil && (p.copy || p.handover != nil) {
+		if err := w.journal.fill(ctx, w.kv, b, p); err != nil && p.copy {
+			for _, fw := range b {
+				reply(fw, fmt.Errorf("fenced: reading back the records to copy: %w", err))
+			}
+			return // copied again with the next batch
+		}
+	}
 	w.commit(ctx, b, t.plan)
 }
 
@@ -459,8 +464,8 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 			cmps = append(cmps, fenceCompare(fw.Claim))
 		}
 		ops = append(ops, fw.Ops...)
-		if p != nil {
-			ops = append(ops, p.handoverOf(fw)...)
+		if p != nil && fw.Handover {
+			ops = append(ops, p.handoverOps[fw.Claim]...)
 		}
 	}
 	if p != nil && p.entry >= 0 {
