@@ -18,9 +18,10 @@ import (
 // shape's etcd (three kira etcd processes, fsync on): what etcd pays per
 // 1,000 records of a usual size. Each iteration is one transaction of a
 // writer's batch, four in flight as the writer sends them. The first shape
-// is the one Kira writes (every record fenced by its own slot's leader key,
-// in its own history key); the others are what would cut etcd's CPU, each
-// at a price docs/benchmarks.md names ("What would halve etcd's CPU").
+// is the one Kira wrote before members' journals (every record fenced by its
+// own slot's leader key, in its own history key); the third is what it
+// writes now (all of a batch's records in one key, each still fenced); the
+// prices are in docs/benchmarks.md ("Why records share a key").
 //
 //	go test ./bench -run '^$' -bench FencedWriteShapes -benchtime 1600x
 func BenchmarkFencedWriteShapes(b *testing.B) {
