@@ -21,7 +21,9 @@ import (
 // first write copies to the ring the records it found only in journals,
 // with the state in the state key: from then on the slot needs no other
 // member's journal, which lets a departed member's journal be deleted
-// (sweepJournals). Held by TestTakeoverReadsTheJournalOfAStoppedHolder.
+// (sweepJournals). Held by TestFailoverCatchUp (the new holder reads what
+// the stopped one ran from its journal) and
+// TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken.
 
 // acquiredRead is what readTakeover learns of a slot.
 type acquiredRead struct {
@@ -40,8 +42,8 @@ type acquiredRead struct {
 // readTakeover reads what a new holder needs of slot s, whose token is
 // token: its state key, its ring and the manual triggers waiting for it in
 // one transaction (one round trip, one revision), and its records in
-// journals as of a revision no older than token. Nothing else writes the
-// slot's records from token on, so the two reads agree. A rebalance does
+// journals as of a revision no older than token. Nothing else
+// writes the slot's records from token on, so the two reads agree. A rebalance does
 // this for thousands of slots at once; they share the journal read.
 //
 // A state that cannot be read (corrupt, or written by hand) is returned as
@@ -53,7 +55,7 @@ func readTakeover(ctx context.Context, kv clientv3.KV, cluster string, s shard.S
 	if err != nil {
 		return acquiredRead{}, err
 	}
-	placed, err := journals.Slot(ctx, s, max(token, resp.Header.Revision))
+	placed, err := journals.Slot(ctx, s, token) // shared with the slots taken at once
 	if err != nil {
 		return acquiredRead{}, err
 	}
