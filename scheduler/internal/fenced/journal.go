@@ -73,10 +73,13 @@ type held struct {
 	batch int64
 }
 
-// copyOf is a record to copy to its slot's ring, with its state or not.
+// copyOf is a record to copy to its slot's ring, with its state or not,
+// and where it goes there (decided under the writer's lock, so fill, off
+// it, reads nothing of the journal's maps).
 type copyOf struct {
 	h         held
 	withState bool
+	key       string
 }
 
 type journaled struct {
@@ -119,7 +122,7 @@ func (j *journal) handoverCopies(fw Write) []copyOf {
 	hs = hs[:min(len(hs), maxHandoverCopies)]
 	out := make([]copyOf, 0, len(hs))
 	for i, h := range hs {
-		out = append(out, copyOf{h: h, withState: i == 0 && j.lastWrite[h.claim.LeaderKey] == h.batch})
+		out = append(out, copyOf{h: h, withState: i == 0 && j.lastWrite[h.claim.LeaderKey] == h.batch, key: j.ringKey(h)})
 	}
 	return out
 }
@@ -272,7 +275,7 @@ func (j *journal) copyBatch(needed []held) []Write {
 		hs := bySlot[s]
 		cs := make([]copyOf, 0, len(hs))
 		for _, h := range hs {
-			cs = append(cs, copyOf{h: h, withState: j.lastWrite[h.claim.LeaderKey] == h.batch})
+			cs = append(cs, copyOf{h: h, withState: j.lastWrite[h.claim.LeaderKey] == h.batch, key: j.ringKey(h)})
 		}
 		b = append(b, Write{Claim: hs[0].claim, Done: make(chan error, 1), copies: cs})
 	}
@@ -287,7 +290,7 @@ func (j *journal) copyKeys(b []Write) []string {
 	for _, fw := range b {
 		keys = append(keys, fw.Claim.LeaderKey)
 		for _, c := range fw.copies {
-			keys = append(keys, j.ringKey(c.h))
+			keys = append(keys, c.key)
 		}
 	}
 	return keys
@@ -321,7 +324,7 @@ func (j *journal) fill(ctx context.Context, kv clientv3.KV, b []Write, p *plan) 
 			if !c.withState {
 				st.State = nil
 			}
-			ops = append(ops, clientv3.OpPut(j.ringKey(c.h), string(history.Encode(st, history.FormatJournal))))
+			ops = append(ops, clientv3.OpPut(c.key, string(history.Encode(st, history.FormatJournal))))
 		}
 		return LastPutPerKey(ops)
 	}
