@@ -77,13 +77,16 @@ func (s *Scheduler) sweepOnce(ctx context.Context) error {
 // belongs to no job of the catalog).
 func (s *Scheduler) journalAbsorbed(ctx context.Context, m string) (bool, error) {
 	cluster := s.member.Cluster()
-	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(keyspace.Member(cluster, m)),
-		clientv3.OpGet(keyspace.Journal(cluster, m), clientv3.WithPrefix())).Commit()
-	if err != nil || len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
-		return false, err // a member still in the view writes its journal
+	alive, err := s.cli.Get(ctx, keyspace.Member(cluster, m), clientv3.WithCountOnly())
+	if err != nil || alive.Count > 0 {
+		return false, err // a member still in the view writes its journal: not read
+	}
+	resp, err := s.cli.Get(ctx, keyspace.Journal(cluster, m), clientv3.WithPrefix())
+	if err != nil {
+		return false, err
 	}
 	newest := map[shard.Slot]fencing.Token{} // the token of each slot's records there
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+	for _, kv := range resp.Kvs {
 		items, err := history.JournalItems(cluster, kv)
 		if err != nil {
 			continue
