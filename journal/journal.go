@@ -16,6 +16,7 @@ import (
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -80,6 +81,28 @@ func (c *Cache) Clear() {
 // maxGets bounds the reads of one transaction (etcd allows 128 operations).
 const maxGets = 128
 
+// GetEach reads keys (each with opts) in transactions of up to 128 reads,
+// and returns what each read found, in the order of keys.
+func GetEach(ctx context.Context, kv clientv3.KV, keys []string, opts ...clientv3.OpOption) ([][]*mvccpb.KeyValue, error) {
+	out := make([][]*mvccpb.KeyValue, 0, len(keys))
+	for len(keys) > 0 {
+		n := min(len(keys), maxGets)
+		gets := make([]clientv3.Op, n)
+		for i, k := range keys[:n] {
+			gets[i] = clientv3.OpGet(k, opts...)
+		}
+		resp, err := kv.Txn(ctx).Then(gets...).Commit()
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range resp.Responses {
+			out = append(out, r.GetResponseRange().Kvs)
+		}
+		keys = keys[n:]
+	}
+	return out, nil
+}
+
 // refresh brings the cache to a revision no older than atLeast, unless it
 // is there already.
 func (c *Cache) refresh(ctx context.Context, atLeast int64) error {
@@ -100,27 +123,19 @@ func (c *Cache) refresh(ctx context.Context, atLeast int64) error {
 			changed = append(changed, string(kv.Key))
 		}
 	}
-	for len(changed) > 0 {
-		n := min(len(changed), maxGets)
-		gets := make([]clientv3.Op, n)
-		for i, k := range changed[:n] {
-			gets[i] = clientv3.OpGet(k, clientv3.WithRev(rev))
-		}
-		resp, err := c.kv.Txn(ctx).Then(gets...).Commit()
-		if err != nil {
-			return err
-		}
-		for _, r := range resp.Responses {
-			for _, kv := range r.GetResponseRange().Kvs {
-				items, err := history.JournalItems(c.cluster, kv)
-				if err != nil {
-					continue // not written by a member: it holds no slot's records
-				}
-				entries[string(kv.Key)] = entry{rev: kv.ModRevision, items: items}
-				c.fetched++
+	read, err := GetEach(ctx, c.kv, changed, clientv3.WithRev(rev))
+	if err != nil {
+		return err
+	}
+	for _, kvs := range read {
+		for _, kv := range kvs {
+			items, err := history.JournalItems(c.cluster, kv)
+			if err != nil {
+				continue // not written by a member: it holds no slot's records
 			}
+			entries[string(kv.Key)] = entry{rev: kv.ModRevision, items: items}
+			c.fetched++
 		}
-		changed = changed[n:]
 	}
 	bySlot := map[shard.Slot][]history.Slotted{}
 	for _, e := range entries {

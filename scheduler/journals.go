@@ -8,6 +8,7 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -101,24 +102,19 @@ func (s *Scheduler) journalAbsorbed(ctx context.Context, m string) (bool, error)
 			slots = append(slots, sl)
 		}
 	}
-	for len(slots) > 0 {
-		n := min(len(slots), 128)
-		gets := make([]clientv3.Op, n)
-		for i, sl := range slots[:n] {
-			gets[i] = clientv3.OpGet(keyspace.State(cluster, sl))
+	keys := make([]string, len(slots))
+	for i, sl := range slots {
+		keys[i] = keyspace.State(cluster, sl)
+	}
+	states, err := journal.GetEach(ctx, s.cli, keys)
+	if err != nil {
+		return false, err
+	}
+	for i, kvs := range states {
+		var st history.SlotState
+		if len(kvs) == 0 || json.Unmarshal(kvs[0].Value, &st) != nil || st.Token <= newest[slots[i]] {
+			return false, nil // not taken over yet
 		}
-		resp, err := s.cli.Txn(ctx).Then(gets...).Commit()
-		if err != nil {
-			return false, err
-		}
-		for i, r := range resp.Responses {
-			kvs := r.GetResponseRange().Kvs
-			var st history.SlotState
-			if len(kvs) == 0 || json.Unmarshal(kvs[0].Value, &st) != nil || st.Token <= newest[slots[i]] {
-				return false, nil // not taken over yet
-			}
-		}
-		slots = slots[n:]
 	}
 	return true, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
+	journalpkg "github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -353,32 +354,28 @@ type recordAt struct {
 // readBack reads the entries holding the records of cs.
 func (j *journal) readBack(ctx context.Context, kv clientv3.KV, cs []copyOf) (map[recordAt]history.Stored, error) {
 	seen := map[int64]bool{}
-	var gets []clientv3.Op
+	var keys []string
 	for _, c := range cs {
 		if n := c.h.entry % int64(j.size); !seen[n] {
 			seen[n] = true
-			gets = append(gets, clientv3.OpGet(keyspace.JournalEntry(j.cluster, j.member, int(n))))
+			keys = append(keys, keyspace.JournalEntry(j.cluster, j.member, int(n)))
 		}
 	}
+	entries, err := journalpkg.GetEach(ctx, kv, keys)
+	if err != nil {
+		return nil, err
+	}
 	out := map[recordAt]history.Stored{}
-	for len(gets) > 0 {
-		n := min(len(gets), maxTxnOps)
-		resp, err := kv.Txn(ctx).Then(gets[:n]...).Commit()
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range resp.Responses {
-			for _, e := range r.GetResponseRange().Kvs {
-				items, err := history.DecodeJournal(j.member, e.Value)
-				if err != nil {
-					continue
-				}
-				for _, it := range items {
-					out[recordAt{it.Slot, *it.Stored.Seq}] = it.Stored
-				}
+	for _, kvs := range entries {
+		for _, e := range kvs {
+			items, err := history.DecodeJournal(j.member, e.Value)
+			if err != nil {
+				continue
+			}
+			for _, it := range items {
+				out[recordAt{it.Slot, *it.Stored.Seq}] = it.Stored
 			}
 		}
-		gets = gets[n:]
 	}
 	return out, nil
 }
