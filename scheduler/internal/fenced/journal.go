@@ -50,8 +50,8 @@ const maxHandoverCopies = 64
 type journal struct {
 	cluster, member string
 	size            int
-	next            int64    // the next entry's number
-	entries         [][]held // by entry number mod size
+	next            int64   // the next entry's number
+	entries         []entry // by entry number mod size
 	slots           map[shard.Slot]*journaled
 	byLeader        map[string]shard.Slot // the slots in slots, by leader key
 	// lastWrite is, by leader key, the batch of the slot's newest write
@@ -60,46 +60,74 @@ type journal struct {
 	copying   bool // a copy batch is in flight
 }
 
-// held is a record in an entry, as the writer keeps it: where it is, not
-// what it says. A copy reads it back from its entry (fill), which holds it
-// until the entry is reused: keeping every record of a journal in memory
-// made the members' garbage collector mark them all at every cycle
-// (docs/benchmarks.md, "the writer keeps no record").
-type held struct {
-	slot  shard.Slot
-	seq   int64
-	limit int
-	claim fencing.Claim
-	entry int64
-	batch int64
+// entry is what an entry of the journal holds in etcd, as the writer
+// keeps it: where its records are, not what they say. A copy reads a
+// record back from its entry (fill), which holds it until the entry is
+// reused. Keeping every record of a journal in memory made the members'
+// garbage collector mark them all at every cycle, and keeping each
+// record's slot, claim and entry grew a member by the journal's length
+// times a few hundred bytes (docs/benchmarks.md, "the writer keeps no
+// record"; BenchmarkJournalIndex).
+type entry struct {
+	number  int64 // -1: never written
+	batch   int64 // the batch that wrote it
+	records []held
 }
 
-// copyOf is a record to copy to its slot's ring, with its state or not,
-// and where it goes there (decided under the writer's lock, so fill, off
-// it, reads nothing of the journal's maps).
+// held is a record in an entry that its slot still needed when the entry
+// landed: its slot, under the claim it was written with, and its seq.
+type held struct {
+	js  *journaled
+	seq int64
+}
+
+// copyOf is a record to copy to its slot's ring, from its entry, with its
+// state or not, and where it goes there (decided under the writer's lock,
+// so fill, off it, reads only what never changes: the slot and claim of
+// h.js).
 type copyOf struct {
 	h         held
+	entry     int64
 	withState bool
 	key       string
 }
 
+// journaled is a slot with records in the journal, under one claim: a
+// slot claimed again is a new journaled, so a record's js says both its
+// slot and its claim.
 type journaled struct {
-	claim  fencing.Claim // of its newest record
-	newest int64         // its newest record's seq
+	slot   shard.Slot
+	claim  fencing.Claim
+	newest int64 // its newest record's seq
 	limit  int
-	held   []held // its records in entries, under claim
+	// recent are the seq and entry of its newest records landed (at most
+	// maxHandoverCopies of them, oldest first, up to twice that before
+	// trimming), for a handover.
+	recent []heldAt
 }
 
+type heldAt struct{ seq, entry int64 }
+
 func newJournal(cluster, member string, size int) *journal {
-	return &journal{cluster: cluster, member: member, size: size, entries: make([][]held, size),
+	entries := make([]entry, size)
+	for i := range entries {
+		entries[i].number = -1
+	}
+	return &journal{cluster: cluster, member: member, size: size, entries: entries,
 		slots: map[shard.Slot]*journaled{}, byLeader: map[string]shard.Slot{}, lastWrite: map[string]int64{}}
 }
 
 // needed reports whether h is still among its slot's newest records and
 // the slot still held under h's claim.
 func (j *journal) needed(h held) bool {
-	js := j.slots[h.slot]
-	return js != nil && js.claim == h.claim && h.seq > js.newest-int64(js.limit)
+	return j.slots[h.js.slot] == h.js && h.seq > h.js.newest-int64(h.js.limit)
+}
+
+// holds reports whether entry number n still holds record seq of js: it
+// has not been reused nor the record copied out.
+func (j *journal) holds(n int64, js *journaled, seq int64) bool {
+	e := &j.entries[n%int64(j.size)]
+	return e.number == n && slices.Contains(e.records, held{js, seq})
 }
 
 // handoverCopies are the records of the slot fw hands over (if it does) to
@@ -113,32 +141,26 @@ func (j *journal) handoverCopies(fw Write) []copyOf {
 	if !ok || j.slots[s].claim != fw.Claim {
 		return nil
 	}
-	var hs []held
-	for _, h := range j.slots[s].held {
-		if j.needed(h) {
-			hs = append(hs, h)
+	js := j.slots[s]
+	recent := slices.Clone(js.recent)
+	slices.SortFunc(recent, func(a, b heldAt) int { return cmp.Compare(b.seq, a.seq) })
+	var out []copyOf
+	for _, r := range recent {
+		h := held{js, r.seq}
+		if j.needed(h) && j.holds(r.entry, js, r.seq) && len(out) < maxHandoverCopies {
+			out = append(out, j.copyOf(h, r.entry, len(out) == 0))
 		}
-	}
-	slices.SortFunc(hs, func(a, b held) int { return cmp.Compare(b.seq, a.seq) })
-	hs = hs[:min(len(hs), maxHandoverCopies)]
-	out := make([]copyOf, 0, len(hs))
-	for i, h := range hs {
-		out = append(out, copyOf{h: h, withState: i == 0 && j.lastWrite[h.claim.LeaderKey] == h.batch, key: j.ringKey(h)})
 	}
 	return out
 }
 
-// ringKey is where h goes in its slot's ring.
-func (j *journal) ringKey(h held) string {
-	return keyspace.HistoryEntry(j.cluster, h.slot, h.seq, j.limitOf(h))
-}
-
-// limitOf is the ring length to place h at: its slot's newest limit.
-func (j *journal) limitOf(h held) int {
-	if js := j.slots[h.slot]; js != nil && js.limit > 0 {
-		return js.limit
-	}
-	return max(h.limit, 1)
+// copyOf is the copy of h, in entry n, to its slot's ring; it holds its
+// state if it may (the newest the copy makes of its slot) and its batch
+// was the slot's newest write.
+func (j *journal) copyOf(h held, n int64, mayHoldState bool) copyOf {
+	batch := j.entries[n%int64(j.size)].batch
+	return copyOf{h: h, entry: n, withState: mayHoldState && j.lastWrite[h.js.claim.LeaderKey] == batch,
+		key: keyspace.HistoryEntry(j.cluster, h.js.slot, h.seq, max(h.js.limit, 1))}
 }
 
 // plan is what a batch writes to the journal: its entry, or the copies of
@@ -154,20 +176,11 @@ type plan struct {
 	handover    map[fencing.Claim][]copyOf
 	handoverOps map[fencing.Claim][]clientv3.Op
 	landed      []Write // the batch's writes committed so far
-	held        []held  // their records, as the journal keeps them
 }
 
 // committed adds writes b, just committed, to p's landed writes.
 func (p *plan) committed(b []Write) {
 	p.landed = append(p.landed, b...)
-	if p.entry < 0 {
-		return
-	}
-	for _, fw := range b {
-		for _, r := range fw.Records {
-			p.held = append(p.held, held{slot: r.Slot, seq: *r.Stored.Seq, limit: r.Limit, claim: fw.Claim, entry: p.entry, batch: p.batch})
-		}
-	}
 }
 
 // take plans batch b, numbered batch, taken off the queue (under the
@@ -191,12 +204,9 @@ func (j *journal) take(b []Write, batch int64) *plan {
 		}
 		for _, r := range fw.Records {
 			js := j.slots[r.Slot]
-			if js == nil {
-				js = &journaled{newest: -1}
+			if js == nil || js.claim != fw.Claim { // held again: the older records are the takeover's
+				js = &journaled{slot: r.Slot, claim: fw.Claim, newest: -1}
 				j.slots[r.Slot] = js
-			}
-			if js.claim != fw.Claim {
-				*js = journaled{claim: fw.Claim, newest: -1} // held again: the older records are the takeover's
 				j.byLeader[fw.Claim.LeaderKey] = r.Slot
 			}
 			if *r.Stored.Seq > js.newest {
@@ -218,10 +228,10 @@ func (j *journal) take(b []Write, batch int64) *plan {
 func (j *journal) reuse(queue []Write) []held {
 	var entry []held
 	in := map[shard.Slot]bool{}
-	for _, h := range j.entries[j.next%int64(j.size)] {
+	for _, h := range j.entries[j.next%int64(j.size)].records {
 		if j.needed(h) {
 			entry = append(entry, h)
-			in[h.slot] = true
+			in[h.js.slot] = true
 		}
 	}
 	if len(entry) == 0 {
@@ -237,7 +247,7 @@ func (j *journal) reuse(queue []Write) []held {
 	}
 	var out []held
 	for _, h := range entry {
-		if h.seq > queued[h.slot]-int64(j.slots[h.slot].limit) {
+		if h.seq > queued[h.js.slot]-int64(h.js.limit) {
 			out = append(out, h)
 		}
 	}
@@ -255,30 +265,30 @@ func (j *journal) copyBatch(needed []held) []Write {
 	if j.copying {
 		return nil
 	}
-	bySlot := map[shard.Slot][]held{}
-	var order []shard.Slot
+	bySlot := map[*journaled][]held{}
+	var order []*journaled
 	n := 0
 	for _, h := range needed {
 		if n == maxTxnOps {
 			break
 		}
-		if _, ok := bySlot[h.slot]; !ok {
-			order = append(order, h.slot)
+		if _, ok := bySlot[h.js]; !ok {
+			order = append(order, h.js)
 		}
-		bySlot[h.slot] = append(bySlot[h.slot], h)
+		bySlot[h.js] = append(bySlot[h.js], h)
 		n++
 	}
 	if n == 0 {
 		return nil
 	}
 	b := make([]Write, 0, len(order))
-	for _, s := range order {
-		hs := bySlot[s]
+	for _, js := range order {
+		hs := bySlot[js]
 		cs := make([]copyOf, 0, len(hs))
 		for _, h := range hs {
-			cs = append(cs, copyOf{h: h, withState: j.lastWrite[h.claim.LeaderKey] == h.batch, key: j.ringKey(h)})
+			cs = append(cs, j.copyOf(h, j.entries[j.next%int64(j.size)].number, true))
 		}
-		b = append(b, Write{Claim: hs[0].claim, Done: make(chan error, 1), copies: cs})
+		b = append(b, Write{Claim: js.claim, Done: make(chan error, 1), copies: cs})
 	}
 	j.copying = true
 	return b
@@ -318,7 +328,7 @@ func (j *journal) fill(ctx context.Context, kv clientv3.KV, b []Write, p *plan) 
 	puts := func(cs []copyOf) []clientv3.Op {
 		var ops []clientv3.Op
 		for _, c := range cs {
-			st, ok := records[recordAt{c.h.slot, c.h.seq}]
+			st, ok := records[recordAt{c.h.js.slot, c.h.seq}]
 			if !ok {
 				continue
 			}
@@ -356,7 +366,7 @@ func (j *journal) readBack(ctx context.Context, kv clientv3.KV, cs []copyOf) (ma
 	seen := map[int64]bool{}
 	var keys []string
 	for _, c := range cs {
-		if n := c.h.entry % int64(j.size); !seen[n] {
+		if n := c.entry % int64(j.size); !seen[n] {
 			seen[n] = true
 			keys = append(keys, keyspace.JournalEntry(j.cluster, j.member, int(n)))
 		}
@@ -396,11 +406,8 @@ func (j *journal) copiedOut(b []Write) {
 			continue
 		}
 		for _, c := range fw.copies {
-			h := c.h
-			i := h.entry % int64(j.size)
-			j.entries[i] = slices.DeleteFunc(j.entries[i], func(o held) bool { return o.slot == h.slot && o.seq == h.seq })
-			if js := j.slots[h.slot]; js != nil {
-				js.held = slices.DeleteFunc(js.held, func(o held) bool { return o.seq == h.seq && o.entry == h.entry })
+			if e := &j.entries[c.entry%int64(j.size)]; e.number == c.entry {
+				e.records = slices.DeleteFunc(e.records, func(o held) bool { return o == c.h })
 			}
 		}
 	}
@@ -439,30 +446,26 @@ func (j *journal) entryPut(p *plan, writes []Write) clientv3.Op {
 // a handover that committed ends its slot here.
 func (j *journal) landed(p *plan) {
 	if p.entry >= 0 && len(p.landed) > 0 {
-		i := p.entry % int64(j.size)
-		for _, h := range j.entries[i] {
-			j.forget(h)
-		}
-		for _, h := range p.held {
-			if js := j.slots[h.slot]; js != nil && js.claim == h.claim {
-				js.held = append(js.held, h)
+		e := entry{number: p.entry, batch: p.batch}
+		for _, fw := range p.landed {
+			for _, r := range fw.Records {
+				js := j.slots[r.Slot]
+				if js == nil || js.claim != fw.Claim {
+					continue // handed over or claimed again: the record is not needed
+				}
+				e.records = append(e.records, held{js, *r.Stored.Seq})
+				js.recent = append(js.recent, heldAt{*r.Stored.Seq, p.entry})
+				if len(js.recent) == 2*maxHandoverCopies {
+					js.recent = append(js.recent[:0], js.recent[maxHandoverCopies:]...)
+				}
 			}
 		}
-		j.entries[i] = p.held
+		j.entries[p.entry%int64(j.size)] = e
 	}
 	for _, fw := range p.landed {
 		if s, ok := j.byLeader[fw.Claim.LeaderKey]; ok && fw.Handover && j.slots[s].claim == fw.Claim {
 			j.drop(s)
 		}
-	}
-}
-
-// forget takes h, in an entry being reused, off its slot's records here.
-// The slot itself is forgotten only when handed over: a record of it may be
-// in flight.
-func (j *journal) forget(h held) {
-	if js := j.slots[h.slot]; js != nil && js.claim == h.claim {
-		js.held = slices.DeleteFunc(js.held, func(o held) bool { return o.entry == h.entry })
 	}
 }
 
