@@ -68,14 +68,36 @@ func ReadJobs(ctx context.Context, kv clientv3.KV, journals *journal.Cache, clus
 	if err != nil {
 		return nil, err
 	}
+	newest := make(map[string]*history.Slotted, len(cat.Jobs))
+	var rev int64
+	for _, j := range cat.Jobs {
+		inRing, r, err := newestInRing(ctx, kv, cluster, j.Name)
+		if err != nil {
+			return nil, err
+		}
+		newest[j.Name], rev = inRing, max(rev, r)
+	}
 	if journals == nil {
-		journals = journal.NewCache(kv, cluster) // read once for every job
+		journals = journal.NewCache(kv, cluster)
+	}
+	// One read of the journals, as of every ring read or later, serves all
+	// jobs.
+	inJournals, err := journals.Records(ctx, rev, func(s shard.Slot) bool { _, ok := newest[s.Job]; return ok })
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range inJournals {
+		if n := newest[r.Slot.Job]; n == nil || r.Revision > n.Revision ||
+			r.Revision == n.Revision && r.Stored.StartedAt.After(n.Stored.StartedAt) {
+			newest[r.Slot.Job] = &inJournals[i]
+		}
 	}
 	out := []JobStatus{}
 	for _, j := range cat.Jobs {
-		last, err := newestRecord(ctx, kv, journals, cluster, j.Name)
-		if err != nil {
-			return nil, err
+		var last *history.Record
+		if n := newest[j.Name]; n != nil {
+			rs := n.Stored.Records()
+			last = &rs[len(rs)-1] // the record, written after the skip it carries
 		}
 		out = append(out, jobStatus(st, j, last, now))
 	}
@@ -155,33 +177,18 @@ func fireOf(r history.Record) *Fire {
 	return &Fire{ScheduledTime: r.ScheduledTime, Outcome: r.Outcome, Member: r.Member, ExecutionID: r.ExecutionID}
 }
 
-// newestRecord is job's most recently written record (by revision: its
-// ring's newest key, or its newest record in journals), or nil.
-func newestRecord(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, job string) (*history.Record, error) {
+// newestInRing is job's most recently written record in its rings (the
+// newest key by revision), or nil, and the revision it was read at.
+func newestInRing(ctx context.Context, kv clientv3.KV, cluster, job string) (*history.Slotted, int64, error) {
 	prefix := keyspace.History(cluster, job)
 	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var newest *history.Slotted
 	for _, kv := range resp.Kvs {
 		if st, s, ok := decodeRing(cluster, prefix, kv); ok {
-			newest = &history.Slotted{Slot: s, Stored: st, Revision: kv.ModRevision}
+			return &history.Slotted{Slot: s, Stored: st, Revision: kv.ModRevision}, resp.Header.Revision, nil
 		}
 	}
-	inJournals, err := journals.Records(ctx, resp.Header.Revision, func(s shard.Slot) bool { return s.Job == job })
-	if err != nil {
-		return nil, err
-	}
-	for i, r := range inJournals {
-		if newest == nil || r.Revision > newest.Revision ||
-			r.Revision == newest.Revision && r.Stored.StartedAt.After(newest.Stored.StartedAt) {
-			newest = &inJournals[i]
-		}
-	}
-	if newest == nil {
-		return nil, nil
-	}
-	rs := newest.Stored.Records()
-	return &rs[len(rs)-1], nil // the record, written after the skip it carries
+	return nil, resp.Header.Revision, nil
 }
