@@ -66,8 +66,9 @@ type journal struct {
 // reused. Keeping every record of a journal in memory made the members'
 // garbage collector mark them all at every cycle, and keeping each
 // record's slot, claim and entry grew a member by the journal's length
-// times a few hundred bytes (docs/benchmarks.md, "the writer keeps no
-// record"; BenchmarkJournalIndex).
+// times a few hundred bytes (docs/benchmarks.md, design decisions: "the
+// writer keeps where each journaled record is", "the writer's index of
+// its journal"; BenchmarkJournalIndex).
 type entry struct {
 	number  int64 // -1: never written
 	batch   int64 // the batch that wrote it
