@@ -8,6 +8,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/storage"
+	"go.etcd.io/etcd/server/v3/storage/backend"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
 )
 
 // RecoverBelow is the share of the quota the data in use must be under
@@ -19,14 +21,15 @@ const RecoverBelow = 0.8
 const SpaceCheckInterval = 2 * time.Second
 
 // KeepSpace recovers this etcd member from a NOSPACE alarm by itself, which
-// etcd leaves to an operator. While the alarm is raised, each time
-// compaction has moved on it defragments the member's backend (returning
-// the pages compaction freed: the quota counts the file) and, if the
-// database is then under RecoverBelow of the quota, disarms the member's
-// alarm. Writes, and so scheduling, resume. (The in-use size etcd reports
-// is no guide here: it is updated when writes commit, and there are none.)
-// It returns when ctx ends. kira etcd and kira run's embedded etcd run it;
-// held by TestNoSpaceRecoversByItself (cmd/kira).
+// etcd leaves to an operator. While the alarm is raised, each time a
+// compaction has finished deleting what it freed it defragments the
+// member's backend (returning those pages: the quota counts the file) and,
+// if the database is then under RecoverBelow of the quota, disarms the
+// member's alarm. Writes, and so scheduling, resume. (The in-use size etcd
+// reports is no guide here: it is updated when writes commit, and there are
+// none.) It returns when ctx ends. kira etcd and kira run's embedded etcd
+// run it; held by TestKeepSpaceWaitsForTheCompactionToFinish and
+// TestNoSpaceRecoversByItself (cmd/kira).
 func KeepSpace(ctx context.Context, e *embed.Etcd, logger *slog.Logger) {
 	tick := time.NewTicker(SpaceCheckInterval)
 	defer tick.Stop()
@@ -49,7 +52,7 @@ func recoverSpace(ctx context.Context, e *embed.Etcd, logger *slog.Logger, defra
 	for _, a := range s.Alarms() {
 		raised = raised || (a.Alarm == pb.AlarmType_NOSPACE && a.MemberID == uint64(s.MemberID()))
 	}
-	compacted := s.KV().FirstRev()
+	compacted := finishedCompaction(s.Backend())
 	if !raised || compacted == defraggedAt {
 		return defraggedAt // healthy, or nothing freed since the last defragment
 	}
@@ -74,4 +77,17 @@ func recoverSpace(ctx context.Context, e *embed.Etcd, logger *slog.Logger, defra
 	}
 	logger.Warn("etcd: NOSPACE alarm disarmed; writes resume", "size_bytes", be.Size(), "quota_bytes", quota)
 	return compacted
+}
+
+// finishedCompaction is the revision of the newest compaction that has
+// deleted from the backend what it freed. etcd moves its compacted revision
+// on when a compaction is asked for and deletes in the background: a
+// defragment before that ends returns nothing, and no later compaction may
+// come while every write is refused.
+func finishedCompaction(be backend.Backend) int64 {
+	tx := be.ReadTx()
+	tx.RLock()
+	defer tx.RUnlock()
+	rev, _ := mvcc.UnsafeReadFinishedCompact(tx)
+	return rev
 }
