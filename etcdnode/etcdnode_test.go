@@ -8,9 +8,7 @@ import (
 
 	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/etcdtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
-	"go.uber.org/zap"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnoredGoroutines()...) }
@@ -46,11 +44,7 @@ func TestStartLocalServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdnode.ClientURLs(e), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := etcdtest.NewClient(t, etcdnode.ClientURLs(e)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := cli.Put(ctx, "/k", "v"); err != nil {

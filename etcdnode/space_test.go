@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/kiratest"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // etcd moves its compacted revision on as soon as a compaction is asked
@@ -39,11 +39,7 @@ func TestKeepSpaceWaitsForTheCompactionToFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdnode.ClientURLs(e), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := etcdtest.NewClient(t, etcdnode.ClientURLs(e)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
