@@ -282,12 +282,13 @@ func (j *journal) copyBatch(needed []held) []Write {
 	if n == 0 {
 		return nil
 	}
+	reused := j.entries[j.next%int64(j.size)].number // the entry needed comes from
 	b := make([]Write, 0, len(order))
 	for _, js := range order {
 		hs := bySlot[js]
 		cs := make([]copyOf, 0, len(hs))
 		for _, h := range hs {
-			cs = append(cs, j.copyOf(h, j.entries[j.next%int64(j.size)].number, true))
+			cs = append(cs, j.copyOf(h, reused, true))
 		}
 		b = append(b, Write{Claim: js.claim, Done: make(chan error, 1), copies: cs})
 	}
