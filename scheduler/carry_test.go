@@ -11,6 +11,7 @@ import (
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -66,6 +67,66 @@ func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
 		}
 	}
 	return t.Txn.Commit()
+}
+
+// storedOf is every record of slot s stored in etcd, in its ring or in a
+// member's journal, each with the key that holds it.
+func storedOf(t *testing.T, cli *clientv3.Client, cluster string, s shard.Slot) map[string][]history.Stored {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string][]history.Stored{}
+	ring, err := cli.Get(ctx, keyspace.SlotHistory(cluster, s), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range ring.Kvs {
+		st, err := history.DecodeEntry(cluster, kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[string(kv.Key)] = append(out[string(kv.Key)], st)
+	}
+	journals, err := cli.Get(ctx, keyspace.Journals(cluster), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range journals.Kvs {
+		member, ok := keyspace.ParseJournalEntry(cluster, string(kv.Key))
+		if !ok {
+			continue
+		}
+		items, err := history.DecodeJournal(member, kv.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			if it.Slot == s {
+				out[string(kv.Key)] = append(out[string(kv.Key)], it.Stored)
+			}
+		}
+	}
+	return out
+}
+
+// carriedIn fails t if skip has a record of its own among stored, and
+// reports whether run's record is there, carrying skip.
+func carriedIn(t *testing.T, stored map[string][]history.Stored, run, skip string) bool {
+	t.Helper()
+	found := false
+	for key, sts := range stored {
+		for _, st := range sts {
+			if st.ExecutionID == skip {
+				t.Fatalf("the skip has a record of its own, in %s", key)
+			}
+			if st.ExecutionID == run {
+				if st.Skipped == nil || st.Skipped.ExecutionID != skip {
+					t.Fatalf("the run's record carries %+v; want the skip %s", st.Skipped, skip)
+				}
+				found = true
+			}
+		}
+	}
+	return found
 }
 
 // A fire skipped while the slot's run waits for etcd to record its start
@@ -144,22 +205,9 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 		}
 		return found == len(want)
 	})
-	// The skip is carried in the run's own key, not a key of its own.
-	resp, err := cli.Get(ctx, keyspace.SlotHistory("carry", shard.Slot{Job: "tick"}), clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range resp.Kvs {
-		st, err := history.DecodeEntry("carry", kv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.ExecutionID == skipped[0] {
-			t.Fatalf("the skip has a key of its own: %s", kv.Key)
-		}
-		if st.ExecutionID == ids[0] && (st.Skipped == nil || st.Skipped.ExecutionID != skipped[0]) {
-			t.Fatalf("the manual run's record carries %+v; want the skip %s", st.Skipped, skipped[0])
-		}
+	// The skip is carried in the run's own record, not a record of its own.
+	if !carriedIn(t, storedOf(t, cli, "carry", shard.Slot{Job: "tick"}), ids[0], skipped[0]) {
+		t.Fatal("the manual run's record is not stored")
 	}
 }
 
@@ -236,5 +284,68 @@ func TestSkipsWaitingForEtcdAreMerged(t *testing.T) {
 			t.Fatalf("skip records %+v and %+v; want the first alone and the second standing for two more, up to %v", first, merged, last)
 		}
 		return true
+	})
+}
+
+// A fire skipped while the slot's run is running and the writer is behind
+// (another slot's write has waited in its queue past behindAfter) is not
+// written on its own either: past capacity the skips of runs that outlast
+// their period would otherwise cost etcd as much as the runs, and the
+// writer's queue would never drain. Its record goes with the run's result.
+func TestSkipsWhileTheWriterIsBehindGoWithTheRunsResult(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	clock := NewManualClock(t0)
+	cat := catalog("behind",
+		withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "block", Misfire: config.MisfireSkip, Overlap: config.OverlapSkip}),
+		withDefaults(config.Job{Name: "other", Schedule: "@every 1h", Handler: "noop"}))
+	release := make(chan struct{})
+	block := func(ctx context.Context) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	rec := newRecorder()
+	gk := &gatedKV{blocked: make(chan struct{}, 16)}
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"block": block, "noop": noop}, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
+		writerKV: func(kv clientv3.KV) clientv3.KV { gk.KV = kv; return gk }})
+	waitKind(t, rec, "ready", 2, func(e Event) bool { return e.Kind == Raised })
+	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
+		queued, inFlight := n.sched.writer.Queued()
+		return queued == 0 && inFlight == 0
+	})
+	e := advance(t, rec, clock, 10*time.Second)
+	if e.Kind != Started {
+		t.Fatalf("the fire at 12:00:10: %s; want started", e.Kind)
+	}
+	run := e.Execution.ID
+
+	// Another slot's two manual runs: the first's start waits at the gate,
+	// the second's in the queue behind it, for longer than behindAfter.
+	gk.close()
+	other := []shard.Slot{{Job: "other"}}
+	if _, err := operator.RequestRun(ctx, cli, "behind", other); err != nil {
+		t.Fatal(err)
+	}
+	kiratest.Receive(t, gk.blocked, 10*time.Second, "the first manual run's start at the gate")
+	if _, err := operator.RequestRun(ctx, cli, "behind", other); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the writer behind", 10*time.Second, n.sched.writer.Behind)
+
+	e = advance(t, rec, clock, 10*time.Second)
+	if e.Kind != Skipped || e.Reason != "previous run still running" {
+		t.Fatalf("fire at %v: %s %q; want skipped, previous run still running", e.At, e.Kind, e.Reason)
+	}
+	if queued, _ := n.sched.writer.Queued(); queued != 1 {
+		t.Fatalf("%d writes queued; want only the second manual run's, the skip carried", queued)
+	}
+	gk.open()
+	close(release)
+	waitUntil(t, "the run's record, carrying the skip", 10*time.Second, func() bool {
+		return carriedIn(t, storedOf(t, cli, "behind", shard.Slot{Job: "tick"}), run, e.Execution.ID)
 	})
 }

@@ -66,7 +66,13 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 // those writes queue behind the pending one anyway, writes of their own
 // would fill the writer's queue when thousands of slots are taken at once,
 // and keys of their own would cost etcd as much as runs past capacity.
-// Held by TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite.
+// Held by TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite. So is it
+// while a run of the slot is running and the writer is behind
+// (fenced.Writer.Behind): past capacity, runs that outlast their period
+// would otherwise write a skip for each run, etcd would pay as much as if
+// none were skipped, and the writer's queue would stand; when etcd keeps
+// up, a long run's skips are written as they come. Held by
+// TestSkipsWhileTheWriterIsBehindGoWithTheRunsResult.
 //
 // A skip like the slot's previous one (same reason and trigger) whose
 // record has not left the writer's queue, or is carried, is added to that
@@ -97,7 +103,7 @@ func (s *Scheduler) recordSkipped(sl *slot, r history.Record) {
 	if s.amendQueuedSkip(sl, r) {
 		return
 	}
-	if sl.unrecorded.Load() > 0 && len(sl.carried) < maxCarried {
+	if (sl.unrecorded.Load() > 0 || len(sl.runs) > 0 && s.writer.Behind()) && len(sl.carried) < maxCarried {
 		sl.carried = append(sl.carried, r)
 		return
 	}

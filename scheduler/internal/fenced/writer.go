@@ -120,6 +120,20 @@ func (w *Writer) Stalled() bool {
 	return false
 }
 
+// behindAfter is how long the oldest queued write may wait before the
+// writer counts as behind: well past linger and a loaded etcd's round
+// trip, so only writes coming faster than etcd commits them make it.
+const behindAfter = 250 * time.Millisecond
+
+// Behind reports whether the oldest queued write has waited behindAfter:
+// writes come faster than etcd commits them, and a queue stands. Held by
+// TestWriterIsBehindOnlyWhileAWriteWaitsLong.
+func (w *Writer) Behind() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue) > 0 && w.now().Sub(w.queue[0].queued) >= behindAfter
+}
+
 // UseJournal lets writes carry Records, journaled under member's journal
 // in cluster; before the writer runs.
 func (w *Writer) UseJournal(cluster, member string) {

@@ -244,6 +244,32 @@ func TestWriterIsStalledOnlyWhenNothingCommits(t *testing.T) {
 	}
 }
 
+// The writer is behind while its oldest queued write has waited
+// behindAfter, not because writes are queued, nor once they have left.
+func TestWriterIsBehindOnlyWhileAWriteWaitsLong(t *testing.T) {
+	at := time.Date(2026, 12, 2, 10, 20, 0, 0, time.UTC)
+	w := NewWriter(nil)
+	w.now = func() time.Time { return at }
+	if w.Behind() {
+		t.Fatal("behind with nothing queued")
+	}
+	w.Enqueue(Write{Claim: fencing.Claim{LeaderKey: "/leader/a", Token: 1}})
+	at = at.Add(behindAfter / 2)
+	w.Enqueue(Write{Claim: fencing.Claim{LeaderKey: "/leader/b", Token: 1}})
+	if w.Behind() {
+		t.Fatalf("behind with the oldest write queued %v ago", behindAfter/2)
+	}
+	at = at.Add(behindAfter / 2)
+	if !w.Behind() {
+		t.Fatalf("not behind with the oldest write queued %v ago", behindAfter)
+	}
+	b, keys := w.next()
+	if len(b) != 2 || w.Behind() {
+		t.Fatalf("batch of %d writes, behind %v; want both taken, not behind", len(b), w.Behind())
+	}
+	w.land(nil, keys)
+}
+
 // countingKV counts the transactions committed through it.
 type countingKV struct {
 	clientv3.KV
