@@ -10,6 +10,7 @@ import (
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -179,6 +180,58 @@ func TestHandoverCopiesTheSlotsRecords(t *testing.T) {
 	}
 	if _, ok := w.journal.slots[a]; ok {
 		t.Fatal("the writer still tracks a slot it handed over")
+	}
+}
+
+// Handovers of slots with few records to copy share a transaction: each
+// counts against the transaction's operations for the copies it makes, not
+// for the most it could make, so a member that stops hands thousands of
+// slots over in a few transactions, not one transaction each.
+func TestHandoversShareATransaction(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	w := NewWriter(cli)
+	w.journal = newJournal("c", "m", 8)
+	claims := make([]fencing.Claim, 20)
+	for i := range claims {
+		claims[i] = heldClaim(t, cli, fmt.Sprintf("/leader/%d", i))
+	}
+	for seq := range int64(3) {
+		for i, c := range claims {
+			w.Enqueue(Write{Claim: c, Records: []Record{journalRecord(shard.Slot{Job: "j", Partition: i}, seq, 10)}})
+		}
+		commitNext(t, w)
+	}
+	var dones []chan error
+	for _, c := range claims {
+		done := make(chan error, 1)
+		dones = append(dones, done)
+		w.Enqueue(Write{Claim: c, Ops: []clientv3.Op{clientv3.OpDelete(c.LeaderKey)}, Handover: true, Done: done})
+	}
+	batches := 0
+	for {
+		b, tk := w.next()
+		if b == nil {
+			break
+		}
+		batches++
+		w.commitBatch(context.Background(), b, tk)
+		w.land(b, tk)
+	}
+	for i, done := range dones {
+		if err := kiratest.Receive(t, done, 10*time.Second, "a handover's answer"); err != nil {
+			t.Fatalf("handover %d: %v", i, err)
+		}
+	}
+	if batches != 1 {
+		t.Fatalf("20 handovers of 3 records each in %d batches; want 1", batches)
+	}
+	for i := range claims {
+		for seq := range int64(3) {
+			if r := ringRecord(t, cli, shard.Slot{Job: "j", Partition: i}, seq, 10); r == nil {
+				t.Fatalf("slot %d's record %d not copied to its ring", i, seq)
+			}
+		}
 	}
 }
 

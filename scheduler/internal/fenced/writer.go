@@ -319,7 +319,7 @@ func (w *Writer) takeLocked(blocked bool) (b []Write, keys []string) {
 		fw := w.queue[i]
 		n := len(fw.Ops)
 		if fw.Handover && w.journal != nil {
-			n += maxHandoverCopies
+			n += len(w.journal.handoverCopies(fw)) // the same take plans next
 		}
 		if ops+n > budget && len(b) > 0 {
 			break // it leads the next batch
