@@ -69,6 +69,28 @@ func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
 	return t.Txn.Commit()
 }
 
+// startGatedNode starts a node on clock whose state writer commits through
+// a gate, and returns the gate.
+func startGatedNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *recorder, clock *ManualClock, h jobs.Handlers) (*node, *gatedKV) {
+	t.Helper()
+	gk := &gatedKV{blocked: make(chan struct{}, 16)}
+	n := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
+		writerKV: func(kv clientv3.KV) clientv3.KV { gk.KV = kv; return gk }})
+	return n, gk
+}
+
+// blockUntil is a handler whose runs last until release is closed or they
+// are cancelled.
+func blockUntil(release <-chan struct{}) func(context.Context) error {
+	return func(ctx context.Context) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+}
+
 // storedOf is every record of slot s stored in etcd, in its ring or in a
 // member's journal, each with the key that holds it.
 func storedOf(t *testing.T, cli *clientv3.Client, cluster string, s shard.Slot) map[string][]history.Stored {
@@ -140,9 +162,7 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 	cat := catalog("carry", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop",
 		Misfire: config.MisfireSkip, Overlap: config.OverlapSkip}))
 	rec := newRecorder()
-	gk := &gatedKV{blocked: make(chan struct{}, 16)}
-	n := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
-		writerKV: func(kv clientv3.KV) clientv3.KV { gk.KV = kv; return gk }})
+	n, gk := startGatedNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	// The takeover's last write records the start of 12:00:10 ahead.
 	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
@@ -222,17 +242,9 @@ func TestSkipsWaitingForEtcdAreMerged(t *testing.T) {
 	cat := catalog("merge", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "block",
 		Misfire: config.MisfireSkip, Overlap: config.OverlapSkip}))
 	release := make(chan struct{})
-	block := func(ctx context.Context) error {
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
-	}
+	block := blockUntil(release)
 	rec := newRecorder()
-	gk := &gatedKV{blocked: make(chan struct{}, 16)}
-	n := startNode(t, cli, cat, rec, jobs.Handlers{"block": block}, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
-		writerKV: func(kv clientv3.KV) clientv3.KV { gk.KV = kv; return gk }})
+	n, gk := startGatedNode(t, cli, cat, rec, clock, jobs.Handlers{"block": block})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
 		queued, inFlight := n.sched.writer.Queued()
@@ -301,17 +313,9 @@ func TestSkipsWhileTheWriterIsBehindGoWithTheRunsResult(t *testing.T) {
 		withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "block", Misfire: config.MisfireSkip, Overlap: config.OverlapSkip}),
 		withDefaults(config.Job{Name: "other", Schedule: "@every 1h", Handler: "noop"}))
 	release := make(chan struct{})
-	block := func(ctx context.Context) error {
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
-	}
+	block := blockUntil(release)
 	rec := newRecorder()
-	gk := &gatedKV{blocked: make(chan struct{}, 16)}
-	n := startNode(t, cli, cat, rec, jobs.Handlers{"block": block, "noop": noop}, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
-		writerKV: func(kv clientv3.KV) clientv3.KV { gk.KV = kv; return gk }})
+	n, gk := startGatedNode(t, cli, cat, rec, clock, jobs.Handlers{"block": block, "noop": noop})
 	waitKind(t, rec, "ready", 2, func(e Event) bool { return e.Kind == Raised })
 	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
 		queued, inFlight := n.sched.writer.Queued()
