@@ -339,6 +339,9 @@ func TestSkipsWhileTheWriterIsBehindGoWithTheRunsResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the writer behind", 10*time.Second, n.sched.writer.Behind)
+	if queued, oldest := n.sched.StateWrites(); queued != 1 || oldest < 250*time.Millisecond {
+		t.Fatalf("state writes: %d queued, the oldest for %v; want the second manual run's, for 250 ms or more", queued, oldest)
+	}
 
 	e = advance(t, rec, clock, 10*time.Second)
 	if e.Kind != Skipped || e.Reason != "previous run still running" {

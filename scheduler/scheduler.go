@@ -245,6 +245,14 @@ func (s *Scheduler) CatalogRevision() int64 {
 	return s.catalogRev
 }
 
+// StateWrites reports how many fenced writes (starts, results, resigns)
+// wait for etcd in this member's writer, and how long the oldest of them
+// has waited: a wait that stays above a quarter of a second says etcd
+// commits them slower than they come, and the member is past capacity.
+func (s *Scheduler) StateWrites() (queued int, oldest time.Duration) {
+	return s.writer.Backlog()
+}
+
 func (s *Scheduler) setSnapshot(id shard.Slot, t fencing.Token, leading bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -101,7 +101,8 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 }
 
 // incarnationGauges are computed at each scrape from the current
-// incarnation: kira_etcd_alarm; and from the catalog it runs:
+// incarnation: kira_etcd_alarm, kira_state_writes_queued and
+// kira_state_write_wait_seconds; and from the catalog it runs:
 // kira_job_partitions (what sum by (job) (kira_slots_led) must equal: less
 // means a slot without a leader, more means two), kira_job_eligible_members
 // (0: the job's placement matches no member) and
@@ -121,6 +122,10 @@ var (
 		"1 while etcd has the alarm raised (NOSPACE: every write refused, no execution starts), as this member last saw; NOSPACE is always reported.", []string{"alarm"}, nil)
 	eligibleDesc = prometheus.NewDesc("kira_job_eligible_members",
 		"Members of the latest view the job's placement admits (all members for a job without one); 0: nobody runs the job.", []string{"job"}, nil)
+	writesQueuedDesc = prometheus.NewDesc("kira_state_writes_queued",
+		"Fenced writes (starts, results, resigns) waiting in this member's writer for etcd.", nil, nil)
+	writeWaitDesc = prometheus.NewDesc("kira_state_write_wait_seconds",
+		"How long the oldest queued fenced write has waited (0 when none waits); above 0.25 for long, etcd commits the member's writes slower than they come: past capacity.", nil, nil)
 )
 
 func (n incarnationGauges) Describe(ch chan<- *prometheus.Desc) {
@@ -128,6 +133,8 @@ func (n incarnationGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- partitionsDesc
 	ch <- eligibleDesc
 	ch <- alarmDesc
+	ch <- writesQueuedDesc
+	ch <- writeWaitDesc
 }
 
 func (n incarnationGauges) Collect(ch chan<- prometheus.Metric) {
@@ -142,6 +149,9 @@ func (n incarnationGauges) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range alarms {
 		ch <- prometheus.MustNewConstMetric(alarmDesc, prometheus.GaugeValue, 1, a)
 	}
+	queued, oldest := inc.Scheduler().StateWrites()
+	ch <- prometheus.MustNewConstMetric(writesQueuedDesc, prometheus.GaugeValue, float64(queued))
+	ch <- prometheus.MustNewConstMetric(writeWaitDesc, prometheus.GaugeValue, oldest.Seconds())
 	now := time.Now().UTC()
 	for job, n := range inc.Scheduler().Eligible() {
 		ch <- prometheus.MustNewConstMetric(eligibleDesc, prometheus.GaugeValue, float64(n), job)

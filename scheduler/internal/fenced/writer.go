@@ -129,9 +129,19 @@ const behindAfter = 250 * time.Millisecond
 // writes come faster than etcd commits them, and a queue stands. Held by
 // TestWriterIsBehindOnlyWhileAWriteWaitsLong.
 func (w *Writer) Behind() bool {
+	_, oldest := w.Backlog()
+	return oldest >= behindAfter
+}
+
+// Backlog reports how many writes wait in the queue and how long the
+// oldest of them has waited (0 when none does).
+func (w *Writer) Backlog() (queued int, oldest time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.queue) > 0 && w.now().Sub(w.queue[0].queued) >= behindAfter
+	if len(w.queue) == 0 {
+		return 0, 0
+	}
+	return len(w.queue), w.now().Sub(w.queue[0].queued)
 }
 
 // UseJournal lets writes carry Records, journaled under member's journal

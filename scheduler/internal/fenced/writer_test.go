@@ -263,9 +263,12 @@ func TestWriterIsBehindOnlyWhileAWriteWaitsLong(t *testing.T) {
 	if !w.Behind() {
 		t.Fatalf("not behind with the oldest write queued %v ago", behindAfter)
 	}
+	if queued, oldest := w.Backlog(); queued != 2 || oldest != behindAfter {
+		t.Fatalf("backlog %d writes, the oldest %v; want 2, %v", queued, oldest, behindAfter)
+	}
 	b, keys := w.next()
-	if len(b) != 2 || w.Behind() {
-		t.Fatalf("batch of %d writes, behind %v; want both taken, not behind", len(b), w.Behind())
+	if queued, oldest := w.Backlog(); len(b) != 2 || w.Behind() || queued != 0 || oldest != 0 {
+		t.Fatalf("batch of %d writes, behind %v, backlog %d writes %v; want both taken, not behind, none", len(b), w.Behind(), queued, oldest)
 	}
 	w.land(nil, keys)
 }
