@@ -24,7 +24,6 @@ import (
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
-	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 )
 
@@ -388,8 +387,12 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 
 // startRunProcs starts three `kira run` processes named m0, m1 and m2 on
 // load's catalog (n slots), each with the extra arguments args(i) if args
-// is not nil, and waits until every slot is owned. It returns the
-// processes it started, also on error, for the caller to stop.
+// is not nil, and waits until every slot is led by the member the ring
+// over the three prefers: the first to start takes every slot and hands
+// two thirds of them over as the others join, and a window that began
+// before that ended would count the slots still changing hands as fires
+// not started. It returns the processes it started, also on error, for the
+// caller to stop.
 func startRunProcs(cfg Config, cli *clientv3.Client, load *loadRun, n int, args func(i int) []string) ([]*memberProc, error) {
 	var procs []*memberProc
 	for i := 0; i < 3; i++ {
@@ -404,17 +407,8 @@ func startRunProcs(cfg Config, cli *clientv3.Client, load *loadRun, n int, args 
 		procs = append(procs, p)
 	}
 	return procs, waitProcs(procs, 5*time.Minute, func(ctx context.Context) (bool, error) {
-		st, err := operator.ReadStatus(ctx, cli, load.cluster)
-		if err != nil {
-			return false, err
-		}
-		owned := 0
-		for _, s := range st.Slots {
-			if s.Owner != "" {
-				owned++
-			}
-		}
-		return len(st.Members) == 3 && owned == n, nil
+		_, settled, err := preferredOwners(ctx, cli, load.cluster, 3, n)
+		return settled, err
 	})
 }
 
