@@ -185,18 +185,14 @@ func (p *plan) committed(b []Write) {
 }
 
 // take plans batch b, numbered batch, taken off the queue (under the
-// writer's lock): its records go in the next entry, which holds no record
-// still to copy (blocked), and its writes become their slots' newest.
-func (j *journal) take(b []Write, batch int64) *plan {
-	p := &plan{batch: batch, entry: -1}
+// writer's lock) with the copies of its handing-over writes (handoverCopies,
+// made before the batch's writes become their slots' newest): its records
+// go in the next entry, which holds no record still to copy (blocked), and
+// its writes become their slots' newest.
+func (j *journal) take(b []Write, batch int64, handover map[fencing.Claim][]copyOf) *plan {
+	p := &plan{batch: batch, entry: -1, handover: handover}
 	hasRecords := false
 	for _, fw := range b {
-		if cs := j.handoverCopies(fw); len(cs) > 0 { // before fw is the slot's newest write
-			if p.handover == nil {
-				p.handover = map[fencing.Claim][]copyOf{}
-			}
-			p.handover[fw.Claim] = cs
-		}
 		if len(fw.Records) > 0 {
 			hasRecords = true
 		}

@@ -294,11 +294,11 @@ func (w *Writer) next() ([]Write, *taken) {
 				return b, t
 			}
 		}
-		if b, keys := w.takeLocked(blocked); len(b) > 0 {
+		if b, keys, handover := w.takeLocked(blocked); len(b) > 0 {
 			t := &taken{keys: keys}
 			if w.journal != nil {
 				w.batches++
-				t.plan = w.journal.take(b, w.batches)
+				t.plan = w.journal.take(b, w.batches, handover)
 			}
 			w.inFlight++
 			for _, k := range t.keys {
@@ -317,7 +317,10 @@ type taken struct {
 	plan *plan
 }
 
-func (w *Writer) takeLocked(blocked bool) (b []Write, keys []string) {
+// takeLocked takes the next batch off the queue (see next), with the
+// copies each handing-over write in it makes (by its claim), which count
+// against the transaction's operations.
+func (w *Writer) takeLocked(blocked bool) (b []Write, keys []string, handover map[fencing.Claim][]copyOf) {
 	held := map[string]bool{}  // order keys of writes left in the queue
 	taken := map[string]bool{} // order keys of the writes in the batch
 	var left []Write
@@ -328,8 +331,10 @@ func (w *Writer) takeLocked(blocked bool) (b []Write, keys []string) {
 	for ; i < len(w.queue) && i < maxScan && len(b) < maxBatch; i++ {
 		fw := w.queue[i]
 		n := len(fw.Ops)
+		var copies []copyOf
 		if fw.Handover && w.journal != nil {
-			n += len(w.journal.handoverCopies(fw)) // the same take plans next
+			copies = w.journal.handoverCopies(fw)
+			n += len(copies)
 		}
 		if ops+n > budget && len(b) > 0 {
 			break // it leads the next batch
@@ -349,6 +354,12 @@ func (w *Writer) takeLocked(blocked bool) (b []Write, keys []string) {
 			continue
 		}
 		b = append(b, fw)
+		if len(copies) > 0 {
+			if handover == nil {
+				handover = map[fencing.Claim][]copyOf{}
+			}
+			handover[fw.Claim] = copies
+		}
 		if !fw.Lazy {
 			w.urgent--
 		}
@@ -366,7 +377,7 @@ func (w *Writer) takeLocked(blocked bool) (b []Write, keys []string) {
 	if len(w.queue) == 0 {
 		w.queue = nil
 	}
-	return b, keys
+	return b, keys, handover
 }
 
 // lingerLeft is how much longer the writer may hold what is queued: only
