@@ -40,6 +40,7 @@ jobs:
 // memberProc is one `kira run` process of a trial.
 type memberProc struct {
 	name, log string
+	metrics   string // its /metrics URL, when started with --http
 	cmd       *exec.Cmd
 	ended     bool          // by the bench's signal
 	done      chan struct{} // closed when the process has exited and been reaped

@@ -346,7 +346,7 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	}
 	defer cli.Close()
 	began := time.Now()
-	procs, err := startRunProcs(cfg, cli, load, n, nil)
+	procs, err := startRunProcs(cfg, cli, load, n)
 	defer stopAll(procs)
 	if err != nil {
 		return res, fmt.Errorf("bench: lateness at %d slots with processes, while the slots were being taken: %w", n, err)
@@ -386,29 +386,38 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 }
 
 // startRunProcs starts three `kira run` processes named m0, m1 and m2 on
-// load's catalog (n slots), each with the extra arguments args(i) if args
-// is not nil, and waits until every slot is led by the member the ring
-// over the three prefers: the first to start takes every slot and hands
-// two thirds of them over as the others join, and a window that began
-// before that ended would count the slots still changing hands as fires
-// not started. It returns the processes it started, also on error, for the
-// caller to stop.
-func startRunProcs(cfg Config, cli *clientv3.Client, load *loadRun, n int, args func(i int) []string) ([]*memberProc, error) {
+// load's catalog (n slots), each serving /metrics (memberProc.metrics), and
+// waits until every slot is led by the member the ring over the three
+// prefers and no member is still taking a slot over (kira_slots_taking_over):
+// the first to start takes every slot and hands two thirds of them over as
+// the others join, and a window that began before those takeovers ended
+// would count the slots not firing yet as fires not started. It returns the
+// processes it started, also on error, for the caller to stop.
+func startRunProcs(cfg Config, cli *clientv3.Client, load *loadRun, n int) ([]*memberProc, error) {
+	addrs, err := etcdnode.FreeAddrs(3)
+	if err != nil {
+		return nil, err
+	}
 	var procs []*memberProc
 	for i := 0; i < 3; i++ {
-		var extra []string
-		if args != nil {
-			extra = args(i)
-		}
-		p, err := startProc(cfg, load.dir, load.catalog, fmt.Sprintf("m%d", i), extra...)
+		p, err := startProc(cfg, load.dir, load.catalog, fmt.Sprintf("m%d", i), "--http", addrs[i])
 		if err != nil {
 			return procs, err
 		}
+		p.metrics = "http://" + addrs[i] + "/metrics"
 		procs = append(procs, p)
 	}
 	return procs, waitProcs(procs, 5*time.Minute, func(ctx context.Context) (bool, error) {
 		_, settled, err := preferredOwners(ctx, cli, load.cluster, 3, n)
-		return settled, err
+		if !settled || err != nil {
+			return false, err
+		}
+		for _, p := range procs {
+			if v, ok := scrape(p.metrics)["kira_slots_taking_over"]; !ok || v != 0 {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdclient"
-	"github.com/kira-scheduler/kira/etcdnode"
 )
 
 // soakCatalog is the soak's load: an HTTP job every second over n slots,
@@ -73,18 +72,14 @@ func procSoak(ctx context.Context, cfg Config, progress func(string)) (*Soak, er
 		return res, err
 	}
 	defer cli.Close()
-	addrs, err := etcdnode.FreeAddrs(3)
-	if err != nil {
-		return res, err
-	}
-	procs, err := startRunProcs(cfg, cli, load, n, func(i int) []string { return []string{"--http", addrs[i]} })
+	procs, err := startRunProcs(cfg, cli, load, n)
 	defer stopAll(procs)
 	if err != nil {
 		return res, fmt.Errorf("bench: soak at %d slots, while the slots were being taken: %w", n, err)
 	}
 	var metrics []string
-	for _, a := range addrs {
-		metrics = append(metrics, "http://"+a+"/metrics")
+	for _, p := range procs {
+		metrics = append(metrics, p.metrics)
 	}
 	select {
 	case <-ctx.Done():

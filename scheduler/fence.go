@@ -25,7 +25,7 @@ type raisedFence struct {
 // fence_command and the OnAcquire hook. The slot fires only when all that
 // succeeded (raiseEnded).
 func (s *Scheduler) raiseFences(sl *slot) {
-	sl.raising = true
+	s.setRaising(sl, true)
 	ctx, cancel := context.WithTimeout(sl.leadCtx, raiseTimeout)
 	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
 	cluster, kv, journals := s.member.Cluster(), s.cli, s.journals
@@ -51,12 +51,31 @@ func (s *Scheduler) raiseFences(sl *slot) {
 	}()
 }
 
+// setRaising marks the slot as taking over (its fence being raised: it
+// does not fire yet), or not, and counts such slots for TakingOver.
+func (s *Scheduler) setRaising(sl *slot, raising bool) {
+	if sl.raising != raising {
+		sl.raising = raising
+		if raising {
+			s.takingOver.Add(1)
+		} else {
+			s.takingOver.Add(-1)
+		}
+	}
+}
+
+// TakingOver is how many slots this member leads whose takeover has not
+// finished (their fence is being raised: their state, ring, triggers and
+// the journals read, the job's fence and OnAcquire run): they do not fire
+// yet. Held by TestSlotsTakingOverAreCounted.
+func (s *Scheduler) TakingOver() int { return int(s.takingOver.Load()) }
+
 func (s *Scheduler) raiseEnded(r raisedFence) {
 	sl := s.slots[r.slot]
 	if sl.stage != leading || sl.token != r.token || !sl.raising {
 		return // the slot was given up meanwhile
 	}
-	sl.raising = false
+	s.setRaising(sl, false)
 	triggers := r.read.triggers
 	for _, f := range sl.owed.lateTriggers {
 		if !slices.ContainsFunc(triggers, func(g fire) bool { return g.triggerKey == f.triggerKey }) {

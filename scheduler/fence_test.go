@@ -96,6 +96,25 @@ func TestFencesRaisedBeforeFirstExecution(t *testing.T) {
 	}
 }
 
+// Slots won whose takeover has not finished (here, an OnAcquire hook that
+// waits) are counted by TakingOver, and no longer once they are raised.
+func TestSlotsTakingOverAreCounted(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	cat := catalog("takingover", config.Job{Name: "sync", Schedule: "@every 1h", Handler: "noop", Partitions: 2})
+	rec := newRecorder()
+	release := make(chan struct{})
+	n := startNodeWith(t, cli, cat, rec, Config{
+		Handlers:  jobs.Handlers{"noop": noop},
+		OnAcquire: func(ctx context.Context, _ shard.Slot, _ fencing.Claim) error { return blockUntil(release)(ctx) },
+	})
+	waitKind(t, rec, "both slots won", 2, func(e Event) bool { return e.Kind == Acquired })
+	waitUntil(t, "two slots taking over", 10*time.Second, func() bool { return n.sched.TakingOver() == 2 })
+	close(release)
+	waitKind(t, rec, "both slots raised", 2, func(e Event) bool { return e.Kind == Raised })
+	waitUntil(t, "no slot taking over", 10*time.Second, func() bool { return n.sched.TakingOver() == 0 })
+}
+
 // If the fence cannot be raised, nothing runs: the slot is given up and
 // tried again later.
 func TestFailedRaiseStartsNothing(t *testing.T) {

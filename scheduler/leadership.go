@@ -27,7 +27,7 @@ type resignedSlot struct {
 // or Lost). The slot's key is the caller's to release.
 func (s *Scheduler) dropLeadership(sl *slot, kind EventKind, reason string) {
 	s.unschedule(sl)
-	sl.raising = false
+	s.setRaising(sl, false)
 	s.forgetTriggers(sl.owed.clear())
 	sl.cancelLead()
 	delete(s.byKey, sl.leaderKey)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -117,6 +118,9 @@ type Scheduler struct {
 	historyFormat int
 	// running counts executions in flight over all slots (the runs maps).
 	running int
+	// takingOver counts the slots raising their fence (TakingOver), for
+	// readers off the loop.
+	takingOver atomic.Int64
 	// stopping is set when Run's loop has returned: nothing is campaigned for
 	// any more, whatever the view says.
 	stopping bool

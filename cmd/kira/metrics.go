@@ -101,8 +101,9 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 }
 
 // incarnationGauges are computed at each scrape from the current
-// incarnation: kira_etcd_alarm, kira_state_writes_queued and
-// kira_state_write_wait_seconds; and from the catalog it runs:
+// incarnation: kira_etcd_alarm, kira_state_writes_queued,
+// kira_state_write_wait_seconds and kira_slots_taking_over; and from the
+// catalog it runs:
 // kira_job_partitions (what sum by (job) (kira_slots_led) must equal: less
 // means a slot without a leader, more means two), kira_job_eligible_members
 // (0: the job's placement matches no member) and
@@ -124,6 +125,8 @@ var (
 		"Members of the latest view the job's placement admits (all members for a job without one); 0: nobody runs the job.", []string{"job"}, nil)
 	writesQueuedDesc = prometheus.NewDesc("kira_state_writes_queued",
 		"Fenced writes (starts, results, resigns) waiting in this member's writer for etcd.", nil, nil)
+	takingOverDesc = prometheus.NewDesc("kira_slots_taking_over",
+		"Slots this member leads whose takeover has not finished (their fence being raised): they do not fire yet.", nil, nil)
 	writeWaitDesc = prometheus.NewDesc("kira_state_write_wait_seconds",
 		"How long the oldest queued fenced write has waited (0 when none waits); above 0.25 for long, etcd commits the member's writes slower than they come: past capacity.", nil, nil)
 )
@@ -135,6 +138,7 @@ func (n incarnationGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- alarmDesc
 	ch <- writesQueuedDesc
 	ch <- writeWaitDesc
+	ch <- takingOverDesc
 }
 
 func (n incarnationGauges) Collect(ch chan<- prometheus.Metric) {
@@ -152,6 +156,7 @@ func (n incarnationGauges) Collect(ch chan<- prometheus.Metric) {
 	queued, oldest := inc.Scheduler().StateWrites()
 	ch <- prometheus.MustNewConstMetric(writesQueuedDesc, prometheus.GaugeValue, float64(queued))
 	ch <- prometheus.MustNewConstMetric(writeWaitDesc, prometheus.GaugeValue, oldest.Seconds())
+	ch <- prometheus.MustNewConstMetric(takingOverDesc, prometheus.GaugeValue, float64(inc.Scheduler().TakingOver()))
 	now := time.Now().UTC()
 	for job, n := range inc.Scheduler().Eligible() {
 		ch <- prometheus.MustNewConstMetric(eligibleDesc, prometheus.GaugeValue, float64(n), job)

@@ -56,7 +56,7 @@ func TestProbesMetricsAndLogs(t *testing.T) {
 	})
 	for _, want := range []string{
 		`kira_build_info{goversion="go`, `kira_slots_led{job="ok"} 2`, `kira_job_partitions{job="ok"} 2`, `kira_slot_leader{job="broken",partition="0"} 1`,
-		`kira_execution_duration_seconds_bucket{job="ok",outcome="succeeded"`, "kira_lease_trust_seconds ", "kira_catalog_revision ", "kira_state_writes_queued ", "kira_state_write_wait_seconds ",
+		`kira_execution_duration_seconds_bucket{job="ok",outcome="succeeded"`, "kira_lease_trust_seconds ", "kira_catalog_revision ", "kira_state_writes_queued ", "kira_state_write_wait_seconds ", "kira_slots_taking_over 0",
 		"go_goroutines ", "process_cpu_seconds_total ", `kira_job_next_fire_timestamp_seconds{job="ok"} `,
 	} {
 		if !strings.Contains(metrics, want) {
