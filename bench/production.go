@@ -325,9 +325,10 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	if cfg.HTTP {
 		res.Executor = fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes)
 	}
-	// The window and the fires until the members stop, each of which may
-	// leave two records (a run and a skip) when the machine is overloaded.
-	keep := min(999, 2*int(cfg.Duration/time.Second)+30)
+	// The window and the fires until the members stop (2 s, and the
+	// writers' drain), each of which may leave two records (a run and a
+	// skip) when the machine is overloaded.
+	keep := min(999, 2*int((cfg.Duration+2*time.Second+maxDrain)/time.Second)+6)
 	load, err := newLoadRun(cfg, "lateness", func(name, url string) string {
 		executor := "handler: noop"
 		if cfg.HTTP {
@@ -361,9 +362,11 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	etcdAfter, cpuAfter := cfg.Cluster.read(), procsCPU(procs)
 	benchAfter, _ := procUsage(os.Getpid())
 	time.Sleep(time.Until(to) + 2*time.Second) // let the window's runs finish
-	if err := exited(procs); err != nil {
+	drainFrom := time.Now()
+	if err := drainWrites(procs, to.Add(2*time.Second), maxDrain); err != nil {
 		res.MemberLost = err.Error()
 	}
+	res.Drain = time.Since(drainFrom)
 	// The members stop (gracefully: each commits the results it has queued)
 	// before the history is read: under load a window's last results land
 	// a while after it, and members still firing would overwrite its
@@ -429,6 +432,37 @@ func procsCPU(procs []*memberProc) float64 {
 		total += cpu
 	}
 	return total
+}
+
+// maxDrain bounds the wait for the members' writers after a window.
+const maxDrain = 10 * time.Second
+
+// drainWrites waits, for at most limit, until every member has committed
+// the state writes it queued before since: past capacity a member's writer
+// is seconds behind, and the records of the window's last fires are still
+// queued when it ends. Each member's oldest queued write, from its
+// kira_state_write_wait_seconds, must have been queued after since (an
+// empty queue reports 0). An error only when a member exited.
+func drainWrites(procs []*memberProc, since time.Time, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if err := exited(procs); err != nil {
+			return err
+		}
+		drained := true
+		for _, p := range procs {
+			wait, ok := scrape(p.metrics)["kira_state_write_wait_seconds"]
+			if !ok || time.Now().Add(-time.Duration(wait*float64(time.Second))).Before(since) {
+				drained = false
+				break
+			}
+		}
+		if drained {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
 }
 
 // stopAll stops the processes at once (SIGTERM), and waits for them.

@@ -53,6 +53,10 @@ type Lateness struct {
 	Jitter   time.Duration `json:"jitter_ns,omitempty"` // Config.Jitter
 	Overlap  string        `json:"overlap"`             // the load's overlap policy
 	Settle   time.Duration `json:"settle_ns"`           // start of 3 members → every slot owned
+	// Drain is how long, after the window and 2 s more, the members' writers
+	// took to commit what they had queued by then (production shape, at
+	// most 10 s): the window's last records were still queued.
+	Drain time.Duration `json:"drain_ns,omitempty"`
 	Figures
 	EtcdCalls  map[string]int `json:"etcd_calls"`                // gRPC calls by method during the window
 	PerExecute float64        `json:"etcd_writes_per_execution"` // write calls (Txn, Put, DeleteRange)

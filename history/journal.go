@@ -53,10 +53,36 @@ func IsJournal(value []byte) bool { return len(value) > 0 && value[0] == journal
 
 // DecodeJournal reads the items of a journal entry of member.
 func DecodeJournal(member string, value []byte) ([]JournalItem, error) {
-	if !IsJournal(value) {
-		return nil, errors.New("history: not a journal entry")
+	encoded, err := SplitJournal(value)
+	if err != nil {
+		return nil, fmt.Errorf("history: a journal entry of %s: %w", member, err)
 	}
-	var items []JournalItem
+	items := make([]JournalItem, len(encoded))
+	for i, e := range encoded {
+		st, err := e.Decode(member)
+		if err != nil {
+			return nil, fmt.Errorf("history: a journal entry of %s: %w", member, err)
+		}
+		items[i] = JournalItem{Slot: e.Slot, Stored: st}
+	}
+	return items, nil
+}
+
+// EncodedItem is one record of a journal entry with its slot read and the
+// record itself not yet decoded: a reader that wants a few slots' records
+// of many entries decodes only theirs (journal.Cache).
+type EncodedItem struct {
+	Slot   shard.Slot
+	record []byte // a part of the entry's value
+}
+
+// SplitJournal reads the slot of each item of a journal entry, leaving
+// each record encoded; the items share value's bytes.
+func SplitJournal(value []byte) ([]EncodedItem, error) {
+	if !IsJournal(value) {
+		return nil, errors.New("not a journal entry")
+	}
+	var items []EncodedItem
 	err := readWire(value[1:], func(f wireField) error {
 		if f.num != 1 {
 			return nil
@@ -64,19 +90,15 @@ func DecodeJournal(member string, value []byte) ([]JournalItem, error) {
 		if f.isInt {
 			return errWireType
 		}
-		it, err := decodeJournalItem(member, f.bytes)
+		it, err := splitJournalItem(f.bytes)
 		items = append(items, it)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("history: a journal entry of %s: %w", member, err)
-	}
-	return items, nil
+	return items, err
 }
 
-func decodeJournalItem(member string, b []byte) (JournalItem, error) {
-	var it JournalItem
-	var rec []byte
+func splitJournalItem(b []byte) (EncodedItem, error) {
+	var it EncodedItem
 	err := readWire(b, func(f wireField) error {
 		switch f.num {
 		case 1, 3:
@@ -86,7 +108,7 @@ func decodeJournalItem(member string, b []byte) (JournalItem, error) {
 			if f.num == 1 {
 				it.Slot.Job = string(f.bytes)
 			} else {
-				rec = f.bytes
+				it.record = f.bytes
 			}
 		case 2:
 			if !f.isInt {
@@ -96,22 +118,23 @@ func decodeJournalItem(member string, b []byte) (JournalItem, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return it, err
+	if err == nil && (it.Slot.Job == "" || it.record == nil) {
+		err = errors.New("a journal item without its job or record")
 	}
-	if it.Slot.Job == "" || rec == nil {
-		return it, errors.New("a journal item without its job or record")
-	}
-	c, err := decodeWire(rec)
+	return it, err
+}
+
+// Decode reads the record of e, an item of a journal entry of member.
+func (e EncodedItem) Decode(member string) (Stored, error) {
+	c, err := decodeWire(e.record)
 	if err != nil {
-		return it, err
+		return Stored{}, err
 	}
 	if c.Member == "" {
 		c.Member = member
 	}
 	if c.Seq == nil {
-		return it, errors.New("a journal item without its seq")
+		return Stored{}, errors.New("a journal item without its seq")
 	}
-	it.Stored, err = fromCompact(it.Slot, c)
-	return it, err
+	return fromCompact(e.Slot, c)
 }

@@ -11,6 +11,7 @@ package journal
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/kira-scheduler/kira/history"
@@ -21,6 +22,12 @@ import (
 )
 
 // Cache is the cluster's journals as of a revision; safe for concurrent use.
+//
+// It keeps each entry as etcd holds it, indexed by slot, and decodes only
+// the records asked for: a takeover under load asks for a few slots of
+// journals that hold hundreds of thousands of records, of which a second's
+// entries changed since the last read (docs/benchmarks.md, "a takeover's
+// journal read"; BenchmarkCacheRefresh).
 type Cache struct {
 	kv      clientv3.KV
 	cluster string
@@ -28,14 +35,22 @@ type Cache struct {
 	mu      sync.Mutex
 	rev     int64 // 0: empty
 	entries map[string]entry
-	bySlot  map[shard.Slot][]history.Slotted
+	bySlot  map[shard.Slot][]placed
 	// fetched counts the entries read since the cache was made, for tests.
 	fetched int
 }
 
+// entry is a journal entry as of the cache's revision.
 type entry struct {
 	rev   int64
-	items []history.JournalItem
+	slots []shard.Slot // each slot with records in it, once
+}
+
+// placed is a record of slot in a journal entry, still encoded.
+type placed struct {
+	key, member string // the entry's key, the journal's member
+	rev         int64  // the entry's revision
+	item        history.EncodedItem
 }
 
 // NewCache is an empty cache of cluster's journals.
@@ -51,7 +66,7 @@ func (c *Cache) Slot(ctx context.Context, s shard.Slot, atLeast int64) ([]histor
 	if err := c.refresh(ctx, atLeast); err != nil {
 		return nil, err
 	}
-	return c.bySlot[s], nil
+	return decoded(c.bySlot[s], nil), nil
 }
 
 // Records are the records in journals of the slots keep accepts, as of a
@@ -65,10 +80,21 @@ func (c *Cache) Records(ctx context.Context, atLeast int64, keep func(shard.Slot
 	var out []history.Slotted
 	for s, ps := range c.bySlot {
 		if keep(s) {
-			out = append(out, ps...)
+			out = decoded(ps, out)
 		}
 	}
 	return out, nil
+}
+
+// decoded appends the records of ps to out. A record that cannot be
+// decoded was not written by a member and holds nothing: it is left out.
+func decoded(ps []placed, out []history.Slotted) []history.Slotted {
+	for _, p := range ps {
+		if st, err := p.item.Decode(p.member); err == nil {
+			out = append(out, history.Slotted{Slot: p.item.Slot, Stored: st, Revision: p.rev})
+		}
+	}
+	return out
 }
 
 // Clear empties the cache, to free its memory.
@@ -104,7 +130,8 @@ func GetEach(ctx context.Context, kv clientv3.KV, keys []string, opts ...clientv
 }
 
 // refresh brings the cache to a revision no older than atLeast, unless it
-// is there already.
+// is there already: it lists the journals' keys, reads the entries whose
+// revision changed, and re-indexes only those.
 func (c *Cache) refresh(ctx context.Context, atLeast int64) error {
 	if c.rev > 0 && c.rev >= atLeast {
 		return nil
@@ -114,35 +141,76 @@ func (c *Cache) refresh(ctx context.Context, atLeast int64) error {
 		return err
 	}
 	rev := keys.Header.Revision
-	entries := make(map[string]entry, len(keys.Kvs))
+	if c.entries == nil {
+		c.entries, c.bySlot = map[string]entry{}, map[shard.Slot][]placed{}
+	}
+	present := make(map[string]bool, len(keys.Kvs))
 	var changed []string
 	for _, kv := range keys.Kvs {
-		if e, ok := c.entries[string(kv.Key)]; ok && e.rev == kv.ModRevision {
-			entries[string(kv.Key)] = e
-		} else {
-			changed = append(changed, string(kv.Key))
+		k := string(kv.Key)
+		present[k] = true
+		if e, ok := c.entries[k]; !ok || e.rev != kv.ModRevision {
+			changed = append(changed, k)
 		}
 	}
 	read, err := GetEach(ctx, c.kv, changed, clientv3.WithRev(rev))
 	if err != nil {
 		return err
 	}
+	for k := range c.entries {
+		if !present[k] {
+			c.unindex(k)
+		}
+	}
 	for _, kvs := range read {
 		for _, kv := range kvs {
-			items, err := history.JournalItems(c.cluster, kv)
-			if err != nil {
-				continue // not written by a member: it holds no slot's records
-			}
-			entries[string(kv.Key)] = entry{rev: kv.ModRevision, items: items}
-			c.fetched++
+			c.unindex(string(kv.Key))
+			c.index(kv)
 		}
 	}
-	bySlot := map[shard.Slot][]history.Slotted{}
-	for _, e := range entries {
-		for _, it := range e.items {
-			bySlot[it.Slot] = append(bySlot[it.Slot], history.Slotted{Slot: it.Slot, Stored: it.Stored, Revision: e.rev})
-		}
-	}
-	c.rev, c.entries, c.bySlot = rev, entries, bySlot
+	c.rev = rev
 	return nil
+}
+
+// index adds entry kv to the cache. A key not written by a member holds
+// no slot's records: it is kept without any, so it is not read again
+// until it changes.
+func (c *Cache) index(kv *mvccpb.KeyValue) {
+	key := string(kv.Key)
+	e := entry{rev: kv.ModRevision}
+	c.entries[key] = e
+	member, ok := keyspace.ParseJournalEntry(c.cluster, key)
+	if !ok {
+		return
+	}
+	items, err := history.SplitJournal(kv.Value)
+	if err != nil {
+		return
+	}
+	c.fetched++
+	for _, it := range items {
+		ps := c.bySlot[it.Slot]
+		if len(ps) == 0 || ps[len(ps)-1].key != key {
+			e.slots = append(e.slots, it.Slot)
+		}
+		c.bySlot[it.Slot] = append(ps, placed{key: key, member: member, rev: kv.ModRevision, item: it})
+	}
+	c.entries[key] = e
+}
+
+// unindex removes entry key from the cache.
+func (c *Cache) unindex(key string) {
+	e, ok := c.entries[key]
+	if !ok {
+		return
+	}
+	for _, s := range e.slots {
+		ps := slices.DeleteFunc(c.bySlot[s], func(p placed) bool { return p.key == key })
+		if len(ps) == 0 {
+			delete(c.bySlot, s)
+		} else {
+			c.bySlot[s] = ps
+		}
+	}
+	delete(c.entries, key)
 }
