@@ -28,14 +28,14 @@ func (s *Scheduler) raiseFences(sl *slot) {
 	s.setRaising(sl, true)
 	ctx, cancel := context.WithTimeout(sl.leadCtx, raiseTimeout)
 	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
-	cluster, kv, journals := s.member.Cluster(), s.cli, s.journals
+	reads, journals := s.reads, s.journals
 	journals.hold()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
 		ctx, span := s.slotSpan(ctx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
-		read, err := readTakeover(ctx, kv, cluster, id, int64(claim.Token), journals)
+		read, err := readTakeover(ctx, reads, id, int64(claim.Token), journals)
 		journals.release()
 		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)

@@ -199,6 +199,18 @@ func TestOldMembersKeepRecordsReadable(t *testing.T) {
 // readAcquired reads what a new holder of slot s would take as its state,
 // with a journal read of its own.
 func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (st history.SlotState, unreadable error, triggers []fire, err error) {
-	r, err := readTakeover(ctx, kv, cluster, s, 0, newJournalCache(kv, cluster))
+	reads := newTakeoverReads(kv, cluster)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { reads.run(runCtx); close(done) }()
+	defer func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			panic("the takeover reads did not stop")
+		}
+	}()
+	r, err := readTakeover(ctx, reads, s, 0, newJournalCache(kv, cluster))
 	return r.state, r.unreadable, r.triggers, err
 }

@@ -105,7 +105,8 @@ type Scheduler struct {
 	stopped      chan struct{} // closed when Run no longer reads the channels above
 
 	writer   *fenced.Writer
-	journals *journalCache // the journals, read for the slots taken at once
+	journals *journalCache  // the journals, read for the slots taken at once
+	reads    *takeoverReads // the reads of the slots taken over, batched
 	gates    *gates
 	notifier *notify.Notifier
 	// armedHook, if set (by tests, before Run), is called by the loop for
@@ -204,6 +205,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	}
 	s.writer.UseJournal(member.Cluster(), member.ID())
 	s.journals = newJournalCache(s.cli, member.Cluster())
+	s.reads = newTakeoverReads(s.cli, member.Cluster())
 	s.catalogRev = cfg.CatalogRevision
 	s.notifier = s.newNotifier()
 	s.cleanupCtx, s.cancelCleanup = context.WithCancel(context.Background())

@@ -41,17 +41,17 @@ type acquiredRead struct {
 
 // readTakeover reads what a new holder needs of slot s, whose token is
 // token: its state key, its ring and the manual triggers waiting for it in
-// one transaction (one round trip, one revision), and its records in
-// journals as of a revision no older than token. Nothing else
-// writes the slot's records from token on, so the two reads agree. A rebalance does
-// this for thousands of slots at once; they share the journal read.
+// one transaction (one revision; shared with the slots taken over at the
+// same time, takeoverReads), and its records in journals as of a revision
+// no older than token. Nothing else writes the slot's records from token
+// on, so the two reads agree. A rebalance does this for thousands of slots
+// at once; they share the journal read too.
 //
 // A state that cannot be read (corrupt, or written by hand) is returned as
 // unreadable with the zero state: the slot is treated as never run, rather
 // than never fired again. Held by TestJunkInEtcdLeavesEverySlotFiring.
-func readTakeover(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot, token int64, journals *journalCache) (acquiredRead, error) {
-	ring := clientv3.OpGet(keyspace.SlotHistory(cluster, s), clientv3.WithPrefix())
-	resp, err := kv.Txn(ctx).Then(clientv3.OpGet(keyspace.State(cluster, s)), ring, triggersOp(cluster, s)).Commit()
+func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot, token int64, journals *journalCache) (acquiredRead, error) {
+	q, err := reads.read(ctx, s)
 	if err != nil {
 		return acquiredRead{}, err
 	}
@@ -59,14 +59,13 @@ func readTakeover(ctx context.Context, kv clientv3.KV, cluster string, s shard.S
 	if err != nil {
 		return acquiredRead{}, err
 	}
-	ringKvs := resp.Responses[1].GetResponseRange().Kvs
-	r := acquiredRead{triggers: triggersFrom(s, resp.Responses[2].GetResponseRange().Kvs), journaled: len(placed) > 0}
-	r.state, r.unreadable = history.NewestState(s, resp.Responses[0].GetResponseRange().Kvs, ringKvs, placed)
+	r := acquiredRead{triggers: triggersFrom(s, q.triggers), journaled: len(placed) > 0}
+	r.state, r.unreadable = history.NewestState(s, q.state, q.ring, placed)
 	if r.unreadable != nil {
 		r.state = history.SlotState{}
 		return r, nil
 	}
-	r.copies = journalOnly(s, r.state, ringKvs, placed)
+	r.copies = journalOnly(s, r.state, q.ring, placed)
 	return r, nil
 }
 

@@ -1,0 +1,136 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// How the slots taken over together are read. A takeover reads its slot's
+// state key, ring and manual triggers (readTakeover); a member that joins
+// or takes a failed member's place does that for thousands of slots within
+// seconds. Those reads share transactions: each transaction reads the
+// slots queued when it goes, up to maxSlotsPerRead, with at most
+// maxReadTxns in flight, so under load a takeover's read waits at most for
+// the transactions ahead of it, and alone it goes at once. A slot's three
+// reads stay in one transaction (one revision). Held by
+// TestTakeoverReadsShareTransactions.
+
+// maxSlotsPerRead is how many slots one transaction reads: three reads
+// each, within etcd's default 128 operations.
+const maxSlotsPerRead = 42
+
+// maxReadTxns bounds the read transactions in flight.
+const maxReadTxns = 2
+
+// takeoverReads queues the reads of slots taken over and commits them.
+type takeoverReads struct {
+	kv      clientv3.KV
+	cluster string
+	bell    chan struct{}
+
+	mu    sync.Mutex
+	queue []*slotRead
+	txns  int // transactions committed, for tests
+}
+
+// slotRead is a slot's state key, ring and triggers, once read.
+type slotRead struct {
+	slot                  shard.Slot
+	state, ring, triggers []*mvccpb.KeyValue
+	err                   error
+	done                  chan struct{} // closed once read
+}
+
+func newTakeoverReads(kv clientv3.KV, cluster string) *takeoverReads {
+	return &takeoverReads{kv: kv, cluster: cluster, bell: make(chan struct{}, 1)}
+}
+
+// read is slot s's state key, ring and triggers, read in one transaction
+// with the other slots queued; it gives up when ctx ends.
+func (r *takeoverReads) read(ctx context.Context, s shard.Slot) (*slotRead, error) {
+	q := &slotRead{slot: s, done: make(chan struct{})}
+	r.mu.Lock()
+	r.queue = append(r.queue, q)
+	r.mu.Unlock()
+	select {
+	case r.bell <- struct{}{}:
+	default:
+	}
+	select {
+	case <-q.done:
+		return q, q.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// run commits the queued reads until ctx ends, waiting for the
+// transactions in flight before it returns.
+func (r *takeoverReads) run(ctx context.Context) {
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
+	free := make(chan struct{}, maxReadTxns)
+	for {
+		select {
+		case free <- struct{}{}: // a transaction may go: it takes what is queued now
+		case <-ctx.Done():
+			return
+		}
+		b := r.take()
+		if len(b) == 0 {
+			<-free
+			select {
+			case <-r.bell:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		inFlight.Add(1)
+		go func() {
+			defer inFlight.Done()
+			r.commit(ctx, b)
+			<-free
+		}()
+	}
+}
+
+// take takes up to maxSlotsPerRead reads off the queue, oldest first.
+func (r *takeoverReads) take() []*slotRead {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := min(len(r.queue), maxSlotsPerRead)
+	b := r.queue[:n:n]
+	r.queue = r.queue[n:]
+	return b
+}
+
+// commit reads b's slots in one transaction and answers each.
+func (r *takeoverReads) commit(ctx context.Context, b []*slotRead) {
+	ops := make([]clientv3.Op, 0, 3*len(b))
+	for _, q := range b {
+		ops = append(ops, clientv3.OpGet(keyspace.State(r.cluster, q.slot)),
+			clientv3.OpGet(keyspace.SlotHistory(r.cluster, q.slot), clientv3.WithPrefix()), triggersOp(r.cluster, q.slot))
+	}
+	ctx, cancel := context.WithTimeout(ctx, raiseTimeout) // as long as its takeovers wait
+	defer cancel()
+	resp, err := r.kv.Txn(ctx).Then(ops...).Commit()
+	r.mu.Lock()
+	r.txns++
+	r.mu.Unlock()
+	for i, q := range b {
+		if err != nil {
+			q.err = err
+		} else {
+			q.state = resp.Responses[3*i].GetResponseRange().Kvs
+			q.ring = resp.Responses[3*i+1].GetResponseRange().Kvs
+			q.triggers = resp.Responses[3*i+2].GetResponseRange().Kvs
+		}
+		close(q.done)
+	}
+}
