@@ -178,22 +178,17 @@ func (c *Cache) refresh(ctx context.Context, atLeast int64) error {
 func (c *Cache) index(kv *mvccpb.KeyValue) {
 	key := string(kv.Key)
 	e := entry{rev: kv.ModRevision}
-	c.entries[key] = e
 	member, ok := keyspace.ParseJournalEntry(c.cluster, key)
-	if !ok {
-		return
-	}
 	items, err := history.SplitJournal(kv.Value)
-	if err != nil {
-		return
-	}
-	c.fetched++
-	for _, it := range items {
-		ps := c.bySlot[it.Slot]
-		if len(ps) == 0 || ps[len(ps)-1].key != key {
-			e.slots = append(e.slots, it.Slot)
+	if ok && err == nil {
+		c.fetched++
+		for _, it := range items {
+			ps := c.bySlot[it.Slot]
+			if len(ps) == 0 || ps[len(ps)-1].key != key {
+				e.slots = append(e.slots, it.Slot)
+			}
+			c.bySlot[it.Slot] = append(ps, placed{key: key, member: member, rev: kv.ModRevision, item: it})
 		}
-		c.bySlot[it.Slot] = append(ps, placed{key: key, member: member, rev: kv.ModRevision, item: it})
 	}
 	c.entries[key] = e
 }
