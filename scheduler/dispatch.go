@@ -25,16 +25,20 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 		switch {
 		case f.cause == history.CauseManual:
 			// An explicit request runs now, whatever the overlap policy.
-		case f.cause == history.CauseSchedule && (len(sl.owed.backlog) > 0 ||
-			sl.job.spec.Misfire == config.MisfireFireAll && (sl.lastTakeover || sl.unrecorded.Load() > 0 && s.writer.Stalled())):
+		case f.cause == history.CauseSchedule && sl.job.spec.Misfire == config.MisfireFireAll &&
+			(len(sl.owed.backlog) > 0 || sl.lastTakeover || sl.unrecorded.Load() > 0 && s.writer.Stalled()):
 			// The slot works off a takeover's backlog (its catch-ups, or the
 			// retry of a fire the previous holder left unfinished), or its
 			// previous fire has not started because etcd fails or hangs
-			// recording it: this fire is a misfire, not an overlap, and under
-			// fire-all it joins the backlog. Not when etcd is merely slow: each
+			// recording it: under fire-all this fire is a misfire, not an
+			// overlap, and joins the backlog. Not when etcd is merely slow: each
 			// backlog fire records its own start, which would feed a spiral.
-			// Held by TestFireDuringCatchUpJoinsTheBacklog and
-			// TestFireDuringTakeoverRetryJoinsTheBacklog.
+			// Under the other policies it is an overlap (below): joining the
+			// backlog would keep a slot whose runs outlast its period running
+			// every fire back to back, later and later. Held by
+			// TestFireDuringCatchUpJoinsTheBacklog,
+			// TestFireDuringTakeoverRetryJoinsTheBacklog and
+			// TestFireDuringTakeoverBacklogIsAnOverlapUnlessFireAll.
 			sl.owed.backlog = append(sl.owed.backlog, f)
 			s.emit(Event{Kind: Queued, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Cause: f.cause, Attempt: f.attempt, At: now})
 			return

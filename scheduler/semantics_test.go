@@ -259,6 +259,40 @@ func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
 	wantRan(t, rec, b.id, sec(20), sec(30))
 }
 
+// Under the other misfire policies a fire that falls due while the new
+// holder works off what it owes is an overlap, not a misfire: overlap skip
+// skips it. Joining the backlog instead would keep the slot running every
+// fire back to back, later and later, whenever a run (or, past capacity,
+// recording its start and result) takes longer than the period. The case:
+// fire-once owes the retry of 20 (started, never finished) and the latest
+// missed fire, 30; the fire at 40 comes while the retry runs.
+func TestFireDuringTakeoverBacklogIsAnOverlapUnlessFireAll(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	st := history.SlotState{Token: 7, Member: "gone", Finished: sec(10), Started: sec(20), StartedID: jobs.ExecutionID("tick", 0, sec(20)), StartedAttempt: 1}
+	data, _ := json.Marshal(st)
+	if _, err := cli.Put(ctx, keyspace.State("owed", shard.Slot{Job: "tick"}), string(data)); err != nil {
+		t.Fatal(err)
+	}
+	clock := NewManualClock(t0.Add(35 * time.Second)) // 12:00:35.5
+	cat := catalog("owed", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireOnce}))
+	rec := newRecorder()
+	g := newGate()
+	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
+	select { // the retry of 20 is running; 30 waits behind it
+	case <-g.entered:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the retry of 20 did not start")
+	}
+	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Skipped { // 12:00:45.5: 40 falls due
+		t.Fatalf("the fire at 40 while the owed fires ran was %s (%s); want skipped as an overlap", e.Kind, e.Reason)
+	}
+	g.open()
+	waitKind(t, rec, "b's runs", 2, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
+	wantRan(t, rec, b.id, sec(20), sec(30))
+}
+
 // A member whose clock runs 30 s ahead runs the fire at 40 while the others'
 // clocks read 10. When a member with the right clock takes the slot over, it
 // must not run 10, 20, 30 or 40 again: the slot's state says 40 finished.
