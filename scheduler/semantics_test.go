@@ -235,23 +235,9 @@ func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
 // ahead, and the new holder takes over a few ms before the fire after it,
 // which must not be skipped as an overlap.
 func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
-	etcd := etcdtest.Start(t)
-	cli := etcd.Client(t)
-	ctx := context.Background()
-	// What a holder killed after 12:00:10 finished and 12:00:20's start was
-	// recorded ahead leaves behind.
-	st := history.SlotState{Token: 7, Member: "gone", Finished: sec(10), Started: sec(20), StartedID: jobs.ExecutionID("tick", 0, sec(20)), StartedAttempt: 1}
-	data, _ := json.Marshal(st)
-	if _, err := cli.Put(ctx, keyspace.State("unfinished", shard.Slot{Job: "tick"}), string(data)); err != nil {
-		t.Fatal(err)
-	}
-	clock := NewManualClock(t0.Add(25 * time.Second)) // 12:00:25.5
-	cat := catalog("unfinished", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
-	rec := newRecorder()
-	g := newGate()
-	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
-	<-g.entered                                                       // the retry of 20 is running
-	if e := advance(t, rec, clock, 5*time.Second); e.Kind != Queued { // 12:00:30.5: 30 falls due
+	rec, clock, g, b := takeOverUnfinished(t, config.MisfireFireAll, 25*time.Second) // 12:00:25.5
+	<-g.entered                                                                      // the retry of 20 is running
+	if e := advance(t, rec, clock, 5*time.Second); e.Kind != Queued {                // 12:00:30.5: 30 falls due
 		t.Fatalf("the fire at 30 during the retry of 20 was %s (%s); want queued behind it", e.Kind, e.Reason)
 	}
 	g.open()
@@ -267,20 +253,8 @@ func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
 // fire-once owes the retry of 20 (started, never finished) and the latest
 // missed fire, 30; the fire at 40 comes while the retry runs.
 func TestFireDuringTakeoverBacklogIsAnOverlapUnlessFireAll(t *testing.T) {
-	etcd := etcdtest.Start(t)
-	cli := etcd.Client(t)
-	ctx := context.Background()
-	st := history.SlotState{Token: 7, Member: "gone", Finished: sec(10), Started: sec(20), StartedID: jobs.ExecutionID("tick", 0, sec(20)), StartedAttempt: 1}
-	data, _ := json.Marshal(st)
-	if _, err := cli.Put(ctx, keyspace.State("owed", shard.Slot{Job: "tick"}), string(data)); err != nil {
-		t.Fatal(err)
-	}
-	clock := NewManualClock(t0.Add(35 * time.Second)) // 12:00:35.5
-	cat := catalog("owed", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireOnce}))
-	rec := newRecorder()
-	g := newGate()
-	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
-	select { // the retry of 20 is running; 30 waits behind it
+	rec, clock, g, b := takeOverUnfinished(t, config.MisfireFireOnce, 35*time.Second) // 12:00:35.5
+	select {                                                                          // the retry of 20 is running; 30 waits behind it
 	case <-g.entered:
 	case <-time.After(15 * time.Second):
 		t.Fatal("the retry of 20 did not start")
@@ -291,6 +265,24 @@ func TestFireDuringTakeoverBacklogIsAnOverlapUnlessFireAll(t *testing.T) {
 	g.open()
 	waitKind(t, rec, "b's runs", 2, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
 	wantRan(t, rec, b.id, sec(20), sec(30))
+}
+
+// takeOverUnfinished starts a member, its clock at t0+at, taking over slot
+// tick/0 (every 10 s, misfire) from a holder killed after 12:00:10 finished
+// and 12:00:20's start was recorded ahead; its runs wait at the gate.
+func takeOverUnfinished(t *testing.T, misfire config.Misfire, at time.Duration) (*recorder, *ManualClock, *heldHandler, *node) {
+	t.Helper()
+	cli := etcdtest.Start(t).Client(t)
+	st := history.SlotState{Token: 7, Member: "gone", Finished: sec(10), Started: sec(20), StartedID: jobs.ExecutionID("tick", 0, sec(20)), StartedAttempt: 1}
+	data, _ := json.Marshal(st)
+	if _, err := cli.Put(context.Background(), keyspace.State("unfinished", shard.Slot{Job: "tick"}), string(data)); err != nil {
+		t.Fatal(err)
+	}
+	clock := NewManualClock(t0.Add(at))
+	cat := catalog("unfinished", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: misfire}))
+	rec := newRecorder()
+	g := newGate()
+	return rec, clock, g, manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
 }
 
 // A member whose clock runs 30 s ahead runs the fire at 40 while the others'
