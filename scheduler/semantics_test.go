@@ -133,6 +133,16 @@ func (g *heldHandler) handler(ctx context.Context) error {
 
 func (g *heldHandler) open() { g.mu.Lock(); close(g.release); g.mu.Unlock() }
 
+// waitEntered waits (at most 15 s) for a run to reach the handler.
+func (g *heldHandler) waitEntered(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s: no run reached the handler", what)
+	}
+}
+
 // A member stops; fires pass while nobody holds the slot; the next member
 // applies the misfire policy. fire-all runs every missed fire oldest first,
 // fire-once only the latest and records the others as missed, skip none;
@@ -220,7 +230,7 @@ func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
 	clock.Advance(25 * time.Second) // 12:00:35.5: 20 and 30 pass with nobody
 	g := newGate()
 	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
-	<-g.entered                                                        // the catch-up of 20 is running; 30 waits
+	g.waitEntered(t, "the catch-up of 20 running (30 waits)")
 	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Queued { // 12:00:45.5: 40 falls due
 		t.Fatalf("the fire at 40 during the catch-up was %s (%s); want queued behind the backlog", e.Kind, e.Reason)
 	}
@@ -236,8 +246,8 @@ func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
 // which must not be skipped as an overlap.
 func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
 	rec, clock, g, b := takeOverUnfinished(t, config.MisfireFireAll, 25*time.Second) // 12:00:25.5
-	<-g.entered                                                                      // the retry of 20 is running
-	if e := advance(t, rec, clock, 5*time.Second); e.Kind != Queued {                // 12:00:30.5: 30 falls due
+	g.waitEntered(t, "the retry of 20 running")
+	if e := advance(t, rec, clock, 5*time.Second); e.Kind != Queued { // 12:00:30.5: 30 falls due
 		t.Fatalf("the fire at 30 during the retry of 20 was %s (%s); want queued behind it", e.Kind, e.Reason)
 	}
 	g.open()
@@ -254,11 +264,7 @@ func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
 // missed fire, 30; the fire at 40 comes while the retry runs.
 func TestFireDuringTakeoverBacklogIsAnOverlapUnlessFireAll(t *testing.T) {
 	rec, clock, g, b := takeOverUnfinished(t, config.MisfireFireOnce, 35*time.Second) // 12:00:35.5
-	select {                                                                          // the retry of 20 is running; 30 waits behind it
-	case <-g.entered:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the retry of 20 did not start")
-	}
+	g.waitEntered(t, "the retry of 20 running (30 waits behind it)")
 	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Skipped { // 12:00:45.5: 40 falls due
 		t.Fatalf("the fire at 40 while the owed fires ran was %s (%s); want skipped as an overlap", e.Kind, e.Reason)
 	}
@@ -332,7 +338,7 @@ func TestStopWithRunInFlightHandsIdleSlotsOverAtOnce(t *testing.T) {
 	a := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now, grace: time.Minute})
 	waitKind(t, rec, "a holds all 17 slots", 17, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	clock.Advance(10 * time.Second)
-	<-g.entered // long is running on a
+	g.waitEntered(t, "long running on a")
 	b := manualNode(t, cli, cat, rec, clock, h)
 	rec.waitFor(t, "b takes its share", 15*time.Second, func(evs []Event) bool {
 		return count(evs, func(e Event) bool { return e.Kind == Raised && e.Member == b.id }) > 0 &&
@@ -373,7 +379,7 @@ func TestUnfinishedFireRerunsWithSameID(t *testing.T) {
 	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	clock.Advance(10 * time.Second)
 	first := waitKind(t, rec, "a started", 1, func(e Event) bool { return e.Kind == Started && e.Member == a.id })
-	<-g.entered // the run is recorded and really running
+	g.waitEntered(t, "the run recorded and really running")
 	var original Event
 	for _, e := range first {
 		if e.Kind == Started {
