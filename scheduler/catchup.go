@@ -119,7 +119,7 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 		s.notify(sl, r)
 	}
 	for i := range runs {
-		runs[i].takeover = true
+		runs[i].misfire = true
 	}
 	sl.owed.backlog = append(runs, triggers...)
 	// Schedule after the last fire this slot finished, if that is later than

@@ -26,19 +26,21 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 		case f.cause == history.CauseManual:
 			// An explicit request runs now, whatever the overlap policy.
 		case f.cause == history.CauseSchedule && sl.job.spec.Misfire == config.MisfireFireAll &&
-			(len(sl.owed.backlog) > 0 || sl.lastTakeover || sl.unrecorded.Load() > 0 && s.writer.Stalled()):
-			// The slot works off a takeover's backlog (its catch-ups, or the
-			// retry of a fire the previous holder left unfinished), or its
-			// previous fire has not started because etcd fails or hangs
-			// recording it: under fire-all this fire is a misfire, not an
-			// overlap, and joins the backlog. Not when etcd is merely slow: each
-			// backlog fire records its own start, which would feed a spiral.
-			// Under the other policies it is an overlap (below): joining the
-			// backlog would keep a slot whose runs outlast its period running
-			// every fire back to back, later and later. Held by
+			(sl.owed.owesMisfires() || sl.lastMisfire || sl.unrecorded.Load() > 0 && s.writer.Stalled()):
+			// Under fire-all a fire is a misfire, not an overlap, while the
+			// slot's misfires (a takeover's catch-ups and unfinished retry) wait
+			// or run, or while etcd fails or hangs recording the slot's previous
+			// start (the fire is then a misfire itself; not when etcd is merely
+			// slow, where each backlog fire's own start write would feed a
+			// spiral): it joins the backlog. The fires that join are not
+			// misfires, so a slot whose runs outlast its period falls behind by
+			// one round of them, not later and later. Held by
 			// TestFireDuringCatchUpJoinsTheBacklog,
-			// TestFireDuringTakeoverRetryJoinsTheBacklog and
-			// TestFireDuringTakeoverBacklogIsAnOverlapUnlessFireAll.
+			// TestFireDuringTakeoverRetryJoinsTheBacklog,
+			// TestFireAfterTheMisfiresIsAnOverlap,
+			// TestFiresDueWhileEtcdStallsAreMisfires, and for the other
+			// policies TestFireDuringTakeoverBacklogIsAnOverlapUnlessFireAll.
+			f.misfire = sl.unrecorded.Load() > 0 && s.writer.Stalled()
 			sl.owed.backlog = append(sl.owed.backlog, f)
 			s.emit(Event{Kind: Queued, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Cause: f.cause, Attempt: f.attempt, At: now})
 			return

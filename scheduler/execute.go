@@ -48,7 +48,7 @@ func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 // fire's start: the start recorded ahead, if it is this fire's (no round
 // trip now, and the fire is armed when at is set), or a write queued now.
 func (s *Scheduler) recordStart(sl *slot, f fire, at time.Time, slow bool) (chan error, *armedRun) {
-	defer func() { sl.ahead, sl.lastTakeover = nil, f.takeover }()
+	defer func() { sl.ahead, sl.lastMisfire = nil, f.misfire }()
 	if a := sl.ahead; a != nil && f.cause == history.CauseSchedule && a.scheduled.Equal(f.scheduled) {
 		if at.IsZero() {
 			return a.done, nil

@@ -16,8 +16,13 @@ type fire struct {
 	id        string // execution id; derived from the scheduled time unless manual
 	// triggerKey is the control key of a manual trigger, deleted with its start.
 	triggerKey string
-	// takeover marks the fires a new holder owes on acquisition (catchUp's).
-	takeover bool
+	// misfire marks a fire the slot could not run at its time and owes: a
+	// new holder's catch-ups and the retry of a start its previous holder
+	// left unfinished (catchUp's), and under fire-all a scheduled fire that
+	// came while etcd could not record its predecessor's start. While one
+	// waits or runs, a scheduled fire joins the backlog under fire-all; the
+	// fires that join so are not misfires (dispatch).
+	misfire bool
 }
 
 func latest(a, b time.Time) time.Time {

@@ -104,12 +104,13 @@ func wantRan(t *testing.T, rec *recorder, member string, want ...time.Time) {
 type heldHandler struct {
 	mu      sync.Mutex
 	release chan struct{}
+	one     chan struct{} // releases one held run (releaseOne)
 	entered chan struct{} // receives once per run that reached the handler
 	fail    int           // the first fail runs fail
 }
 
 func newGate() *heldHandler {
-	return &heldHandler{release: make(chan struct{}), entered: make(chan struct{}, 100)}
+	return &heldHandler{release: make(chan struct{}), one: make(chan struct{}), entered: make(chan struct{}, 100)}
 }
 
 func (g *heldHandler) handler(ctx context.Context) error {
@@ -126,12 +127,24 @@ func (g *heldHandler) handler(ctx context.Context) error {
 	select {
 	case <-release:
 		return nil
+	case <-g.one:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
 func (g *heldHandler) open() { g.mu.Lock(); close(g.release); g.mu.Unlock() }
+
+// releaseOne lets one held run end (waiting at most 15 s for one).
+func (g *heldHandler) releaseOne(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case g.one <- struct{}{}:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s: no run held to release", what)
+	}
+}
 
 // waitEntered waits (at most 15 s) for a run to reach the handler.
 func (g *heldHandler) waitEntered(t *testing.T, what string) {
@@ -237,6 +250,105 @@ func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
 	g.open()
 	waitKind(t, rec, "b's runs", 3, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
 	wantRan(t, rec, b.id, sec(20), sec(30), sec(40))
+}
+
+// Once the owed fires have all started, a fire that falls due while the
+// fires that joined the backlog run is an overlap again (skipped here):
+// otherwise a slot whose runs outlast its period would let every fire join,
+// run them all back to back and fall behind for as long as the load lasts.
+// The case: the new owner owes 20 and 30; 40 comes while 20 runs and 50
+// while 30 runs (both join); 60 comes while 40 runs.
+func TestFireAfterTheMisfiresIsAnOverlap(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("behind", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
+	rec := newRecorder()
+	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": noop})
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	clock.Advance(10 * time.Second) // 12:00:10.5
+	waitKind(t, rec, "a's run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(25 * time.Second) // 12:00:35.5: 20 and 30 pass with nobody
+	g := newGate()
+	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
+	g.waitEntered(t, "the catch-up of 20 running (30 waits)")
+	for _, due := range []string{"40 while 20 runs", "50 while 30 runs"} {
+		if e := advance(t, rec, clock, 10*time.Second); e.Kind != Queued {
+			t.Fatalf("the fire at %s was %s (%s); want queued behind the owed fires", due, e.Kind, e.Reason)
+		}
+		g.releaseOne(t, "the owed fire before "+due)
+		g.waitEntered(t, "the next fire after "+due)
+	}
+	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Skipped { // 12:01:05.5: 60 falls due
+		t.Fatalf("the fire at 60, due while 40 (which joined) runs, was %s (%s); want skipped as an overlap", e.Kind, e.Reason)
+	}
+	g.open()
+	waitKind(t, rec, "b's runs", 4, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
+	wantRan(t, rec, b.id, sec(20), sec(30), sec(40), sec(50))
+}
+
+// Fires that fall due while etcd cannot record the slot's previous start
+// are misfires under fire-all, as a takeover's catch-ups are: they join the
+// backlog, and so do the fires that fall due while they run; a fire due
+// while those that joined run is an overlap. The case: a manual run's start
+// hangs at etcd (the writer stalled) while 10 and 20 fall due; 30 falls due
+// while 10 runs and 40 while 20 runs; 50 while 30 runs.
+func TestFiresDueWhileEtcdStallsAreMisfires(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("stall", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
+	rec := newRecorder()
+	g := newGate()
+	n, gk := startGatedNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	waitUntil(t, "the takeover's writes committed", 10*time.Second, func() bool {
+		queued, inFlight := n.sched.writer.Queued()
+		return queued == 0 && inFlight == 0
+	})
+	gk.close()
+	if _, err := operator.RequestRun(context.Background(), cli, "stall", []shard.Slot{{Job: "tick"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gk.blocked: // the manual run's start waits at the gate
+	case <-time.After(10 * time.Second):
+		t.Fatal("the manual run's start was never written")
+	}
+	waitUntil(t, "the writer stalled", 10*time.Second, n.sched.writer.Stalled)
+	for _, due := range []string{"10", "20"} {
+		if e := advance(t, rec, clock, 10*time.Second); e.Kind != Queued {
+			t.Fatalf("the fire at %s, due while etcd stalled, was %s (%s); want queued as a misfire", due, e.Kind, e.Reason)
+		}
+	}
+	gk.open()
+	g.waitEntered(t, "the manual run")
+	g.releaseOne(t, "the manual run")
+	for _, due := range []string{"30 while 10 runs", "40 while 20 runs"} {
+		g.waitEntered(t, "the misfire before "+due)
+		if e := advance(t, rec, clock, 10*time.Second); e.Kind != Queued {
+			t.Fatalf("the fire at %s was %s (%s); want queued behind the misfires", due, e.Kind, e.Reason)
+		}
+		g.releaseOne(t, "the misfire before "+due)
+	}
+	g.waitEntered(t, "30 running")
+	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Skipped { // 12:00:50.5
+		t.Fatalf("the fire at 50, due while 30 (which joined) runs, was %s (%s); want skipped as an overlap", e.Kind, e.Reason)
+	}
+	g.open()
+	waitKind(t, rec, "the runs", 5, func(e Event) bool { return e.Kind == Finished })
+	var ran []time.Time
+	for _, e := range started(rec.all(), n.id) {
+		if e.Cause != history.CauseManual {
+			ran = append(ran, e.Execution.ScheduledTime)
+		}
+	}
+	if want := []time.Time{sec(10), sec(20), sec(30), sec(40)}; !slices.EqualFunc(ran, want, time.Time.Equal) {
+		t.Fatalf("ran %v; want %v", ran, want)
+	}
 }
 
 // The same for the retry of a fire the previous holder started and never

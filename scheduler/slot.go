@@ -62,11 +62,10 @@ type slot struct {
 	runSeq uint64
 	// owed are the fires waiting for the slot to be free.
 	owed owedFires
-	// lastTakeover says the latest run was owed on acquisition (a catch-up,
-	// or the retry of a fire the previous holder left unfinished): a
+	// lastMisfire says the latest run was a misfire (fire.misfire): a
 	// scheduled fire that comes while it is in flight joins the backlog
 	// under fire-all.
-	lastTakeover bool
+	lastMisfire bool
 	// unrecorded counts this slot's runs still waiting for etcd to record
 	// their start (decremented by their goroutines).
 	unrecorded atomic.Int32
@@ -108,6 +107,12 @@ type owedFires struct {
 	// lateTriggers are the manual triggers the control watch reported while
 	// the fences were raised; they join those read at acquisition.
 	lateTriggers []fire
+}
+
+// owesMisfires reports whether the backlog still holds a misfire
+// (fire.misfire), as opposed to only scheduled fires that joined it.
+func (o *owedFires) owesMisfires() bool {
+	return slices.ContainsFunc(o.backlog, func(f fire) bool { return f.misfire })
 }
 
 // clear empties o and returns the fires it held.
