@@ -228,22 +228,7 @@ func TestFailoverCatchUp(t *testing.T) {
 // missed fires, whatever the overlap policy (skip here), instead of being
 // skipped as an overlap with the catch-up.
 func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
-	etcd := etcdtest.Start(t)
-	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
-	cat := catalog("backlog", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
-	rec := newRecorder()
-	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": noop})
-	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
-	clock.Advance(10 * time.Second) // 12:00:10.5
-	waitKind(t, rec, "a's run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
-	if err := a.stop(); err != nil {
-		t.Fatal(err)
-	}
-	clock.Advance(25 * time.Second) // 12:00:35.5: 20 and 30 pass with nobody
-	g := newGate()
-	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
-	g.waitEntered(t, "the catch-up of 20 running (30 waits)")
+	rec, clock, g, b := catchingUp(t)
 	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Queued { // 12:00:45.5: 40 falls due
 		t.Fatalf("the fire at 40 during the catch-up was %s (%s); want queued behind the backlog", e.Kind, e.Reason)
 	}
@@ -252,17 +237,15 @@ func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
 	wantRan(t, rec, b.id, sec(20), sec(30), sec(40))
 }
 
-// Once the owed fires have all started, a fire that falls due while the
-// fires that joined the backlog run is an overlap again (skipped here):
-// otherwise a slot whose runs outlast its period would let every fire join,
-// run them all back to back and fall behind for as long as the load lasts.
-// The case: the new owner owes 20 and 30; 40 comes while 20 runs and 50
-// while 30 runs (both join); 60 comes while 40 runs.
-func TestFireAfterTheMisfiresIsAnOverlap(t *testing.T) {
+// catchingUp starts a member that takes over slot tick/0 (every 10 s,
+// fire-all) at 12:00:35.5 from a holder stopped after 12:00:10 ran, and
+// returns once the catch-up of 20 is running at the gate (30 waits).
+func catchingUp(t *testing.T) (*recorder, *ManualClock, *heldHandler, *node) {
+	t.Helper()
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	clock := NewManualClock(t0)
-	cat := catalog("behind", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
+	cat := catalog("catchup", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
 	rec := newRecorder()
 	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": noop})
 	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
@@ -275,11 +258,22 @@ func TestFireAfterTheMisfiresIsAnOverlap(t *testing.T) {
 	g := newGate()
 	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
 	g.waitEntered(t, "the catch-up of 20 running (30 waits)")
+	return rec, clock, g, b
+}
+
+// Once the misfires have all started, a fire that falls due while the
+// fires that joined the backlog run is an overlap again (skipped here):
+// otherwise a slot whose runs outlast its period would let every fire join,
+// run them all back to back and fall behind for as long as the load lasts.
+// The case: the new owner owes 20 and 30; 40 comes while 20 runs and 50
+// while 30 runs (both join); 60 comes while 40 runs.
+func TestFireAfterTheMisfiresIsAnOverlap(t *testing.T) {
+	rec, clock, g, b := catchingUp(t)
 	for _, due := range []string{"40 while 20 runs", "50 while 30 runs"} {
 		if e := advance(t, rec, clock, 10*time.Second); e.Kind != Queued {
-			t.Fatalf("the fire at %s was %s (%s); want queued behind the owed fires", due, e.Kind, e.Reason)
+			t.Fatalf("the fire at %s was %s (%s); want queued behind the misfires", due, e.Kind, e.Reason)
 		}
-		g.releaseOne(t, "the owed fire before "+due)
+		g.releaseOne(t, "the misfire before "+due)
 		g.waitEntered(t, "the next fire after "+due)
 	}
 	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Skipped { // 12:01:05.5: 60 falls due
