@@ -83,7 +83,10 @@ func TestOldMembersKeepRecordsReadable(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	ctx := context.Background()
-	cat := catalog("formats", config.Job{Name: "tick", Schedule: "@every 1s", Partitions: 8, Handler: "noop"})
+	// Enough partitions that each of the four members leads some: the
+	// current member must write while the others are members.
+	const partitions = 32
+	cat := catalog("formats", config.Job{Name: "tick", Schedule: "@every 1s", Partitions: partitions, Handler: "noop"})
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
 	beforeFormats := startNode(t, cli, cat, rec, h, nodeOpts{readsFormat: -1})
@@ -177,7 +180,7 @@ func TestOldMembersKeepRecordsReadable(t *testing.T) {
 	for _, r := range hist {
 		read[r.Partition]++
 	}
-	for p := range 8 {
+	for p := range partitions {
 		resp, err := cli.Get(ctx, keyspace.SlotHistory(cat.Cluster, shard.Slot{Job: "tick", Partition: p}), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			t.Fatal(err)
