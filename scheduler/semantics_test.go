@@ -351,14 +351,8 @@ func TestFiresDueWhileEtcdStallsAreMisfires(t *testing.T) {
 // ahead, and the new holder takes over a few ms before the fire after it,
 // which must not be skipped as an overlap.
 func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
-	rec, clock, g, b := takeOverUnfinished(t, config.MisfireFireAll, 25*time.Second) // 12:00:25.5
-	g.waitEntered(t, "the retry of 20 running")
-	if e := advance(t, rec, clock, 5*time.Second); e.Kind != Queued { // 12:00:30.5: 30 falls due
-		t.Fatalf("the fire at 30 during the retry of 20 was %s (%s); want queued behind it", e.Kind, e.Reason)
-	}
-	g.open()
-	waitKind(t, rec, "b's runs", 2, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
-	wantRan(t, rec, b.id, sec(20), sec(30))
+	// 12:00:25.5, then 30 falls due at 12:00:30.5.
+	fireDuringRetry(t, config.MisfireFireAll, 25*time.Second, 5*time.Second, Queued)
 }
 
 // Under the other misfire policies a fire that falls due while the new
@@ -369,10 +363,19 @@ func TestFireDuringTakeoverRetryJoinsTheBacklog(t *testing.T) {
 // fire-once owes the retry of 20 (started, never finished) and the latest
 // missed fire, 30; the fire at 40 comes while the retry runs.
 func TestFireDuringTakeoverBacklogIsAnOverlapUnlessFireAll(t *testing.T) {
-	rec, clock, g, b := takeOverUnfinished(t, config.MisfireFireOnce, 35*time.Second) // 12:00:35.5
-	g.waitEntered(t, "the retry of 20 running (30 waits behind it)")
-	if e := advance(t, rec, clock, 10*time.Second); e.Kind != Skipped { // 12:00:45.5: 40 falls due
-		t.Fatalf("the fire at 40 while the owed fires ran was %s (%s); want skipped as an overlap", e.Kind, e.Reason)
+	// 12:00:35.5 (30 waits behind the retry), then 40 falls due at 12:00:45.5.
+	fireDuringRetry(t, config.MisfireFireOnce, 35*time.Second, 10*time.Second, Skipped)
+}
+
+// fireDuringRetry takes over an unfinished 20 at t0+at (takeOverUnfinished),
+// advances the clock by step while its retry runs, and wants the fire then
+// due handled as want; the slot runs 20 and 30, and nothing else.
+func fireDuringRetry(t *testing.T, misfire config.Misfire, at, step time.Duration, want EventKind) {
+	t.Helper()
+	rec, clock, g, b := takeOverUnfinished(t, misfire, at)
+	g.waitEntered(t, "the retry of 20 running")
+	if e := advance(t, rec, clock, step); e.Kind != want {
+		t.Fatalf("the fire due at %v while the retry of 20 ran was %s (%s); want %s", clock.Now().Format(time.TimeOnly), e.Kind, e.Reason, want)
 	}
 	g.open()
 	waitKind(t, rec, "b's runs", 2, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
