@@ -31,7 +31,7 @@ func (s *Scheduler) arm(sl *slot, now time.Time) bool {
 
 // disarm takes back the slot's armed fire if it has not started,
 // when the slot is given up or its schedule changed: the start recorded ahead
-// is the slot's again (see endLeadership and retractAhead for what becomes of
+// is the slot's again (see endLeadership and runClosing for what becomes of
 // it). A fire that already started is left to finish.
 func (s *Scheduler) disarm(sl *slot) {
 	a := sl.armed

@@ -59,33 +59,48 @@ func (s *Scheduler) sweepOnce(ctx context.Context) error {
 		}
 	}
 	for m := range members {
-		gone, err := s.journalAbsorbed(ctx, m)
+		gone, read, err := s.journalAbsorbed(ctx, m)
 		if err != nil {
 			return err
 		}
-		if gone {
-			if _, err := s.cli.Delete(ctx, keyspace.Journal(cluster, m), clientv3.WithPrefix()); err != nil {
-				return err
-			}
-			s.cfg.Logger.Info("deleted the journal of a member that left", "member", m)
+		if !gone {
+			continue
+		}
+		if err := s.deleteJournal(ctx, m, read); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
+// deleteJournal deletes member m's journal as sweepOnce read it, at
+// revision read: an entry written since (by a member still draining after
+// it left the view) keeps the whole journal until a later sweep reads it.
+// Held by TestSweepSparesAJournalWrittenSinceItsRead.
+func (s *Scheduler) deleteJournal(ctx context.Context, m string, read int64) error {
+	prefix := keyspace.Journal(s.member.Cluster(), m)
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(prefix), "<", read+1).WithPrefix()).
+		Then(clientv3.OpDelete(prefix, clientv3.WithPrefix())).Commit()
+	if err == nil && resp.Succeeded {
+		s.cfg.Logger.Info("deleted the journal of a member that left", "member", m)
+	}
+	return err
+}
+
 // journalAbsorbed reports whether member m has left and every slot with
-// records in its journal has a state key written by a later holder (or
-// belongs to no job of the catalog).
-func (s *Scheduler) journalAbsorbed(ctx context.Context, m string) (bool, error) {
+// records in its journal, as read at revision read, has a state key written
+// by a later holder (or belongs to no job of the catalog).
+func (s *Scheduler) journalAbsorbed(ctx context.Context, m string) (gone bool, read int64, err error) {
 	cluster := s.member.Cluster()
 	alive, err := s.cli.Get(ctx, keyspace.Member(cluster, m), clientv3.WithCountOnly())
 	if err != nil || alive.Count > 0 {
-		return false, err // a member still in the view writes its journal: not read
+		return false, 0, err // a member still in the view writes its journal: not read
 	}
 	resp, err := s.cli.Get(ctx, keyspace.Journal(cluster, m), clientv3.WithPrefix())
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
+	read = resp.Header.Revision
 	newest := map[shard.Slot]fencing.Token{} // the token of each slot's records there
 	for _, kv := range resp.Kvs {
 		items, err := history.JournalItems(cluster, kv)
@@ -108,15 +123,15 @@ func (s *Scheduler) journalAbsorbed(ctx context.Context, m string) (bool, error)
 	}
 	states, err := journal.GetEach(ctx, s.cli, keys)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	for i, kvs := range states {
 		var st history.SlotState
 		if len(kvs) == 0 || json.Unmarshal(kvs[0].Value, &st) != nil || st.Token <= newest[slots[i]] {
-			return false, nil // not taken over yet
+			return false, 0, nil // not taken over yet
 		}
 	}
-	return true, nil
+	return true, read, nil
 }
 
 // inCatalog reports whether slot s is a partition of one of jobs.

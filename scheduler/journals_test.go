@@ -98,3 +98,41 @@ func TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken(t *testing.T) {
 		t.Fatalf("the history has %d of a's runs; want 2", ran)
 	}
 }
+
+// The sweep deletes a departed member's journal only as it read it: an
+// entry written after the read keeps the journal for a later sweep.
+func TestSweepSparesAJournalWrittenSinceItsRead(t *testing.T) {
+	cat := catalog("spare", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
+	s, cli := unrunScheduler(t, cat)
+	ctx := context.Background()
+	first, err := cli.Put(ctx, keyspace.JournalEntry("spare", "gone", 0), "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, keyspace.JournalEntry("spare", "gone", 1), "j"); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int64 {
+		resp, err := cli.Get(ctx, keyspace.Journal("spare", "gone"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Count
+	}
+	if err := s.deleteJournal(ctx, "gone", first.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("%d entries left after a sweep that read the journal before its second entry; want both kept", n)
+	}
+	now, err := cli.Get(ctx, keyspace.Journal("spare", "gone"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.deleteJournal(ctx, "gone", now.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d entries left after a sweep that read the whole journal; want none", n)
+	}
+}

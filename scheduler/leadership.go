@@ -52,7 +52,7 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	// the next holder, taking over within milliseconds of the resign, runs it
 	// on schedule (catchUp does not take a future start for an unfinished one).
 	sl.ahead = nil
-	s.resignAsync(sl, sl.election, reason)
+	s.resignAsync(sl, sl.election, reason, s.stateOp(sl))
 }
 
 // resignAsync deletes the slot's key off the loop; the slot stays in
@@ -60,15 +60,22 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 // cannot race with the delete. The delete is a fenced write of the state
 // writer, so it commits after this slot's writes still queued (the result of
 // a run that just ended, a start recorded ahead): resigning before them would
-// fence them out, and the next owner would run that fire again.
-// Held by the chaos suite's TestRollingRestart (no replay after a handover).
-func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election, reason string) {
+// fence them out, and the next owner would run that fire again. It carries
+// state, the put of the slot's state as the member leaves it, in the same
+// transaction, and is a last write (never refused for a full queue), so a
+// record refused earlier cannot leave the next holder an older state. The
+// key is deleted directly only when etcd failed the write: every earlier
+// write of the slot was answered by then.
+// Held by TestResignCarriesTheLastState and the chaos suite's
+// TestGracefulStopDuringARunUnderLoad (no replay after a handover).
+func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election, reason string, state ...clientv3.Op) {
 	sl.gen++
 	sl.stage = resigning
 	id, gen := sl.id, sl.gen
 	done := make(chan error, 1)
 	claim := fencing.Claim{LeaderKey: e.Key(), Token: fencing.Token(e.Rev())} // the election's own: the slot's may be an older one
-	s.writer.Enqueue(fenced.Write{Claim: claim, Ops: []clientv3.Op{clientv3.OpDelete(claim.LeaderKey)}, Done: done, Handover: true})
+	ops := append(state, clientv3.OpDelete(claim.LeaderKey))
+	s.writer.Enqueue(fenced.Write{Claim: claim, Ops: ops, Done: done, Handover: true, Last: true})
 	s.wg.Add(1)
 	_, span := s.slotSpan(context.Background(), "slot.resign", id,
 		attribute.Int64("kira.fencing_token", int64(claim.Token)), attribute.String("kira.reason", reason))

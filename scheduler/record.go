@@ -17,8 +17,10 @@ import (
 
 func (sl *slot) claim() fencing.Claim { return fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token} }
 
-// stateOp is the put of the slot's current state into its state key, for a
-// write without a record (see history.Stored).
+// stateOp is the put of the slot's current state into its state key. Every
+// write that changes the state puts it, records or not: the state key is the
+// one place a new holder learns what started and what finished
+// (package history: "Where a slot's state lives").
 func (s *Scheduler) stateOp(sl *slot) clientv3.Op {
 	sl.recorded.Token, sl.recorded.Member = sl.token, s.member.ID()
 	data, _ := json.Marshal(sl.recorded)
@@ -80,6 +82,7 @@ func (s *Scheduler) amendQueuedSkip(sl *slot, r history.Record) bool {
 	merged := mergeSkip(q.record, r)
 	var fw fenced.Write
 	s.addRecord(&fw, sl, history.Stored{Record: merged}, q.seq)
+	fw.Ops = append(fw.Ops, s.stateOp(sl))
 	if !s.writer.Amend(sl.leaderKey, q, fw.Ops, fw.Records) {
 		sl.queuedSkip = nil
 		return false
@@ -117,10 +120,10 @@ func (s *Scheduler) addRecord(fw *fenced.Write, sl *slot, stored history.Stored,
 
 // recordWrite is the write of record r, and of the skip records carried to
 // it, at the slot's next sequence numbers (see fenced.LastPutPerKey), each
-// with the slot's state as of this write, which they hold from then on
-// (history.Stored): the body of a record, and no put of the state key. The
-// last carried skip goes with r (Stored.Skipped); the others, rare (skips
-// for different reasons), each as a record of its own.
+// with the slot's state as of this write (history.Stored), and the put of
+// the state key in the same transaction. The last carried skip goes with r
+// (Stored.Skipped); the others, rare (skips for different reasons), each as
+// a record of its own.
 func (s *Scheduler) recordWrite(sl *slot, r history.Record, carried []history.Record) fenced.Write {
 	last := history.Stored{Record: r}
 	if n := len(carried); n > 0 {
@@ -135,7 +138,7 @@ func (s *Scheduler) recordWrite(sl *slot, r history.Record, carried []history.Re
 		s.addRecord(&fw, sl, history.Stored{Record: c}, first+int64(i))
 	}
 	s.addRecord(&fw, sl, last, first+int64(len(carried)))
-	fw.Ops = fenced.LastPutPerKey(fw.Ops)
+	fw.Ops = append(fenced.LastPutPerKey(fw.Ops), s.stateOp(sl))
 	return fw
 }
 
@@ -158,19 +161,24 @@ func (s *Scheduler) recordAhead(sl *slot) *aheadRecord {
 	return a
 }
 
-// retractAhead takes back a start recorded ahead for a fire that will not
-// run here, so the next holder does not take it for a started fire. It
-// returns the write's answer channel (nil when there was nothing to take back).
-func (s *Scheduler) retractAhead(sl *slot) chan error {
+// takeBackAhead restores, in memory, the start that the slot's start
+// recorded ahead replaced, for a fire that will not run here, so the next
+// holder does not take it for a started fire (once written: writeLastState).
+// It reports whether there was one to take back.
+func takeBackAhead(sl *slot) bool {
 	a := sl.ahead
 	sl.ahead = nil
 	if a == nil || !sl.recorded.Started.Equal(a.scheduled) {
-		return nil
+		return false
 	}
 	sl.recorded.Started, sl.recorded.StartedID, sl.recorded.StartedAttempt = a.prevStarted, a.prevStartedID, a.prevAttempt
-	done := make(chan error, 1)
-	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Done: done})
-	return done
+	return true
+}
+
+// writeLastState queues the slot's state as this member leaves it: a
+// last write (fenced.Write.Last), so a full queue cannot refuse it.
+func (s *Scheduler) writeLastState(sl *slot) {
+	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Last: true})
 }
 
 // stateReset records, in the slot's history, that its state could not be

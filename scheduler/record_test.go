@@ -13,6 +13,7 @@ import (
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -216,4 +217,96 @@ func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.S
 	}()
 	r, err := readTakeover(ctx, reads, s, 0, newJournalCache(kv, cluster))
 	return r.state, r.unreadable, r.triggers, err
+}
+
+// stateKey reads slot s's state key alone, with its revision (0: none).
+func stateKey(t *testing.T, cli *clientv3.Client, cluster string, s shard.Slot) (history.SlotState, int64) {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), keyspace.State(cluster, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return history.SlotState{}, 0
+	}
+	var st history.SlotState
+	if err := json.Unmarshal(resp.Kvs[0].Value, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st, resp.Kvs[0].ModRevision
+}
+
+// Every write that changes a slot's state puts its state key, the records
+// in the member's journal or not: after each run the state key alone says
+// which fire finished and which start is recorded ahead, so a new holder
+// needs no journal to know what ran.
+func TestEveryWriteKeepsTheStateKeyCurrent(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("statekey", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
+	rec := newRecorder()
+	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	slot := shard.Slot{Job: "tick"}
+	for i := 1; i <= 3; i++ {
+		advance(t, rec, clock, 10*time.Second)
+		waitKind(t, rec, "the run", i, func(e Event) bool { return e.Kind == Finished })
+		waitUntil(t, "the state key to name the run's result", 10*time.Second, func() bool {
+			st, _ := stateKey(t, cli, "statekey", slot)
+			return st.Finished.Equal(sec(10*i)) && st.Started.Equal(sec(10*(i+1))) && st.HistorySeq > 0
+		})
+	}
+}
+
+// A slot handed over on a view change is resigned in one transaction with
+// the put of its state: the state key at the revision that deleted the old
+// holder's leader key was written by that revision, by the old holder, so
+// the next holder reads the state the old one left, whatever its journal
+// holds.
+func TestResignCarriesTheLastState(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deleted := make(chan *clientv3.Event, 64) // deletes of leader keys, with what they deleted
+	watch := cli.Watch(ctx, keyspace.Elections("resign"), clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithFilterPut())
+	go func() {
+		for resp := range watch {
+			for _, ev := range resp.Events {
+				select {
+				case deleted <- ev:
+				default:
+				}
+			}
+		}
+	}()
+	cat := catalog("resign", withDefaults(config.Job{Name: "tick", Schedule: "@every 1s", Partitions: 8, Handler: "noop"}))
+	rec := newRecorder()
+	a := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{})
+	waitKind(t, rec, "a leads every slot", 8, func(e Event) bool { return e.Kind == Acquired && e.Member == a.id })
+	waitKind(t, rec, "a's runs", 8, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+	b := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{})
+	waitKind(t, rec, "b's first run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
+	ev := kiratest.Receive(t, deleted, 10*time.Second, "a leader key deleted")
+	for checked := 0; ev != nil; checked++ {
+		s, _, _ := keyspace.ParseCandidacy("resign", string(ev.PrevKv.Key))
+		resp, err := cli.Get(ctx, keyspace.State("resign", s), clientv3.WithRev(ev.Kv.ModRevision))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st history.SlotState
+		if len(resp.Kvs) == 1 {
+			_ = json.Unmarshal(resp.Kvs[0].Value, &st)
+		}
+		if len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision != ev.Kv.ModRevision || st.Member != a.id || int64(st.Token) != ev.PrevKv.CreateRevision {
+			t.Fatalf("%s: the resign at revision %d did not write a's state (state key %v, %+v)", s, ev.Kv.ModRevision, resp.Kvs, st)
+		}
+		select {
+		case ev = <-deleted:
+		default:
+			ev = nil
+			t.Logf("%d handovers checked", checked+1)
+		}
+	}
 }

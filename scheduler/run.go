@@ -104,8 +104,8 @@ func (s *Scheduler) runDraining() {
 	s.drain(s.cfg.Grace)
 }
 
-// runClosing drops every slot still led (after taking back its start
-// recorded ahead, on a graceful stop), cancels what still runs, waits for
+// runClosing drops every slot still led (on a graceful stop, after writing
+// its state as it leaves it, its start recorded ahead taken back), cancels what still runs, waits for
 // the goroutines the scheduler owns, and commits the last writes. The lease
 // revoke that follows (Member.Leave) deletes every key of the member in one
 // revision: one request, not one resign per slot.
@@ -114,8 +114,9 @@ func (s *Scheduler) runClosing(graceful bool, bg *background) {
 		if sl.stage != leading {
 			continue
 		}
-		if graceful {
-			s.retractAhead(sl) // committed before the member leaves: the writer is flushed below
+		if graceful { // committed before the member leaves: the writer is flushed below
+			takeBackAhead(sl)
+			s.writeLastState(sl)
 		}
 		s.dropLeadership(sl, Released, "stopping")
 		sl.stage = idle

@@ -30,8 +30,14 @@ type Write struct {
 	// Handover says the write ends the slot's leadership here (a resign):
 	// it copies the slot's records still in the journal to its ring.
 	Handover bool
-	queued   time.Time // set by Enqueue
-	copies   []copyOf  // a copy batch's write: the records it copies (fill)
+	// Last says the write is the slot's last on this member (a resign, or
+	// the state it leaves on a graceful stop): it is never refused for a
+	// full queue (ErrBehind). There is at most one per slot, and refusing a
+	// resign would fence out the slot's results still queued.
+	// Held by TestWriterQueuesALastWriteWhenFull.
+	Last   bool
+	queued time.Time // set by Enqueue
+	copies []copyOf  // a copy batch's write: the records it copies (fill)
 }
 
 // linger is the longest the writer holds lazy writes, while nothing else is
@@ -173,7 +179,7 @@ func (w *Writer) Enqueue(fw Write) {
 		return
 	}
 	w.mu.Lock()
-	if len(w.queue) >= w.limit {
+	if len(w.queue) >= w.limit && !fw.Last {
 		w.mu.Unlock()
 		reply(fw, ErrBehind)
 		return

@@ -397,6 +397,39 @@ func TestWriterRefusesRatherThanBlocks(t *testing.T) {
 	}
 }
 
+// A slot's last write (a resign) is queued even when the queue is full, and
+// commits after the slot's writes queued before it: refusing it would leave
+// the resign to a direct delete that fences those writes out.
+func TestWriterQueuesALastWriteWhenFull(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	a := heldClaim(t, cli, "/leader/a")
+	w := NewWriter(cli)
+	w.limit = 1
+	result := Write{Claim: a, Ops: []clientv3.Op{clientv3.OpPut("/s/a", "result")}, Done: make(chan error, 1)}
+	w.Enqueue(result)
+	refused := Write{Claim: a, Ops: []clientv3.Op{clientv3.OpPut("/s/b", "x")}, Done: make(chan error, 1)}
+	w.Enqueue(refused)
+	if err := kiratest.Receive(t, refused.Done, 5*time.Second, "the refused write's answer"); !errors.Is(err, ErrBehind) {
+		t.Fatalf("an ordinary write to a full queue: %v; want ErrBehind", err)
+	}
+	resign := Write{Claim: a, Ops: []clientv3.Op{clientv3.OpPut("/s/a", "state"), clientv3.OpDelete(a.LeaderKey)}, Done: make(chan error, 1), Last: true}
+	w.Enqueue(resign)
+	stop := make(chan struct{})
+	close(stop)
+	w.Run(ctx, stop) // commits what is queued, then returns
+	for _, fw := range []Write{result, resign} {
+		if err := kiratest.Receive(t, fw.Done, 5*time.Second, "a queued write's answer"); err != nil {
+			t.Fatalf("a write queued before the queue filled, or the last write: %v", err)
+		}
+	}
+	resp, err := cli.Get(ctx, "/s/a")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "state" {
+		t.Fatalf("/s/a: %v %v; want the last write's value after the result's", resp, err)
+	}
+}
+
 // Amend replaces a queued write of a slot only while it is that slot's last
 // queued write and carries the tag; what it replaced is what commits.
 func TestAmendReplacesOnlyTheSlotsLastQueuedWrite(t *testing.T) {
