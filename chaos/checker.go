@@ -25,6 +25,22 @@ type Fault struct {
 	// missed fires (fire-once, skip) may have dropped some: the outage the
 	// fault can cause. Zero means the fault may drop nothing.
 	MayDrop time.Duration
+	// InDoubt names the members (by id) the fault killed, paused or cut
+	// off: a fire one of them ran may have its result unrecorded, and its
+	// next holder may run it again (a replay). EveryMember says the fault
+	// could do that to every member (etcd lost quorum or its leader). A
+	// graceful stop puts nobody in doubt: after it, a replay is forbidden.
+	InDoubt     []string
+	EveryMember bool
+}
+
+// putsInDoubt reports whether f could have left member's fire, accepted at
+// ran, in doubt until it ran again at again.
+func (f Fault) putsInDoubt(member string, ran, again time.Time, slack time.Duration) bool {
+	if !f.EveryMember && !slices.Contains(f.InDoubt, member) {
+		return false
+	}
+	return !f.Start.After(again) && !f.Heal.Add(f.MayDrop+slack).Before(ran)
 }
 
 // Spec is what the checker holds a history to.
@@ -56,10 +72,13 @@ type Spec struct {
 
 // Report is what the checker found.
 type Report struct {
-	Expected   int // scheduled (slot, time) pairs in the window
-	Accepted   int // of those, accepted exactly once
-	Stale      int // writes rejected by the fence (whole history)
-	Replays    int // writes of an execution id that had already taken effect
+	Expected int // scheduled (slot, time) pairs in the window
+	Accepted int // of those, accepted exactly once
+	Stale    int // writes rejected by the fence (whole history)
+	Replays  int // writes of an execution id that had already taken effect
+	// Forbidden counts the replays the contract does not allow: all but the
+	// first re-run of an in-doubt fire by each new holder (judgeReplays).
+	Forbidden  int
 	Duplicates int // (slot, time) pairs accepted more than once
 	Missed     int // pairs never accepted
 	// Dropped counts, per misfire policy, the missed pairs that policy
@@ -73,8 +92,8 @@ type Report struct {
 
 // summary is the report on one line.
 func (r Report) summary() string {
-	return fmt.Sprintf("expected %d, accepted %d, stale rejected %d, replays %d, duplicates %d, missed %d (dropped by policy: %v), recovered %v, %d violations",
-		r.Expected, r.Accepted, r.Stale, r.Replays, r.Duplicates, r.Missed, r.Dropped, r.Recovered, len(r.Violations))
+	return fmt.Sprintf("expected %d, accepted %d, stale rejected %d, replays %d (forbidden %d), duplicates %d, missed %d (dropped by policy: %v), recovered %v, %d violations",
+		r.Expected, r.Accepted, r.Stale, r.Replays, r.Forbidden, r.Duplicates, r.Missed, r.Dropped, r.Recovered, len(r.Violations))
 }
 
 // OK reports whether the history passed.
@@ -123,6 +142,7 @@ func Check(history []Attempt, spec Spec) Report {
 			byID[a.ExecutionID] = append(byID[a.ExecutionID], a)
 		}
 	}
+	judgeReplays(&rep, ordered, spec)
 	for k, as := range accepted {
 		if len(as) > 1 {
 			rep.Duplicates++
@@ -230,6 +250,55 @@ func Check(history []Attempt, spec Spec) Report {
 		}
 	}
 	return rep
+}
+
+// judgeReplays classifies every replay (a write of an execution id that
+// had already taken effect). The only one allowed is the in-doubt fire's:
+// the attempt before it ran on a member that a fault then killed, paused or
+// cut off (Fault.InDoubt), and a new holder (a higher token) runs it again,
+// once. Forbidden: a replay after a graceful stop or with no fault at all
+// (the result was recorded, or should have been), a replay by the holder
+// that had already run the fire, and a second replay under one token.
+// Held by TestReplaysAreJudged.
+func judgeReplays(rep *Report, ordered []Attempt, spec Spec) {
+	earlier := map[string]Attempt{} // the last write of each execution id that reached the fence
+	replays := map[string]int{}     // per execution id and token
+	for _, a := range ordered {
+		if a.Kind != Write || (a.Outcome != Accepted && a.Outcome != Replay) {
+			continue
+		}
+		prev, ok := earlier[a.ExecutionID]
+		earlier[a.ExecutionID] = a
+		if a.Outcome != Replay || !ok {
+			continue
+		}
+		tk := fmt.Sprintf("%s@%d", a.ExecutionID, a.Token)
+		replays[tk]++
+		var why string
+		switch {
+		case replays[tk] > 1:
+			why = fmt.Sprintf("run again %d times under token %d (a change of holder allows one re-run)", replays[tk], a.Token)
+		case a.Token <= prev.Token:
+			why = fmt.Sprintf("run again by the holder that had run it (token %d after %d)", a.Token, prev.Token)
+		case !anyInDoubt(spec, prev.Member, prev.At, a.At):
+			why = fmt.Sprintf("run again after %s's run at %s though no fault killed, paused or cut off %s in between (its result was, or should have been, recorded)",
+				prev.Member, prev.At.Format("15:04:05.000"), prev.Member)
+		}
+		if why != "" {
+			rep.Forbidden++
+			rep.violate("%s: scheduled %s (id %s), forbidden replay at %s by %s (token %d): %s", a.Slot(), a.Scheduled.UTC().Format(time.RFC3339Nano),
+				a.ExecutionID, a.At.Format("15:04:05.000"), a.Member, a.Token, why)
+		}
+	}
+}
+
+func anyInDoubt(spec Spec, member string, ran, again time.Time) bool {
+	for _, f := range spec.Faults {
+		if f.putsInDoubt(member, ran, again, spec.OnTime) {
+			return true
+		}
+	}
+	return false
 }
 
 // nextAccepted returns the acceptances of the slot's first fire at or after

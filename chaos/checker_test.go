@@ -179,3 +179,46 @@ func TestCheckerMeasuresRecovery(t *testing.T) {
 	s.Recovery = 3 * time.Second
 	expectViolation(t, Check(h.as, s), "back at full speed 3.2s after it healed")
 }
+
+// A replay is allowed only for the in-doubt fire: a's run at 4 s, its member
+// then killed, run again once by b under its new token. The same replay
+// after a graceful stop, with no fault, by the holder that ran it, or twice
+// under b's token is forbidden, and counted.
+func TestReplaysAreJudged(t *testing.T) {
+	scheduled := t0.Add(4 * time.Second)
+	replayed := func(token fencing.Token, member string, times int) *history {
+		h := clean()
+		for i := 0; i < times; i++ {
+			h.add(Write, "all", 0, token, member, scheduled, t0.Add(time.Duration(5500+100*i)*time.Millisecond), Replay)
+		}
+		return h
+	}
+	kill := Fault{Name: "kill", Start: t0.Add(4100 * time.Millisecond), Heal: t0.Add(4100 * time.Millisecond), MayDrop: time.Second, InDoubt: []string{"a"}}
+	if rep := Check(replayed(20, "b", 1).as, spec(t, kill)); !rep.OK() || rep.Replays != 1 || rep.Forbidden != 0 {
+		t.Fatalf("the in-doubt fire of a killed member, run again once by the next holder: %+v", rep)
+	}
+	quorum := Fault{Name: "quorum", Start: t0.Add(3 * time.Second), Heal: t0.Add(5 * time.Second), EveryMember: true}
+	if rep := Check(replayed(20, "b", 1).as, spec(t, quorum)); !rep.OK() || rep.Forbidden != 0 {
+		t.Fatalf("the in-doubt fire after a quorum loss: %+v", rep)
+	}
+	graceful := Fault{Name: "restart", Start: t0.Add(4100 * time.Millisecond), Heal: t0.Add(5 * time.Second)}
+	for _, c := range []struct {
+		name  string
+		h     *history
+		fault Fault
+		want  string
+	}{
+		{"after a graceful stop", replayed(20, "b", 1), graceful, "no fault killed, paused or cut off a"},
+		{"with no fault", replayed(20, "b", 1), Fault{Name: "none"}, "no fault killed, paused or cut off a"},
+		{"a member that is not the one killed", replayed(20, "b", 1), Fault{Name: "kill c", Start: kill.Start, Heal: kill.Heal, InDoubt: []string{"c"}}, "no fault killed"},
+		{"by the holder that ran it", replayed(10, "a", 1), kill, "by the holder that had run it"},
+		{"twice by one new holder", replayed(20, "b", 2), kill, "run again 2 times under token 20"},
+	} {
+		rep := Check(c.h.as, spec(t, c.fault))
+		if rep.Forbidden != 1 {
+			t.Errorf("%s: %d forbidden replays; want 1 (%q)", c.name, rep.Forbidden, rep.Violations)
+			continue
+		}
+		expectViolation(t, rep, c.want)
+	}
+}

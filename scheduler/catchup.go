@@ -92,7 +92,7 @@ func catchUp(st history.SlotState, job config.Job, sched config.Schedule, now ti
 // triggers; then the slot follows its schedule.
 func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now time.Time) {
 	st := read.state
-	sl.recorded, sl.ahead, sl.carried = st, nil, nil
+	sl.recorded, sl.ahead, sl.carried, sl.readAt = st, nil, nil, sl.token
 	if read.unreadable != nil {
 		s.stateReset(sl, read.unreadable, now)
 	} else if read.journaled {

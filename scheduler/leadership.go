@@ -52,7 +52,7 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	// the next holder, taking over within milliseconds of the resign, runs it
 	// on schedule (catchUp does not take a future start for an unfinished one).
 	sl.ahead = nil
-	s.resignAsync(sl, sl.election, reason, s.stateOp(sl))
+	s.resignAsync(sl, sl.election, reason, s.lastState(sl)...)
 }
 
 // resignAsync deletes the slot's key off the loop; the slot stays in

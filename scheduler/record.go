@@ -175,10 +175,25 @@ func takeBackAhead(sl *slot) bool {
 	return true
 }
 
-// writeLastState queues the slot's state as this member leaves it: a
-// last write (fenced.Write.Last), so a full queue cannot refuse it.
+// lastState is the put of the slot's state as this member leaves it, for
+// its last write; none if the state was never read under the slot's token
+// (it was given up during its takeover): writing what this member held
+// before would send the slot's state back. Held by
+// TestSlotGivenUpDuringItsTakeoverWritesNoState.
+func (s *Scheduler) lastState(sl *slot) []clientv3.Op {
+	if sl.readAt != sl.token {
+		return nil
+	}
+	return []clientv3.Op{s.stateOp(sl)}
+}
+
+// writeLastState queues the slot's state as this member leaves it (if it
+// knows it: lastState), as a last write (fenced.Write.Last), so a full
+// queue cannot refuse it.
 func (s *Scheduler) writeLastState(sl *slot) {
-	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Last: true})
+	if ops := s.lastState(sl); len(ops) > 0 {
+		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: ops, Last: true})
+	}
 }
 
 // stateReset records, in the slot's history, that its state could not be

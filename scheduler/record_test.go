@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
@@ -308,5 +310,40 @@ func TestResignCarriesTheLastState(t *testing.T) {
 			ev = nil
 			t.Logf("%d handovers checked", checked+1)
 		}
+	}
+}
+
+// A slot given up before its takeover read ended (here: its fence cannot be
+// raised) resigns without a state: its member never read the slot's state
+// under its token, and writing what it held before would send the state
+// back, so the next holder would run finished fires again.
+func TestSlotGivenUpDuringItsTakeoverWritesNoState(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("givenup", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	a := manualNode(t, cli, cat, rec, clock, h)
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	advance(t, rec, clock, 10*time.Second)
+	waitKind(t, rec, "a's run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	slot := shard.Slot{Job: "tick"}
+	left, rev := stateKey(t, cli, "givenup", slot)
+	if left.Member != a.id || !left.Finished.Equal(sec(10)) {
+		t.Fatalf("a left the state %+v; want its run of 12:00:10 finished", left)
+	}
+	refuse := func(context.Context, shard.Slot, fencing.Claim) error { return errors.New("the resource is down") }
+	b := startNode(t, cli, cat, rec, h, nodeOpts{clock: clock, memberNow: clock.Now, cfg: Config{OnAcquire: refuse}})
+	waitKind(t, rec, "b giving the slot up twice", 2, func(e Event) bool { return e.Kind == Released && e.Member == b.id })
+	waitUntil(t, "b's resign", 10*time.Second, func() bool {
+		resp, err := cli.Get(context.Background(), keyspace.Election("givenup", slot)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 0
+	})
+	if st, now := stateKey(t, cli, "givenup", slot); now != rev || st != left {
+		t.Fatalf("after b gave the slot up during its takeover, the state key is %+v (revision %d); want a's %+v (revision %d)", st, now, left, rev)
 	}
 }

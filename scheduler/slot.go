@@ -56,6 +56,10 @@ type slot struct {
 	// recorded is the slot's state as this member last wrote it (loaded
 	// from etcd when the slot is won).
 	recorded history.SlotState
+	// readAt is the token under which recorded was read from etcd: until
+	// it is the slot's token, recorded is not the slot's state (the slot
+	// was given up before its takeover read ended) and must not be written.
+	readAt fencing.Token
 	// runs cancels each execution in flight, by run number; nil until the
 	// slot's first run.
 	runs   map[uint64]context.CancelFunc
