@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
 )
 
 type key struct {
@@ -63,6 +65,11 @@ type Spec struct {
 	// Zero skips the timing checks (for a member whose clock is wrong on
 	// purpose, "on time" has no meaning).
 	Recovery time.Duration
+	// States is every write of the slots' state keys, in revision order (a
+	// watch from the cluster's first revision): a fire started again (a
+	// higher attempt) after a state recorded it succeeded is a forbidden
+	// replay, whatever the faults (judgeStates). Nil skips the check.
+	States []StateWrite
 	// Timed names the jobs whose fires measure speed; empty means all. A
 	// long job's catch-up runs its missed fires one after another, so its
 	// lateness after an outage says how long it works, not how fast the
@@ -143,6 +150,7 @@ func Check(history []Attempt, spec Spec) Report {
 		}
 	}
 	judgeReplays(&rep, ordered, spec)
+	judgeStates(&rep, spec.States)
 	for k, as := range accepted {
 		if len(as) > 1 {
 			rep.Duplicates++
@@ -288,6 +296,43 @@ func judgeReplays(rep *Report, ordered []Attempt, spec Spec) {
 			rep.Forbidden++
 			rep.violate("%s: scheduled %s (id %s), forbidden replay at %s by %s (token %d): %s", a.Slot(), a.Scheduled.UTC().Format(time.RFC3339Nano),
 				a.ExecutionID, a.At.Format("15:04:05.000"), a.Member, a.Token, why)
+		}
+	}
+}
+
+// StateWrite is one write of a slot's state key, as etcd committed it.
+type StateWrite struct {
+	Slot     string
+	Revision int64
+	State    history.SlotState
+}
+
+// judgeStates holds the state keys' writes to the rule that a fire whose
+// success was recorded never starts again: a state that starts scheduled
+// time T at attempt a > 1 after one that recorded T (or a later fire)
+// finished with success is a forbidden replay, known from etcd's revisions
+// alone. Held by TestReplaysAreJudged.
+func judgeStates(rep *Report, states []StateWrite) {
+	type succeeded struct {
+		finished time.Time
+		revision int64
+	}
+	done := map[string]succeeded{}
+	reported := map[string]bool{}
+	for _, w := range states {
+		st := w.State
+		if d, ok := done[w.Slot]; ok && st.StartedAttempt > 1 && !st.Started.After(d.finished) && st.Unfinished() {
+			k := fmt.Sprintf("%s %d", st.StartedID, st.StartedAttempt)
+			if !reported[k] {
+				reported[k] = true
+				rep.Forbidden++
+				rep.violate("%s: scheduled %s (id %s), forbidden replay: attempt %d started at revision %d by %s (token %d) after revision %d recorded %s finished with success",
+					w.Slot, st.Started.UTC().Format(time.RFC3339Nano), st.StartedID, st.StartedAttempt, w.Revision, st.Member, st.Token, d.revision,
+					d.finished.UTC().Format(time.RFC3339Nano))
+			}
+		}
+		if st.Outcome == string(jobs.Succeeded) && st.Finished.After(done[w.Slot].finished) {
+			done[w.Slot] = succeeded{st.Finished, w.Revision}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 )
 
@@ -28,12 +29,12 @@ jobs:
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-type history struct {
+type attemptLog struct {
 	seq int64
 	as  []Attempt
 }
 
-func (h *history) add(kind Kind, slot string, part int, token fencing.Token, member string, scheduled, at time.Time, out Outcome) {
+func (h *attemptLog) add(kind Kind, slot string, part int, token fencing.Token, member string, scheduled, at time.Time, out Outcome) {
 	h.seq++
 	h.as = append(h.as, Attempt{Seq: h.seq, At: at, Kind: kind, Job: slot, Partition: part, Member: member, Token: token,
 		ExecutionID: jobs.ExecutionID(slot, part, scheduled), Scheduled: scheduled, Outcome: out})
@@ -41,8 +42,8 @@ func (h *history) add(kind Kind, slot string, part int, token fencing.Token, mem
 
 // clean is 10 s of every slot firing on time, member a with token 10 for the
 // first 5 s, then member b (token 20) after raising the fence.
-func clean() *history {
-	h := &history{}
+func clean() *attemptLog {
+	h := &attemptLog{}
 	slots := []struct {
 		job  string
 		part int
@@ -78,7 +79,7 @@ func spec(t *testing.T, faults ...Fault) Spec {
 func expectViolation(t *testing.T, rep Report, want string) {
 	t.Helper()
 	if rep.OK() {
-		t.Fatalf("checker passed a history it must fail (%s)", want)
+		t.Fatalf("checker passed a attemptLog it must fail (%s)", want)
 	}
 	for _, v := range rep.Violations {
 		if strings.Contains(v, want) {
@@ -124,7 +125,7 @@ func TestCheckerCatchesStaleAcceptedWrite(t *testing.T) {
 }
 
 func TestCheckerCatchesMissedFires(t *testing.T) {
-	drop := func(h *history, job string, at time.Time) {
+	drop := func(h *attemptLog, job string, at time.Time) {
 		var kept []Attempt
 		for _, a := range h.as {
 			if !(a.Kind == Write && a.Job == job && a.Scheduled.Equal(at)) {
@@ -186,7 +187,7 @@ func TestCheckerMeasuresRecovery(t *testing.T) {
 // under b's token is forbidden, and counted.
 func TestReplaysAreJudged(t *testing.T) {
 	scheduled := t0.Add(4 * time.Second)
-	replayed := func(token fencing.Token, member string, times int) *history {
+	replayed := func(token fencing.Token, member string, times int) *attemptLog {
 		h := clean()
 		for i := 0; i < times; i++ {
 			h.add(Write, "all", 0, token, member, scheduled, t0.Add(time.Duration(5500+100*i)*time.Millisecond), Replay)
@@ -204,7 +205,7 @@ func TestReplaysAreJudged(t *testing.T) {
 	graceful := Fault{Name: "restart", Start: t0.Add(4100 * time.Millisecond), Heal: t0.Add(5 * time.Second)}
 	for _, c := range []struct {
 		name  string
-		h     *history
+		h     *attemptLog
 		fault Fault
 		want  string
 	}{
@@ -221,4 +222,30 @@ func TestReplaysAreJudged(t *testing.T) {
 		}
 		expectViolation(t, rep, c.want)
 	}
+}
+
+// judgeStates: a fire started again (attempt 2) after a state key recorded
+// its success is forbidden, whatever the faults; started again when no
+// state recorded its result (the in-doubt fire), it is not.
+func TestStartAfterARecordedSuccessIsForbidden(t *testing.T) {
+	at := t0.Add(4 * time.Second)
+	id := jobs.ExecutionID("all", 0, at)
+	started := StateWrite{Slot: "all/0", Revision: 10, State: slotState(at, 1, at.Add(-time.Second), id)}
+	finished := StateWrite{Slot: "all/0", Revision: 11, State: slotState(at, 1, at, id)}
+	again := StateWrite{Slot: "all/0", Revision: 12, State: slotState(at, 2, at.Add(-time.Second), id)}
+	s := spec(t)
+	s.States = []StateWrite{started, again}
+	if rep := Check(clean().as, s); !rep.OK() || rep.Forbidden != 0 {
+		t.Fatalf("the in-doubt fire started again: %+v", rep)
+	}
+	s.States = []StateWrite{started, finished, again}
+	rep := Check(clean().as, s)
+	if rep.Forbidden != 1 {
+		t.Fatalf("%d forbidden replays; want 1 (%q)", rep.Forbidden, rep.Violations)
+	}
+	expectViolation(t, rep, "attempt 2 started at revision 12")
+}
+
+func slotState(started time.Time, attempt int, finished time.Time, id string) history.SlotState {
+	return history.SlotState{Started: started, StartedAttempt: attempt, StartedID: id, Finished: finished, Outcome: string(jobs.Succeeded)}
 }

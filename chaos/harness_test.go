@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +21,9 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/membership"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
@@ -115,6 +119,9 @@ type cluster struct {
 	catalog    string
 	cat        *config.Catalog
 	loadSlots  int // the load job's slots, in the members' catalog but not in cat
+	statesMu   sync.Mutex
+	states     []StateWrite // every write of a state key, from the watch
+	statesErr  error        // why the watch missed writes, if it did
 	etcd       []*etcdNode
 	cli        *clientv3.Client // the test's own, straight to etcd
 	members    []*member
@@ -194,12 +201,51 @@ func newLoadedCluster(t *testing.T, members, loadSlots int, extra string) *clust
 	if err := etcdtest.WaitHealthy(ctx, c.cli); err != nil {
 		t.Fatalf("etcd cluster never became healthy: %v", err)
 	}
+	c.watchStates()
 	for i := 0; i < members; i++ {
 		c.addMember(fmt.Sprintf("m%d", i))
 	}
 	c.waitSettled(members, time.Minute)
 	c.waitAllFiring(time.Minute)
 	return c
+}
+
+// watchStates logs every write of the slots' state keys, from the
+// cluster's first revision, until the test ends: the checker's proof of
+// which results etcd committed (Spec.States).
+func (c *cluster) watchStates() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	c.t.Cleanup(func() { cancel(); kiratest.Receive(c.t, done, 10*time.Second, "the state watch to stop") })
+	prefix := keyspace.Cluster("chaos") + "state/"
+	go func() {
+		defer close(done)
+		for resp := range c.cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(1), clientv3.WithFilterDelete()) {
+			c.statesMu.Lock()
+			if err := resp.Err(); err != nil && c.statesErr == nil && ctx.Err() == nil {
+				c.statesErr = err
+			}
+			for _, ev := range resp.Events {
+				var st history.SlotState
+				if json.Unmarshal(ev.Kv.Value, &st) == nil {
+					c.states = append(c.states, StateWrite{Slot: strings.TrimPrefix(string(ev.Kv.Key), prefix), Revision: ev.Kv.ModRevision, State: st})
+				}
+			}
+			c.statesMu.Unlock()
+		}
+	}()
+}
+
+// stateLog is the state keys' writes so far, or nil (with a log line) if
+// the watch missed some.
+func (c *cluster) stateLog() []StateWrite {
+	c.statesMu.Lock()
+	defer c.statesMu.Unlock()
+	if c.statesErr != nil {
+		c.t.Logf("the state keys' watch missed writes (%v): their check is skipped", c.statesErr)
+		return nil
+	}
+	return slices.Clone(c.states)
 }
 
 // addMember starts kira run as name, with one proxy per etcd member.
@@ -460,6 +506,7 @@ func (c *cluster) finish(fault string, from time.Time, faults []Fault, adjust ..
 	to := time.Now().Truncate(time.Second)
 	c.waitWrittenThrough(to, 30*time.Second)
 	spec := c.spec(from, to, faults...)
+	spec.States = c.stateLog()
 	for _, f := range adjust {
 		f(&spec)
 	}

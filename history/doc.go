@@ -48,10 +48,14 @@
 //     (a replay twice under one token is forbidden).
 //  4. `kira history` keeps the newest history_limit records of each slot
 //     across handovers and takeovers, with no sequence number reused: a
-//     handover copies at most 64 of a slot's journaled records to its ring,
-//     a takeover at most 100, so a slot keeping more than 64 records may
-//     lose the older ones at a change of holder (docs/semantics.md,
-//     "History"). Held, up to those bounds, by
+//     resign copies the slot's 64 newest journaled records to its ring, and
+//     the next holder copies every other one among the newest history_limit
+//     it finds in journals, in as many writes as it takes. Held by
+//     TestTakeoverCopiesEveryRecordOfTheLimit,
 //     TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken and
-//     TestHistoryKeepsItsLimitAndTrimsWhenLowered.
+//     TestHistoryKeepsItsLimitAndTrimsWhenLowered. Not held: after a resign,
+//     the old holder no longer copies the slot's older records out of its
+//     journal before reusing their entries, so a slot keeping more than 64
+//     records whose next holder reads the journals only after 1,024 more
+//     transactions of the old holder loses the older ones.
 package history

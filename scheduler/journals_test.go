@@ -136,3 +136,36 @@ func TestSweepSparesAJournalWrittenSinceItsRead(t *testing.T) {
 		t.Fatalf("%d entries left after a sweep that read the whole journal; want none", n)
 	}
 }
+
+// A member that stops with nothing running leaves its slots to the lease
+// revoke, with their records in its journal: the next holder copies every
+// one among the slot's history_limit newest to the ring, in as many writes
+// as it takes, so none is lost once the journal is swept.
+func TestTakeoverCopiesEveryRecordOfTheLimit(t *testing.T) {
+	const limit = 150
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("copies", withDefaults(config.Job{Name: "tick", Schedule: "@every 1s", Handler: "noop", HistoryLimit: limit}))
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	a := manualNode(t, cli, cat, rec, clock, h)
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	for i := 1; i <= limit; i++ {
+		clock.Advance(time.Second)
+		waitKind(t, rec, "a's run", i, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b := manualNode(t, cli, cat, rec, clock, h)
+	waitKind(t, rec, "b ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
+	slot := shard.Slot{Job: "tick"}
+	waitUntil(t, "a's records in the slot's ring", 10*time.Second, func() bool {
+		resp, err := cli.Get(context.Background(), keyspace.SlotHistory("copies", slot), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Count == limit
+	})
+}

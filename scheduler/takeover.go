@@ -119,22 +119,30 @@ func (c *journalCache) release() {
 	}
 }
 
-// maxTakeoverCopies bounds the records a takeover copies (the newest): the
-// write must fit in one transaction.
+// maxTakeoverCopies bounds the records one takeover write copies: a
+// transaction has room for 128 operations.
 const maxTakeoverCopies = 100
 
-// takeoverWrite is a new holder's first write of a slot with records in
-// journals: the copies to its ring of those found only there, without
-// their states, and the slot's state in its state key, newer than any of
-// them.
+// takeoverWrite is a new holder's first writes of a slot with records in
+// journals: the copies to its ring of those found only there (every one
+// among the slot's history_limit newest, up to maxTakeoverCopies a write,
+// oldest first), without their states, and with the last of them the
+// slot's state in its state key, newer than any of them. The writer keeps a
+// slot's writes in order. Held by TestTakeoverCopiesEveryRecordOfTheLimit.
 func (s *Scheduler) takeoverWrite(sl *slot, copies []history.Stored) {
-	copies = copies[max(0, len(copies)-maxTakeoverCopies):]
-	ops := make([]clientv3.Op, 0, len(copies)+1)
-	for _, st := range copies {
-		st.State = nil
-		key := keyspace.HistoryEntry(s.member.Cluster(), sl.id, *st.Seq, sl.job.spec.HistoryLimit)
-		ops = append(ops, clientv3.OpPut(key, string(history.Encode(st, s.historyFormat))))
+	for {
+		n := min(len(copies), maxTakeoverCopies)
+		ops := make([]clientv3.Op, 0, n+1)
+		for _, st := range copies[:n] {
+			st.State = nil
+			key := keyspace.HistoryEntry(s.member.Cluster(), sl.id, *st.Seq, sl.job.spec.HistoryLimit)
+			ops = append(ops, clientv3.OpPut(key, string(history.Encode(st, s.historyFormat))))
+		}
+		ops = fenced.LastPutPerKey(ops)
+		if copies = copies[n:]; len(copies) == 0 {
+			s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: append(ops, s.stateOp(sl))})
+			return
+		}
+		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: ops})
 	}
-	ops = append(fenced.LastPutPerKey(ops), s.stateOp(sl))
-	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: ops})
 }
