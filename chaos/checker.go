@@ -65,7 +65,8 @@ type Spec struct {
 	// Zero skips the timing checks (for a member whose clock is wrong on
 	// purpose, "on time" has no meaning).
 	Recovery time.Duration
-	// States is every write of the slots' state keys, in revision order (a
+	// States is every state of a slot etcd committed (in its state key, or
+	// with a record in a journal entry or a ring), in revision order (a
 	// watch from the cluster's first revision): a fire started again (a
 	// higher attempt) after a state recorded it succeeded is a forbidden
 	// replay, whatever the faults (judgeStates). Nil skips the check.
@@ -300,7 +301,7 @@ func judgeReplays(rep *Report, ordered []Attempt, spec Spec) {
 	}
 }
 
-// StateWrite is one write of a slot's state key, as etcd committed it.
+// StateWrite is one state of a slot, as etcd committed it.
 type StateWrite struct {
 	Slot     string
 	Revision int64

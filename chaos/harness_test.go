@@ -25,6 +25,8 @@ import (
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/goleak"
@@ -120,7 +122,7 @@ type cluster struct {
 	cat        *config.Catalog
 	loadSlots  int // the load job's slots, in the members' catalog but not in cat
 	statesMu   sync.Mutex
-	states     []StateWrite // every write of a state key, from the watch
+	states     []StateWrite // every state written, from the watch
 	statesErr  error        // why the watch missed writes, if it did
 	etcd       []*etcdNode
 	cli        *clientv3.Client // the test's own, straight to etcd
@@ -210,33 +212,63 @@ func newLoadedCluster(t *testing.T, members, loadSlots int, extra string) *clust
 	return c
 }
 
-// watchStates logs every write of the slots' state keys, from the
-// cluster's first revision, until the test ends: the checker's proof of
-// which results etcd committed (Spec.States).
+// watchStates logs every state etcd commits for a slot, from the
+// cluster's first revision until the test ends: in its state key, and with
+// each record in a journal entry or a history ring. It is the checker's
+// proof of which results were recorded (Spec.States).
 func (c *cluster) watchStates() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	c.t.Cleanup(func() { cancel(); kiratest.Receive(c.t, done, 10*time.Second, "the state watch to stop") })
-	prefix := keyspace.Cluster("chaos") + "state/"
 	go func() {
 		defer close(done)
-		for resp := range c.cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(1), clientv3.WithFilterDelete()) {
+		for resp := range c.cli.Watch(ctx, keyspace.Cluster("chaos"), clientv3.WithPrefix(), clientv3.WithRev(1), clientv3.WithFilterDelete()) {
 			c.statesMu.Lock()
 			if err := resp.Err(); err != nil && c.statesErr == nil && ctx.Err() == nil {
 				c.statesErr = err
 			}
 			for _, ev := range resp.Events {
-				var st history.SlotState
-				if json.Unmarshal(ev.Kv.Value, &st) == nil {
-					c.states = append(c.states, StateWrite{Slot: strings.TrimPrefix(string(ev.Kv.Key), prefix), Revision: ev.Kv.ModRevision, State: st})
-				}
+				c.states = append(c.states, statesIn(ev.Kv)...)
 			}
 			c.statesMu.Unlock()
 		}
 	}()
 }
 
-// stateLog is the state keys' writes so far, or nil (with a log line) if
+// statesIn are the slot states kv holds, if it is a state key, a journal
+// entry or a history record.
+func statesIn(kv *mvccpb.KeyValue) []StateWrite {
+	const cluster = "chaos"
+	key := string(kv.Key)
+	var out []StateWrite
+	add := func(s shard.Slot, st *history.SlotState) {
+		if st != nil {
+			out = append(out, StateWrite{Slot: s.String(), Revision: kv.ModRevision, State: *st})
+		}
+	}
+	if rest, ok := strings.CutPrefix(key, keyspace.Cluster(cluster)+"state/"); ok {
+		var st history.SlotState
+		if json.Unmarshal(kv.Value, &st) == nil {
+			out = append(out, StateWrite{Slot: rest, Revision: kv.ModRevision, State: st})
+		}
+		return out
+	}
+	if _, ok := keyspace.ParseJournalEntry(cluster, key); ok {
+		items, _ := history.JournalItems(cluster, kv)
+		for _, it := range items {
+			add(it.Slot, it.Stored.State)
+		}
+		return out
+	}
+	if s, ok := keyspace.ParseHistoryEntry(cluster, key); ok {
+		if st, err := history.DecodeEntry(cluster, kv); err == nil {
+			add(s, st.State)
+		}
+	}
+	return out
+}
+
+// stateLog is the slots' states written so far, or nil (with a log line) if
 // the watch missed some.
 func (c *cluster) stateLog() []StateWrite {
 	c.statesMu.Lock()

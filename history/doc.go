@@ -4,48 +4,63 @@
 //
 // # Where a slot's state lives
 //
-// A slot's state (history.SlotState: the latest fire started, with its
-// execution id and attempt, the latest finished, the history sequence) is
-// in its state key, keyspace.State. Every write of the holder that changes
-// it (a start, a start recorded ahead with the previous result, a result, a
-// start taken back, the resign that hands the slot over) puts the state key
-// in the same fenced transaction: the transaction commits only while the
-// holder's leader key has the holder's token as its create revision. A new
-// holder wins the slot only after the previous leader key is gone, so every
-// write fenced by it committed before; the new holder then reads the state
-// key (a linearizable read, after its win) and knows what started and what
-// finished. Execution records go, with a copy of the state, to the holder's
-// journal (one key per transaction of its writer, reused in turn) or to the
-// slot's ring of history keys; they are the history `kira history` shows,
-// and the state key wins over them at equal revision (NewestState).
+// A slot's state (SlotState: the latest fire started, with its execution id
+// and attempt, the latest finished, the history sequence) is written by its
+// holder under the fence: each transaction commits only while the holder's
+// leader key has the holder's token as its create revision. A write without
+// a record (a start, a start taken back) puts the state key; a record
+// carries the state as of its write (Stored.State), in the holder's journal
+// (one key per transaction of its writer, reused in turn) or the slot's
+// ring; the write that leaves the slot (the resign that hands it over, or
+// the state a graceful stop leaves) puts the state key in the same
+// transaction; and a new holder's first write puts it too. The slot's state
+// is the one of all these written under the highest token, the newest by
+// revision of those (NewestState).
 //
-// An operator must never delete the state keys (`/kira/<cluster>/state/`):
-// they are the only proof of what ran. Journals and rings are history: a
-// lost journal loses history lines, never makes a fire run again.
+// A new holder wins the slot only after the previous leader key is gone,
+// so every write fenced by it committed before. The new holder then reads
+// the state key, the ring and the journals as of a revision after its win,
+// and no place loses the previous holder's newest state before that: a
+// writer reuses a journal entry only after copying the records still among
+// their slot's newest of the slots it still holds (the slots it handed
+// over have their state in the state key since the resign), a member that
+// lost its lease commits nothing, and a departed member's journal is deleted only once every slot
+// in it has a state key of a later holder, and only as it was read.
+//
+// An operator must never delete the state keys (`/kira/<cluster>/state/`)
+// nor the journals of members still in the view (`/kira/<cluster>/journal/`):
+// together they are the proof of what ran. Members delete the journals of
+// members that left once nothing in them is needed.
 //
 // # The contract
 //
 //  1. A fire whose run ended on a member that stopped gracefully within
 //     --grace never runs again: its result is queued before the slot is
 //     released, the resign that releases it carries the state and commits
-//     after it (the writer keeps each slot's writes in order), and a full
-//     writer queue never refuses that last write. Held by
-//     TestResignCarriesTheLastState, TestReleasedSlotRetractsItsAheadRecord,
-//     TestWriterQueuesALastWriteWhenFull and the chaos suite's
-//     TestGracefulStopDuringARunUnderLoad and TestRollingRestart, judged by
-//     the strict checker (chaos.Check: forbidden replays).
+//     after it (the writer keeps each slot's writes in order), a full writer
+//     queue never refuses that last write, and the next holder reads the
+//     journals after its win. Held by TestTakeoverReadsTheJournalsAfterItsWin,
+//     TestResignCarriesTheLastState, TestSlotGivenUpDuringItsTakeoverWritesNoState,
+//     TestReleasedSlotRetractsItsAheadRecord, TestWriterQueuesALastWriteWhenFull
+//     and the chaos suite's TestGracefulStopDuringARunUnderLoad and
+//     TestRollingRestart, judged by the strict checker (chaos.Check:
+//     forbidden replays).
 //  2. A fire whose result was committed never runs again, on any member:
-//     the result is in the state key, which no journal reuse, sweep of a
-//     departed member's journal or compaction removes (compaction keeps
-//     every key's latest version). Held by
-//     TestEveryWriteKeepsTheStateKeyCurrent, TestFailoverCatchUp and the
-//     chaos suite's faults (kill -9, SIGSTOP, a cut member, quorum loss,
-//     an etcd leader killed) under the strict checker.
+//     the result is in the holder's journal or the state key, read by the
+//     next holder as above; an earlier holder's record put again later does
+//     not pass for a newer state (the highest token wins); compaction keeps
+//     every key's latest version. Held by TestNewestStateIsTheHighestTokensNewest,
+//     TestSweepSparesAJournalWrittenSinceItsRead, TestFailoverCatchUp and the
+//     chaos suite's faults (kill -9, SIGSTOP, a cut member, a stalled member,
+//     quorum loss, the etcd leader killed, compaction, defragmentation) under
+//     the strict checker, which also watches every state etcd commits and
+//     fails a fire started again after its success was recorded.
 //  3. Only the in-doubt fire (start committed, result not) runs again: under
 //     the same execution id, attempt + 1, its start recorded under the new
 //     holder's token before it runs, so at most once per change of holder.
 //     Held by TestUnfinishedFireRerunsWithSameID and the strict checker
-//     (a replay twice under one token is forbidden).
+//     (a replay twice under one token, or by the holder that ran it, is
+//     forbidden).
 //  4. `kira history` keeps the newest history_limit records of each slot
 //     across handovers and takeovers, with no sequence number reused: a
 //     resign copies the slot's 64 newest journaled records to its ring, and

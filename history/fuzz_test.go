@@ -43,8 +43,13 @@ func FuzzNewestState(f *testing.F) {
 		}
 		st, err := NewestState(shard.Slot{Job: "a"}, stateKv, recordKv, placed)
 		r, decodeErr := Decode(shard.Slot{Job: "a"}, record)
-		if recordKv != nil && recordNewer && decodeErr == nil && r.State != nil && (err != nil || st != *r.State) {
-			t.Fatalf("a newer readable record's state was not taken: %+v, %v", st, err)
+		var keyState SlotState
+		keyUnreadable := json.Unmarshal(state, &keyState) != nil
+		if recordKv != nil && recordNewer && decodeErr == nil && r.State != nil && (keyUnreadable || r.State.Token >= keyState.Token) && (err != nil || st != *r.State) {
+			t.Fatalf("a newer readable record's state, under a token no lower than the state key's, was not taken: %+v, %v", st, err)
+		}
+		if !keyUnreadable && err == nil && st.Token < keyState.Token {
+			t.Fatalf("a state under token %d taken over the state key's under %d", st.Token, keyState.Token)
 		}
 		if err != nil && st != (SlotState{}) {
 			t.Fatalf("an error with a state: %+v", st)

@@ -27,17 +27,27 @@ func JournalItems(cluster string, kv *mvccpb.KeyValue) ([]JournalItem, error) {
 }
 
 // NewestState is slot s's recorded state: of its state key, its ring's
-// records and its records in journals, the newest by revision that holds
-// a state. A record copied to the ring holds a state only when it was the
-// slot's newest write (the writer strips it otherwise), so the revision of
-// a copy never makes an older state look newer. An unreadable newest ring
-// record (newer than the state key) is an error, as an unreadable state
-// key is: the slot is then treated as never run.
+// records and its records in journals, the one written under the highest
+// token, and of those the newest by revision. Tokens rise with every change
+// of holder, so a state of an earlier holder can never pass for a later
+// one's, even at a higher revision (a journal entry put again by the
+// writer's one-by-one retry after a fenced batch holds the records of that
+// batch committed before, whose holder may have lost the slot since). Within
+// one token the writer keeps a slot's writes in order, so the newest
+// revision is the newest state; the state key wins a tie. An unreadable state key is passed over when a
+// record holding a state was written after it. A record copied to
+// the ring holds a state only when it was the slot's newest write (the
+// writer strips it otherwise). An unreadable newest ring record (newer than
+// the state key) is an error, as an unreadable state key is: the slot is
+// then treated as never run. Held by TestNewestStateIsTheHighestTokensNewest.
 func NewestState(s shard.Slot, stateKvs, ringKvs []*mvccpb.KeyValue, journal []Slotted) (SlotState, error) {
 	var best *SlotState
 	var bestRev int64
+	newer := func(st *SlotState, rev int64) bool {
+		return best == nil || st.Token > best.Token || st.Token == best.Token && rev > bestRev
+	}
 	consider := func(st *SlotState, rev int64) {
-		if st != nil && (best == nil || rev > bestRev) {
+		if st != nil && newer(st, rev) {
 			best, bestRev = st, rev
 		}
 	}
@@ -64,12 +74,15 @@ func NewestState(s shard.Slot, stateKvs, ringKvs []*mvccpb.KeyValue, journal []S
 			return SlotState{}, fmt.Errorf("history: newest record of %s (%s) is unreadable: %w", s, newestRing.Key, err)
 		}
 	}
-	if len(stateKvs) > 0 && (best == nil || stateRev >= bestRev) {
+	if len(stateKvs) > 0 {
 		var st SlotState
-		if err := json.Unmarshal(stateKvs[0].Value, &st); err != nil {
+		err := json.Unmarshal(stateKvs[0].Value, &st)
+		switch {
+		case err != nil && (best == nil || bestRev <= stateRev):
 			return SlotState{}, fmt.Errorf("history: state of %s is unreadable: %w", s, err)
+		case err == nil && (best == nil || !(best.Token > st.Token || best.Token == st.Token && bestRev > stateRev)):
+			return st, nil
 		}
-		return st, nil
 	}
 	if best == nil {
 		return SlotState{}, nil

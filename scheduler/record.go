@@ -17,10 +17,9 @@ import (
 
 func (sl *slot) claim() fencing.Claim { return fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token} }
 
-// stateOp is the put of the slot's current state into its state key. Every
-// write that changes the state puts it, records or not: the state key is the
-// one place a new holder learns what started and what finished
-// (package history: "Where a slot's state lives").
+// stateOp is the put of the slot's current state into its state key, for a
+// write without a record (a record carries the state: history.Stored), and
+// for the write that leaves the slot (lastState).
 func (s *Scheduler) stateOp(sl *slot) clientv3.Op {
 	sl.recorded.Token, sl.recorded.Member = sl.token, s.member.ID()
 	data, _ := json.Marshal(sl.recorded)
@@ -82,7 +81,6 @@ func (s *Scheduler) amendQueuedSkip(sl *slot, r history.Record) bool {
 	merged := mergeSkip(q.record, r)
 	var fw fenced.Write
 	s.addRecord(&fw, sl, history.Stored{Record: merged}, q.seq)
-	fw.Ops = append(fw.Ops, s.stateOp(sl))
 	if !s.writer.Amend(sl.leaderKey, q, fw.Ops, fw.Records) {
 		sl.queuedSkip = nil
 		return false
@@ -120,10 +118,10 @@ func (s *Scheduler) addRecord(fw *fenced.Write, sl *slot, stored history.Stored,
 
 // recordWrite is the write of record r, and of the skip records carried to
 // it, at the slot's next sequence numbers (see fenced.LastPutPerKey), each
-// with the slot's state as of this write (history.Stored), and the put of
-// the state key in the same transaction. The last carried skip goes with r
-// (Stored.Skipped); the others, rare (skips for different reasons), each as
-// a record of its own.
+// with the slot's state as of this write, which they hold from then on
+// (history.Stored): the body of a record, and no put of the state key. The
+// last carried skip goes with r (Stored.Skipped); the others, rare (skips
+// for different reasons), each as a record of its own.
 func (s *Scheduler) recordWrite(sl *slot, r history.Record, carried []history.Record) fenced.Write {
 	last := history.Stored{Record: r}
 	if n := len(carried); n > 0 {
@@ -138,7 +136,7 @@ func (s *Scheduler) recordWrite(sl *slot, r history.Record, carried []history.Re
 		s.addRecord(&fw, sl, history.Stored{Record: c}, first+int64(i))
 	}
 	s.addRecord(&fw, sl, last, first+int64(len(carried)))
-	fw.Ops = append(fenced.LastPutPerKey(fw.Ops), s.stateOp(sl))
+	fw.Ops = fenced.LastPutPerKey(fw.Ops)
 	return fw
 }
 

@@ -217,7 +217,7 @@ func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.S
 			panic("the takeover reads did not stop")
 		}
 	}()
-	r, err := readTakeover(ctx, reads, s, 0, newJournalCache(kv, cluster))
+	r, err := readTakeover(ctx, reads, s, newJournalCache(kv, cluster))
 	return r.state, r.unreadable, r.triggers, err
 }
 
@@ -238,26 +238,48 @@ func stateKey(t *testing.T, cli *clientv3.Client, cluster string, s shard.Slot) 
 	return st, resp.Kvs[0].ModRevision
 }
 
-// Every write that changes a slot's state puts its state key, the records
-// in the member's journal or not: after each run the state key alone says
-// which fire finished and which start is recorded ahead, so a new holder
-// needs no journal to know what ran.
-func TestEveryWriteKeepsTheStateKeyCurrent(t *testing.T) {
+// A takeover reads the journals as of a revision after its win, not after
+// its token: the token (its candidacy key's create revision) can be older
+// than the previous holder's last write, here the result of a fire whose
+// start a journal cache already held as of the token. With the token as the
+// bound the cache is fresh enough, and the fire looks unfinished: the new
+// holder would run it again.
+func TestTakeoverReadsTheJournalsAfterItsWin(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
-	cat := catalog("statekey", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
-	rec := newRecorder()
-	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
-	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	ctx := context.Background()
 	slot := shard.Slot{Job: "tick"}
-	for i := 1; i <= 3; i++ {
-		advance(t, rec, clock, 10*time.Second)
-		waitKind(t, rec, "the run", i, func(e Event) bool { return e.Kind == Finished })
-		waitUntil(t, "the state key to name the run's result", 10*time.Second, func() bool {
-			st, _ := stateKey(t, cli, "statekey", slot)
-			return st.Finished.Equal(sec(10*i)) && st.Started.Equal(sec(10*(i+1))) && st.HistorySeq > 0
-		})
+	at := time.Date(2026, 12, 3, 12, 0, 10, 0, time.UTC)
+	id := jobs.ExecutionID("tick", 0, at)
+	entry := func(n int, st history.SlotState) int64 {
+		t.Helper()
+		seq := int64(n)
+		st.Token, st.Member, st.HistorySeq, st.HistoryLimit = 5, "old", seq+1, 10
+		item := history.JournalItem{Slot: slot, Stored: history.Stored{Seq: &seq, State: &st,
+			Record: history.Record{Job: "tick", ExecutionID: id, ScheduledTime: at, Outcome: "succeeded", Member: "old", Token: 5, Attempt: 1}}}
+		resp, err := cli.Put(ctx, keyspace.JournalEntry("fresh", "old", n), string(history.EncodeJournal("old", []history.JournalItem{item})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	token := entry(0, history.SlotState{Started: at, StartedID: id, StartedAttempt: 1}) // the start, recorded ahead
+	journals := newJournalCache(cli, "fresh")
+	if _, err := journals.Slot(ctx, slot, token); err != nil { // another takeover filled the cache as of the token
+		t.Fatal(err)
+	}
+	entry(1, history.SlotState{Started: at, StartedID: id, StartedAttempt: 1, Finished: at, Outcome: "succeeded"}) // its result
+	reads := newTakeoverReads(cli, "fresh")
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { reads.run(runCtx); close(done) }()
+	defer func() { stop(); kiratest.Receive(t, done, 10*time.Second, "the takeover reads to stop") }()
+	r, err := readTakeover(ctx, reads, slot, journals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.state.Unfinished() || !r.state.Finished.Equal(at) {
+		t.Fatalf("the new holder read started %v, finished %v; want the fire of %v finished (the previous holder's last write)", r.state.Started, r.state.Finished, at)
 	}
 }
 

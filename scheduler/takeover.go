@@ -39,23 +39,28 @@ type acquiredRead struct {
 	journaled bool
 }
 
-// readTakeover reads what a new holder needs of slot s, whose token is
-// token: its state key, its ring and the manual triggers waiting for it in
-// one transaction (one revision; shared with the slots taken over at the
-// same time, takeoverReads), and its records in journals as of a revision
-// no older than token. Nothing else writes the slot's records from token
-// on, so the two reads agree. A rebalance does this for thousands of slots
-// at once; they share the journal read too.
+// readTakeover reads what a new holder needs of slot s: its state key, its
+// ring and the manual triggers waiting for it in one transaction (one
+// revision; shared with the slots taken over at the same time,
+// takeoverReads), and its records in journals as of a revision no older
+// than that one. Both reads come after the win, so after every write the
+// previous holders' claims let commit: the previous holder's newest state
+// is in one of the places read. Nothing else writes the slot's records from
+// the win on, so the two reads agree. The token is not enough as the
+// journals' bound: it is the create revision of the new holder's candidacy
+// key, which can be older than the previous holder's last writes.
+// Held by TestTakeoverReadsTheJournalsAfterItsWin. A rebalance does this for
+// thousands of slots at once; they share the journal read too.
 //
 // A state that cannot be read (corrupt, or written by hand) is returned as
 // unreadable with the zero state: the slot is treated as never run, rather
 // than never fired again. Held by TestJunkInEtcdLeavesEverySlotFiring.
-func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot, token int64, journals *journalCache) (acquiredRead, error) {
+func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot, journals *journalCache) (acquiredRead, error) {
 	q, err := reads.read(ctx, s)
 	if err != nil {
 		return acquiredRead{}, err
 	}
-	placed, err := journals.Slot(ctx, s, token) // shared with the slots taken at once
+	placed, err := journals.Slot(ctx, s, q.revision) // shared with the slots taken at once
 	if err != nil {
 		return acquiredRead{}, err
 	}

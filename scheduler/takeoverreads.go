@@ -38,10 +38,12 @@ type takeoverReads struct {
 	txns  int // transactions committed, for tests
 }
 
-// slotRead is a slot's state key, ring and triggers, once read.
+// slotRead is a slot's state key, ring and triggers, once read, and the
+// revision they were read at.
 type slotRead struct {
 	slot                  shard.Slot
 	state, ring, triggers []*mvccpb.KeyValue
+	revision              int64
 	err                   error
 	done                  chan struct{} // closed once read
 }
@@ -127,6 +129,7 @@ func (r *takeoverReads) commit(ctx context.Context, b []*slotRead) {
 		if err != nil {
 			q.err = err
 		} else {
+			q.revision = resp.Header.Revision
 			q.state = resp.Responses[3*i].GetResponseRange().Kvs
 			q.ring = resp.Responses[3*i+1].GetResponseRange().Kvs
 			q.triggers = resp.Responses[3*i+2].GetResponseRange().Kvs
