@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +43,8 @@ func TestSmallRunOfEveryScenario(t *testing.T) {
 	if l := r.Lateness[0]; len(l.BySecond) != 2 || l.BySecond[0].Started+l.BySecond[1].Started != l.Started || l.BySecond[0].Skipped+l.BySecond[1].Skipped != l.Skipped {
 		t.Fatalf("lateness by second %+v does not add up to %+v", l.BySecond, l)
 	}
-	if len(r.Rebalance) != 2 || r.Rebalance[0].Moved <= 0 || r.Rebalance[0].Moved >= 1 {
+	if len(r.Rebalance) != 4 || r.Rebalance[0].Moved <= 0 || r.Rebalance[0].Moved >= 1 || r.Rebalance[2].Moved <= 0 || r.Rebalance[2].Moved >= 1 ||
+		r.Rebalance[0].Shape != "one job" || !strings.HasSuffix(r.Rebalance[2].Shape, "jobs of 1–16") {
 		t.Fatalf("rebalance %+v", r.Rebalance)
 	}
 	// The etcd was not the bench's: what it paid is read from its /metrics.

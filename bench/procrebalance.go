@@ -84,7 +84,7 @@ func procRebalance(cfg Config, n int) ([]Rebalance, error) {
 		if err := waitProcs(procs, 5*time.Minute, settled(members)); err != nil {
 			return fmt.Errorf("bench: rebalance %s with processes: %w", change, err)
 		}
-		out = append(out, Rebalance{Change: change, Slots: n, Moved: movedShare(before, owners, n), Ideal: 0.25, Settle: time.Since(start), Processes: true})
+		out = append(out, Rebalance{Change: change, Shape: "one job", Slots: n, Moved: movedShare(before, owners, n), Ideal: 0.25, Settle: time.Since(start), Processes: true})
 		return nil
 	}
 	if err := measure("3→4", func() error {
@@ -106,17 +106,13 @@ func procRebalance(cfg Config, n int) ([]Rebalance, error) {
 
 // preferredOwners reads who leads each slot and reports whether the
 // cluster has settled: members members, all n slots led, each by the
-// member the ring over them prefers.
+// member the assignment over them prefers.
 func preferredOwners(ctx context.Context, kv clientv3.KV, cluster string, members, n int) (map[shard.Slot]string, bool, error) {
 	st, err := operator.ReadStatus(ctx, kv, cluster)
 	if err != nil || len(st.Members) != members {
 		return nil, false, err
 	}
-	var ids []string
-	for _, m := range st.Members {
-		ids = append(ids, m.ID)
-	}
-	ring, err := shard.New(ids)
+	a, err := statusAssignment(st)
 	if err != nil {
 		return nil, false, err
 	}
@@ -126,5 +122,22 @@ func preferredOwners(ctx context.Context, kv clientv3.KV, cluster string, member
 			owners[shard.Slot{Job: s.Job, Partition: s.Partition}] = s.Owner
 		}
 	}
-	return owners, len(owners) == n && misplaced(ring, owners) == 0, nil
+	return owners, len(owners) == n && misplaced(a, owners) == 0, nil
+}
+
+// statusAssignment is the assignment over st's members of the slots st
+// lists, for a catalog without placements (the bench's).
+func statusAssignment(st *operator.Status) (*shard.Assignment, error) {
+	var ids []string
+	for _, m := range st.Members {
+		ids = append(ids, m.ID)
+	}
+	var js []shard.Job
+	for _, s := range st.Slots {
+		if len(js) == 0 || js[len(js)-1].Name != s.Job {
+			js = append(js, shard.Job{Name: s.Job, Members: ids})
+		}
+		js[len(js)-1].Partitions++
+	}
+	return shard.Assign(js)
 }
