@@ -55,7 +55,8 @@ func printStatus(w io.Writer, st *operator.Status) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSLOTS LED BY EACH MEMBER")
+	// Not headed JOB: scripts read the slot table as the section under JOB.
+	fmt.Fprintln(tw, "SPLIT OF JOB\tSLOTS LED BY EACH MEMBER")
 	for _, js := range st.Shares {
 		fmt.Fprintf(tw, "%s\t%s\n", js.Job, orNone(operator.FormatShares(js.Shares)))
 	}
