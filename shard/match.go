@@ -28,6 +28,10 @@ func match(j normalJob) []int {
 	tried := make([]int, p) // how many members slot k has proposed to
 	last := make([]int, p)  // the member slot k proposed to last
 	held := make([]minHeap, n)
+	backing := make([]held1, n*base) // each member holds exactly base at the end
+	for m := range held {
+		held[m].items = backing[m*base : m*base : (m+1)*base]
+	}
 	free := make([]int, p)
 	for k := range free {
 		free[k] = p - 1 - k
