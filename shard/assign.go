@@ -138,7 +138,7 @@ func index(js []normalJob) int {
 // slotKey is the hash of a job's k-th slot, from the job's name hash.
 func slotKey(job uint64, k int) uint64 { return mix(job ^ (uint64(k)+1)*0x9e3779b97f4a7c15) }
 
-// score is how much slot (or extra) key prefers member m: rendezvous hashing.
+// score is how much the slot of key prefers member m: rendezvous hashing.
 func score(key uint64, m candidate) uint64 { return mix(key ^ m.hash) }
 
 // mix is the 64-bit finalizer of MurmurHash3: every input bit flips about

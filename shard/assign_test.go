@@ -225,6 +225,24 @@ func TestFewMovesManySmallJobs(t *testing.T) {
 	}
 }
 
+// The owners depend on the whole catalog, but little: adding a job to 500
+// of 1 to 16 partitions moves under 1 % of the other jobs' slots.
+func TestAddingAJobMovesFewOthers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 39))
+	var n, all int
+	for range 50 {
+		view := memberIDs(rng, 3+rng.IntN(3))
+		jobs := catalog(rng, 500, 16, view)
+		more := append(slices.Clone(jobs), Job{Name: "added", Partitions: 1 + rng.IntN(16), Members: view})
+		m, a := moved(mustAssign(t, jobs), mustAssign(t, more), jobs)
+		n, all = n+m, all+a
+	}
+	t.Logf("adding a job moved %.4f of the other jobs' slots", float64(n)/float64(all))
+	if float64(n) > 0.01*float64(all) {
+		t.Fatalf("adding a job moved %d of the other jobs' %d slots; want under 1 %%", n, all)
+	}
+}
+
 // benchJobs is jobs jobs of partitions slots each, run by all of n members.
 func benchJobs(jobs, partitions, n int) []Job {
 	view := memberIDs(rand.New(rand.NewPCG(7, 39)), n)

@@ -7,8 +7,9 @@
 // its members (deferred acceptance: a member keeps the slots that score
 // highest with it). The P mod N slots left over, from all jobs, then go to
 // the member that prefers them most among those of the job without a
-// leftover of it yet, a member at or above the average total only when no
-// other can take it (bounded loads). Bounds, and the tests that hold them:
+// leftover of it yet, a member whose total already exceeds the average
+// only when no other can take it (bounded loads). Bounds, and the tests
+// that hold them:
 //
 //   - Per job: each member leads ⌊P/N⌋ or ⌈P/N⌉ of the job's slots, so at
 //     most one when P < N (TestEveryJobSplitsEvenly,
@@ -28,6 +29,11 @@
 // The answer is a pure function of the jobs and their members' ids: every
 // member that computes it for the same view and catalog gets the same
 // owners, whatever the order it lists them in (TestSameInputSameOwners).
+// It depends on the whole catalog, not on the view alone, though little
+// (adding a job to 500 moves under 1 % of the others' slots,
+// TestAddingAJobMovesFewOthers): members that run different catalog
+// revisions (during an apply) may prefer different owners for some
+// leftovers until they run the same one.
 // It does not decide who leads a slot (the slot's election does, and keeps
 // it safe while members' views disagree); it decides who campaigns for it.
 package shard

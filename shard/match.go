@@ -4,10 +4,9 @@ package shard
 // ⌊P/N⌋ of its P slots, by deferred acceptance (Gale–Shapley): slots
 // propose to members in the order of their scores, and each member keeps
 // the ⌊P/N⌋ proposals that score highest with it. The result is the stable
-// matching that is best for every slot, whatever the order of proposals; when a
-// member comes or goes, a slot moves only if a slot that scores higher
-// with its member displaces it. It returns the member index of each slot,
-// -1 for the P mod N slots left over.
+// matching best for every slot, whatever the order of proposals: no slot
+// and member prefer each other to what they hold. It returns the member
+// index of each slot, -1 for the P mod N slots left over.
 func match(j normalJob) []int {
 	n, p := len(j.members), j.partitions
 	owner := make([]int, p)

@@ -13,14 +13,13 @@ type leftover struct {
 	k     int32
 }
 
-// place gives every slot of js an owner, in two steps (see the package
-// comment). Each job's base
-// (⌊P/N⌋ slots for each of its N members) is a stable matching of its slots
-// to its members (match). The P mod N slots left over, from all jobs, then
-// go strongest preference first each to the member that prefers it most
-// among those of its job without a leftover of it yet and below limit in
-// total; where every such member is at the limit (placements), to the one
-// with the lowest total.
+// place gives every slot of js an owner, in two steps. Each job's base
+// (⌊P/N⌋ slots for each of its N members) is a stable matching of its
+// slots to its members (match). The P mod N slots left over, from all jobs,
+// then go strongest preference first each to the member that prefers it
+// most among those of its job without a leftover of it yet and below limit
+// in total; where every such member is at the limit, to the one with the
+// lowest total.
 func place(js []normalJob, owners map[string][]string, members, limit int) {
 	totals := make([]int, members)
 	var rest []leftover
