@@ -3,7 +3,6 @@ module github.com/kira-scheduler/kira
 go 1.26.8
 
 require (
-	github.com/buraksezer/consistent v0.10.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/goccy/go-yaml v1.19.2

@@ -59,7 +59,7 @@ func TestJobViews(t *testing.T) {
 	if code := call(t, srv.Client(), "GET", srv.URL+"/v1/jobs", "", "", &list); code != 200 || len(list) != 1 {
 		t.Fatalf("jobs: %d %v", code, list)
 	}
-	for _, field := range []string{"name", "schedule", "timezone", "partitions", "paused", "slots_led", "last_fire", "next_fire"} {
+	for _, field := range []string{"name", "schedule", "timezone", "partitions", "paused", "slots_led", "shares", "last_fire", "next_fire"} {
 		if _, ok := list[0][field]; !ok {
 			t.Errorf("job list: field %q absent", field)
 		}

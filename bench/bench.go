@@ -285,17 +285,29 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 	if cfg.Rebalance > 0 {
 		progress(fmt.Sprintf("rebalance, %d slots, 3→4→3 members", cfg.Rebalance))
 		if cfg.Cluster != nil {
-			rb, err := procRebalance(cfg, cfg.Rebalance)
+			rb, err := procRebalance(cfg, cfg.Rebalance, false)
 			r.Rebalance = rb
 			if err != nil {
 				return r, err
 			}
+			progress(fmt.Sprintf("rebalance, %d slots of jobs of 1 to 16 partitions, 3→4→3 members", cfg.Rebalance))
+			rb, err = procRebalance(cfg, cfg.Rebalance, true)
+			r.Rebalance = append(r.Rebalance, rb...)
+			if err != nil {
+				return r, err
+			}
 		} else {
-			rb, mem, err := rebalance(cfg, cfg.Rebalance)
+			rb, mem, err := rebalance(cfg, cfg.Rebalance, false)
 			if err != nil {
 				return r, err
 			}
 			r.Rebalance, r.Memory = rb, mem
+			progress(fmt.Sprintf("rebalance, %d slots of jobs of 1 to 16 partitions, 3→4→3 members", cfg.Rebalance))
+			rb, _, err = rebalance(cfg, cfg.Rebalance, true)
+			r.Rebalance = append(r.Rebalance, rb...)
+			if err != nil {
+				return r, err
+			}
 		}
 	}
 	return r, ctx.Err()

@@ -9,18 +9,18 @@ import (
 	"github.com/kira-scheduler/kira/shard"
 )
 
-// ownerOf waits until the single slot is led by the member the ring prefers
+// ownerOf waits until the single slot is led by the member the assignment prefers
 // (views have converged) and by nobody else, and returns that member.
 func ownerOf(ms []*member) (*member, error) {
 	var ids []string
 	for _, m := range ms {
 		ids = append(ids, m.id)
 	}
-	ring, err := shard.New(ids)
+	a, err := shard.Assign([]shard.Job{{Name: "load", Partitions: 1, Members: ids}})
 	if err != nil {
 		return nil, err
 	}
-	want := ring.Owner(shard.Slot{Job: "load"})
+	want := a.Owner(shard.Slot{Job: "load"})
 	var owner *member
 	err = waitFor(30*time.Second, func() bool {
 		owner = nil

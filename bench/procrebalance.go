@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
@@ -14,25 +16,32 @@ import (
 )
 
 // rebalanceCatalog is rebalance's load for `kira run` processes: idle
-// slots (an hourly job nobody waits for), since ownership is what is
-// measured.
-const rebalanceCatalog = `cluster: %s
-membership:
-  lease_ttl: 6s
-jobs:
-  - name: idle
-    schedule: "@hourly"
-    partitions: %d
-    command: ["true"]
-`
+// slots (hourly jobs nobody waits for), since ownership is what is
+// measured; n slots of one job, or (many) of jobs of 1 to 16 partitions
+// (smallJobs). It returns the catalog and its shape.
+func rebalanceCatalog(cluster string, n int, many bool) (string, string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster: %s\nmembership:\n  lease_ttl: 6s\njobs:\n", cluster)
+	jobs := []config.Job{{Name: "idle", Partitions: n}}
+	shape := "one job"
+	if many {
+		jobs = smallJobs(config.Job{}, n)
+		shape = fmt.Sprintf("%d jobs of 1–16", len(jobs))
+	}
+	for _, j := range jobs {
+		fmt.Fprintf(&b, "  - {name: %s, schedule: \"@hourly\", partitions: %d, command: [\"true\"]}\n", j.Name, j.Partitions)
+	}
+	return b.String(), shape
+}
 
 // procRebalance is rebalance with the members as `kira run` processes of
-// the bench's binary against cfg.Cluster: n idle slots over three members,
+// the bench's binary against cfg.Cluster: n idle slots (of one job, or of
+// many small ones) over three members,
 // a fourth joins, then leaves (SIGTERM). Who leads what is read from etcd
 // (the election keys, as kira status reads them), so a settle is known
 // within one read of every election key, tens of milliseconds at 10,000
 // slots.
-func procRebalance(cfg Config, n int) ([]Rebalance, error) {
+func procRebalance(cfg Config, n int, many bool) ([]Rebalance, error) {
 	dir, err := os.MkdirTemp("", "kira-bench-rebalance")
 	if err != nil {
 		return nil, err
@@ -40,7 +49,8 @@ func procRebalance(cfg Config, n int) ([]Rebalance, error) {
 	defer os.RemoveAll(dir)
 	name := cluster("prod-rebalance")
 	catalog := filepath.Join(dir, "catalog.yaml")
-	if err := os.WriteFile(catalog, []byte(fmt.Sprintf(rebalanceCatalog, name, n)), 0o600); err != nil {
+	yaml, shape := rebalanceCatalog(name, n, many)
+	if err := os.WriteFile(catalog, []byte(yaml), 0o600); err != nil {
 		return nil, err
 	}
 	cli, err := etcdclient.New(cfg.Etcd)
@@ -84,7 +94,7 @@ func procRebalance(cfg Config, n int) ([]Rebalance, error) {
 		if err := waitProcs(procs, 5*time.Minute, settled(members)); err != nil {
 			return fmt.Errorf("bench: rebalance %s with processes: %w", change, err)
 		}
-		out = append(out, Rebalance{Change: change, Slots: n, Moved: movedShare(before, owners, n), Ideal: 0.25, Settle: time.Since(start), Processes: true})
+		out = append(out, Rebalance{Change: change, Shape: shape, Slots: n, Moved: movedShare(before, owners, n), Ideal: 0.25, Settle: time.Since(start), Processes: true})
 		return nil
 	}
 	if err := measure("3→4", func() error {
@@ -106,17 +116,13 @@ func procRebalance(cfg Config, n int) ([]Rebalance, error) {
 
 // preferredOwners reads who leads each slot and reports whether the
 // cluster has settled: members members, all n slots led, each by the
-// member the ring over them prefers.
+// member the assignment over them prefers.
 func preferredOwners(ctx context.Context, kv clientv3.KV, cluster string, members, n int) (map[shard.Slot]string, bool, error) {
 	st, err := operator.ReadStatus(ctx, kv, cluster)
 	if err != nil || len(st.Members) != members {
 		return nil, false, err
 	}
-	var ids []string
-	for _, m := range st.Members {
-		ids = append(ids, m.ID)
-	}
-	ring, err := shard.New(ids)
+	a, err := statusAssignment(st)
 	if err != nil {
 		return nil, false, err
 	}
@@ -126,5 +132,22 @@ func preferredOwners(ctx context.Context, kv clientv3.KV, cluster string, member
 			owners[shard.Slot{Job: s.Job, Partition: s.Partition}] = s.Owner
 		}
 	}
-	return owners, len(owners) == n && misplaced(ring, owners) == 0, nil
+	return owners, len(owners) == n && misplaced(a, owners) == 0, nil
+}
+
+// statusAssignment is the assignment over st's members of the slots st
+// lists, for a catalog without placements (the bench's).
+func statusAssignment(st *operator.Status) (*shard.Assignment, error) {
+	var ids []string
+	for _, m := range st.Members {
+		ids = append(ids, m.ID)
+	}
+	var js []shard.Job
+	for _, s := range st.Slots {
+		if len(js) == 0 || js[len(js)-1].Name != s.Job {
+			js = append(js, shard.Job{Name: s.Job, Members: ids})
+		}
+		js[len(js)-1].Partitions++
+	}
+	return shard.Assign(js)
 }

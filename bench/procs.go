@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"time"
 
@@ -184,7 +182,7 @@ func runProcTrial(cfg Config, cli *clientv3.Client, dir, name string, ttl time.D
 }
 
 // waitRingOwnerRan waits until the trial's processes are members, the
-// slot is led by the member the ring over them prefers, and that member
+// slot is led by the member the assignment over them prefers, and that member
 // has run it twice; it returns that member's process.
 func waitRingOwnerRan(t *procTrial) (*memberProc, error) {
 	var ownerProc *memberProc
@@ -202,8 +200,8 @@ func waitRingOwnerRan(t *procTrial) (*memberProc, error) {
 		for _, m := range st.Members {
 			names[m.ID] = m.Name
 		}
-		ring, err := shard.New(slices.Collect(maps.Keys(names)))
-		if err != nil || ring.Owner(t.slot) != leader {
+		a, err := statusAssignment(st)
+		if err != nil || a.Owner(t.slot) != leader {
 			return false, err
 		}
 		t.owner = leader

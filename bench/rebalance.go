@@ -18,14 +18,19 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// ringOf is the ring over the members' ids: who should hold each slot.
-func ringOf(members []*member) *shard.Ring {
+// preferredOf is the assignment of cat's jobs over the members' ids: who
+// should hold each slot.
+func preferredOf(members []*member, cat *config.Catalog) *shard.Assignment {
 	var ids []string
 	for _, m := range members {
 		ids = append(ids, m.id)
 	}
-	ring, _ := shard.New(ids)
-	return ring
+	var js []shard.Job
+	for _, j := range cat.Jobs {
+		js = append(js, shard.Job{Name: j.Name, Partitions: j.Partitions, Members: ids})
+	}
+	a, _ := shard.Assign(js) // names are unique and partitions positive
+	return a
 }
 
 // movedShare is the share of n slots whose leader differs from before to after.
@@ -39,11 +44,11 @@ func movedShare(before, after map[shard.Slot]string, n int) float64 {
 	return float64(moved) / float64(n)
 }
 
-// misplaced counts the slots of l held by a member the ring does not prefer.
-func misplaced(ring *shard.Ring, l map[shard.Slot]string) int {
+// misplaced counts the slots of l held by a member the assignment does not prefer.
+func misplaced(a *shard.Assignment, l map[shard.Slot]string) int {
 	n := 0
 	for s, owner := range l {
-		if ring.Owner(s) != owner {
+		if a.Owner(s) != owner {
 			n++
 		}
 	}
@@ -54,10 +59,10 @@ func misplaced(ring *shard.Ring, l map[shard.Slot]string) int {
 // owner, with the election keys etcd has for each, for a settle that timed
 // out.
 func describeMisplaced(ms []*member, cat *config.Catalog) string {
-	ring := ringOf(ms)
+	a := preferredOf(ms, cat)
 	var out []string
 	for s, owner := range leaders(ms) {
-		if want := ring.Owner(s); want != owner && len(out) < 3 {
+		if want := a.Owner(s); want != owner && len(out) < 3 {
 			line := fmt.Sprintf("%s held by %s, preferred %s; keys:", s, owner, want)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			resp, err := ms[0].cli.Get(ctx, keyspace.Election(cat.Cluster, s)+"/", clientv3.WithPrefix())
@@ -75,11 +80,17 @@ func describeMisplaced(ms []*member, cat *config.Catalog) string {
 	return strings.Join(out, "; ")
 }
 
-// rebalance adds a fourth member to n slots over three, then removes it.
-func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
+// rebalance adds a fourth member to n slots over three, then removes it:
+// n slots of one job, or (many) of jobs of 1 to 16 partitions.
+func rebalance(cfg Config, n int, many bool) ([]Rebalance, *Memory, error) {
 	ev := &events{}
 	cat := benchCatalog(cluster("rebalance"), 6*time.Second, n, 0)
 	cat.Jobs[0].Schedule = "@hourly" // idle slots: ownership is what is measured
+	shape := "one job"
+	if many {
+		cat.Jobs = smallJobs(cat.Jobs[0], n)
+		shape = fmt.Sprintf("%d jobs of 1–16", len(cat.Jobs))
+	}
 	heapBefore := liveHeap()
 	debug.FreeOSMemory()
 	rssBefore := residentBytes()
@@ -92,11 +103,11 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 			m.stop()
 		}
 	}()
-	// settled is built once per view: the ring is not cheap to build.
+	// settled is built once per view: the assignment is not free to compute.
 	settled := func(members []*member) func() bool {
-		ring := ringOf(members)
+		a := preferredOf(members, cat)
 		return func() bool {
-			return leading(members) == n && misplaced(ring, leaders(members)) == 0
+			return leading(members) == n && misplaced(a, leaders(members)) == 0
 		}
 	}
 	check := settled(ms)
@@ -128,13 +139,13 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 		check := settled(ms)
 		if err := waitFor(5*time.Minute, func() bool { return check() || lostMember(ms) != nil }); err != nil {
 			l := leaders(ms)
-			return fmt.Errorf("%w (%s: %d of %d slots held, %d of them not by their preferred owner; %s)", err, change, len(l), n, misplaced(ringOf(ms), l), describeMisplaced(ms, cat))
+			return fmt.Errorf("%w (%s: %d of %d slots held, %d of them not by their preferred owner; %s)", err, change, len(l), n, misplaced(preferredOf(ms, cat), l), describeMisplaced(ms, cat))
 		}
 		if err := lostMember(ms); err != nil {
 			return fmt.Errorf("bench: rebalance %s: %w", change, err)
 		}
 		took := time.Since(start)
-		out = append(out, Rebalance{Change: change, Slots: n, Moved: movedShare(before, leaders(ms), n), Ideal: ideal, Settle: took})
+		out = append(out, Rebalance{Change: change, Shape: shape, Slots: n, Moved: movedShare(before, leaders(ms), n), Ideal: ideal, Settle: took})
 		return nil
 	}
 	if err := measure("3→4", func() error {
@@ -152,6 +163,18 @@ func rebalance(cfg Config, n int) ([]Rebalance, *Memory, error) {
 		fourth.stop()
 		return nil
 	}, 0.25)
+}
+
+// smallJobs is n slots as jobs like j of 1 to 16 partitions each.
+func smallJobs(j config.Job, n int) []config.Job {
+	var out []config.Job
+	for i := 0; n > 0; i++ {
+		s := j
+		s.Name, s.Partitions = fmt.Sprintf("small-%04d", i), min(n, 1+i*7%16)
+		out = append(out, s)
+		n -= s.Partitions
+	}
+	return out
 }
 
 // idleMemory is what n idle slots over three members cost the process, in

@@ -178,7 +178,9 @@ type Memory struct {
 
 // Rebalance is a membership change at many slots.
 type Rebalance struct {
-	Change string        `json:"change"`
+	Change string `json:"change"`
+	// Shape is the catalog: one job of all the slots, or many small jobs.
+	Shape  string        `json:"shape"`
 	Slots  int           `json:"slots"`
 	Moved  float64       `json:"moved_fraction"`
 	Ideal  float64       `json:"ideal_fraction"`

@@ -9,8 +9,8 @@ import (
 )
 
 // Placement limits a job's slots to the members whose labels include every
-// pair of Labels (kira run --label): the job's ring is built over those
-// members alone, with the same bounded-load spread.
+// pair of Labels (kira run --label): the job's slots are split evenly over
+// those members alone (shard.Assign).
 type Placement struct {
 	Labels map[string]string `json:"labels"`
 }

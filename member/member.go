@@ -321,7 +321,7 @@ func (inc *Incarnation) Member() *membership.Member { return inc.member }
 
 // Ready reports whether the incarnation is a working member at now: its
 // lease is proven alive, and its views have caught up with it (they contain
-// it, so the ring gives it its share of the slots).
+// it, so the assignment gives it its share of the slots).
 func (inc *Incarnation) Ready(now time.Time) bool {
 	return inc.member.Trusted(now) && inc.views.Latest().Contains(inc.ID())
 }

@@ -22,7 +22,7 @@
 //
 // Views. Views watches the member records and publishes the member set
 // stamped with the etcd revision it was read at. Two members that have seen
-// the same revision have the same view, which is what makes the ring
-// (package shard) agree across members. Consumers are signalled, never
+// the same revision have the same view, which is what makes the assignment
+// of slots (package shard) agree across members. Consumers are signalled, never
 // blocked on: a slow consumer skips intermediate views and reads the latest.
 package membership

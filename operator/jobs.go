@@ -22,6 +22,9 @@ type JobStatus struct {
 	Partitions int    `json:"partitions"`
 	Paused     bool   `json:"paused"`
 	SlotsLed   int    `json:"slots_led"`
+	// Shares is how many slots each member leads: each member the
+	// placement admits, then any other owner.
+	Shares []Share `json:"shares"`
 	// Placement is the labels a member needs to run the job, key=value
 	// pairs ("" for any member); EligibleMembers counts the live members
 	// that have them (0: nobody runs the job).
@@ -156,7 +159,8 @@ func readWithCatalog(ctx context.Context, kv clientv3.KV, cluster string) (*Stat
 
 func jobStatus(st *Status, j config.Job, last *history.Record, now time.Time) JobStatus {
 	js := JobStatus{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Partitions: j.Partitions,
-		Paused: slices.Contains(st.Paused, j.Name), Placement: j.Placement.String(), EligibleMembers: EligibleMembers(st.Members, j)}
+		Paused: slices.Contains(st.Paused, j.Name), Placement: j.Placement.String(), EligibleMembers: EligibleMembers(st.Members, j),
+		Shares: jobShares(st, j)}
 	for _, s := range st.Slots {
 		if s.Job == j.Name && s.Owner != "" {
 			js.SlotsLed++

@@ -28,6 +28,15 @@ type Status struct {
 	// Unplaced are the jobs whose placement matches no member: nobody
 	// runs them until a member with their labels joins.
 	Unplaced []string `json:"unplaced"`
+	// Shares are, per job of the catalog, how many of its slots each
+	// member leads (jobShares).
+	Shares []JobShares `json:"shares"`
+}
+
+// JobShares is one job's split over the members.
+type JobShares struct {
+	Job    string  `json:"job"`
+	Shares []Share `json:"shares"`
 }
 
 // SlotStatus is one slot: its owner is the member whose election key is
@@ -69,13 +78,15 @@ func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, e
 		return nil, err
 	}
 	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
-	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []membership.Record{}, Slots: []SlotStatus{}, Paused: []string{}, Unplaced: []string{}}
+	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []membership.Record{}, Slots: []SlotStatus{}, Paused: []string{}, Unplaced: []string{}, Shares: []JobShares{}}
 	st.Paused = pausedJobs(cluster, kvs(3))
 	st.Members = memberRecords(cluster, kvs(0))
 	slots := map[shard.Slot]*SlotStatus{}
+	var jobs []config.Job
 	if cat := kvs(2); len(cat) == 1 {
 		st.CatalogRevision = cat[0].ModRevision
-		for _, j := range catalogSlots(cat[0].Value, slots) {
+		jobs = catalogSlots(cat[0].Value, slots)
+		for _, j := range jobs {
 			if j.Placement != nil && EligibleMembers(st.Members, j) == 0 {
 				st.Unplaced = append(st.Unplaced, j.Name)
 			}
@@ -92,6 +103,9 @@ func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, e
 		}
 		return a.Partition < b.Partition
 	})
+	for _, j := range jobs {
+		st.Shares = append(st.Shares, JobShares{Job: j.Name, Shares: jobShares(st, j)})
+	}
 	return st, nil
 }
 

@@ -47,8 +47,8 @@
 //	 └──────── lease lost or trust window closed: cancel everything, start nothing ─────┘
 //
 // A member campaigns (concurrency.Election, one per slot, all on the
-// member's one session) only for the slots the ring prefers it for in its
-// latest view, and resigns the others between executions. Views of
+// member's one session) only for the slots the assignment prefers it for
+// in its latest view, and resigns the others between executions. Views of
 // different members converge on the latest revision; meanwhile the election
 // keeps it safe, since etcd grants a slot's election to one key at a time.
 // After Campaign returns, the member confirms it: the session is alive and

@@ -131,45 +131,46 @@ func (s *Scheduler) ownKeyDeleted(d deletedKey) {
 	}
 }
 
-// applyView recomputes which slots this member is preferred for: each
-// job's slots by the ring over the view's members its placement admits
-// (every member for a job without one).
+// applyView recomputes which slots this member is preferred for: the
+// assignment of every job's slots over the view's members its placement
+// admits (every member for a job without one).
 func (s *Scheduler) applyView(v membership.View) {
 	s.historyFormat = v.HistoryFormat
-	rings, err := s.rings(v)
+	owners, err := s.assign(v)
 	if err != nil {
-		s.cfg.Logger.Error("cannot build ring; keeping the previous assignment", "revision", v.Revision, "err", err)
+		s.cfg.Logger.Error("cannot assign slots; keeping the previous assignment", "revision", v.Revision, "err", err)
 		return
 	}
 	me := s.member.ID()
 	for _, sl := range s.slots {
-		sl.wanted = !sl.removed && v.Contains(me) && rings[sl.job.spec.Placement.String()].Owner(sl.id) == me
+		sl.wanted = !sl.removed && v.Contains(me) && owners.Owner(sl.id) == me
 		s.reconcile(sl)
 		s.dropIfRemoved(sl)
 	}
 }
 
-// rings builds one ring per placement of the jobs, over the members of v
-// it admits, and records how many members each job may run on.
-func (s *Scheduler) rings(v membership.View) (map[string]*shard.Ring, error) {
-	rings := map[string]*shard.Ring{}
+// assign computes the preferred owner of every slot of the catalog over the
+// members of v each job's placement admits, and records how many members
+// each job may run on.
+func (s *Scheduler) assign(v membership.View) (*shard.Assignment, error) {
+	byPlacement := map[string][]string{}
 	eligible := map[string]int{}
+	var jobs []shard.Job
 	for name, j := range s.jobs {
 		key := j.spec.Placement.String()
-		if _, ok := rings[key]; !ok {
-			ring, err := shard.New(v.Matching(j.spec.Selector()))
-			if err != nil {
-				return nil, err
-			}
-			rings[key] = ring
+		ids, ok := byPlacement[key]
+		if !ok {
+			ids = v.Matching(j.spec.Selector())
+			byPlacement[key] = ids
 		}
-		eligible[name] = len(rings[key].Members())
+		jobs = append(jobs, shard.Job{Name: name, Partitions: j.spec.Partitions, Members: ids})
+		eligible[name] = len(ids)
 		s.reportPlacement(j.spec, eligible[name], v.Revision)
 	}
 	s.mu.Lock()
 	s.eligible = eligible
 	s.mu.Unlock()
-	return rings, nil
+	return shard.Assign(jobs)
 }
 
 // reportPlacement logs when a job's placement stops (and starts again)

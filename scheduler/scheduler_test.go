@@ -178,14 +178,19 @@ func catalog(cluster string, jobsSpec ...config.Job) *config.Catalog {
 
 func noop(context.Context) error { return nil }
 
-// ringOwners computes who the ring prefers for every slot of cat among nodes.
+// ringOwners computes who the assignment prefers for every slot of cat
+// among nodes (the catalog's jobs have no placement).
 func ringOwners(t *testing.T, cat *config.Catalog, nodes ...*node) map[shard.Slot]string {
 	t.Helper()
 	var ids []string
 	for _, n := range nodes {
 		ids = append(ids, n.id)
 	}
-	r, err := shard.New(ids)
+	var js []shard.Job
+	for _, j := range cat.Jobs {
+		js = append(js, shard.Job{Name: j.Name, Partitions: j.Partitions, Members: ids})
+	}
+	a, err := shard.Assign(js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +198,7 @@ func ringOwners(t *testing.T, cat *config.Catalog, nodes ...*node) map[shard.Slo
 	for _, j := range cat.Jobs {
 		for p := 0; p < j.Partitions; p++ {
 			s := shard.Slot{Job: j.Name, Partition: p}
-			out[s] = r.Owner(s)
+			out[s] = a.Owner(s)
 		}
 	}
 	return out
@@ -235,7 +240,6 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 func TestEachSlotLedOnceAndSpread(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	// 60 slots: with 12, one of 3 members leads none about 2% of the time (3 × (2/3)^12).
 	cat := catalog("spread", config.Job{Name: "work", Schedule: "@every 1s", Partitions: 60, Handler: "noop"})
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
@@ -247,8 +251,8 @@ func TestEachSlotLedOnceAndSpread(t *testing.T) {
 	waitUntil(t, "slots spread over three members", 15*time.Second, func() bool { return leadersMatch(want, a, b, c) })
 
 	for _, n := range []*node{a, b, c} {
-		if len(n.sched.Leading()) == 0 {
-			t.Errorf("member %s leads nothing: leadership is not spread", n.id)
+		if l := len(n.sched.Leading()); l != 20 {
+			t.Errorf("member %s leads %d of the 60 slots, want 20: leadership is not split evenly", n.id, l)
 		}
 	}
 	if count(rec.all(), func(e Event) bool { return e.Kind == Released && e.Member == a.id }) == 0 {

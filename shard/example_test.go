@@ -6,12 +6,16 @@ import (
 	"github.com/kira-scheduler/kira/shard"
 )
 
-func ExampleRing_Owner() {
+func ExampleAssign() {
 	view := []string{"host-a-1b2c", "host-b-3d4e", "host-c-5f60"}
-	r, _ := shard.New(view)
-	// Any member that computes the ring for the same view gets the same owner.
-	again, _ := shard.New([]string{"host-c-5f60", "host-a-1b2c", "host-b-3d4e"})
+	a, _ := shard.Assign([]shard.Job{{Name: "reconcile", Partitions: 12, Members: view}})
+	shares := a.Shares("reconcile")
+	fmt.Println(shares["host-a-1b2c"], shares["host-b-3d4e"], shares["host-c-5f60"])
+	// Any member that computes it for the same view gets the same owners.
+	again, _ := shard.Assign([]shard.Job{{Name: "reconcile", Partitions: 12, Members: []string{"host-c-5f60", "host-a-1b2c", "host-b-3d4e"}}})
 	s := shard.Slot{Job: "reconcile", Partition: 7}
-	fmt.Println(r.Owner(s) == again.Owner(s))
-	// Output: true
+	fmt.Println(a.Owner(s) == again.Owner(s))
+	// Output:
+	// 4 4 4
+	// true
 }

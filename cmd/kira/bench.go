@@ -250,13 +250,13 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintln(tw)
 	}
 	if len(r.Rebalance) > 0 {
-		fmt.Fprintln(tw, "REBALANCE\tCHANGE\tSLOTS\tMOVED\tIDEAL\tSETTLE\tMEMBERS")
+		fmt.Fprintln(tw, "REBALANCE\tCATALOG\tCHANGE\tSLOTS\tMOVED\tIDEAL\tMOVED/IDEAL\tSETTLE\tMEMBERS")
 		for _, b := range r.Rebalance {
 			members := "in the bench's process"
 			if b.Processes {
 				members = "kira run processes"
 			}
-			fmt.Fprintf(tw, "\t%s\t%d\t%.3f\t%.3f\t%s\t%s\n", b.Change, b.Slots, b.Moved, b.Ideal, b.Settle.Round(time.Millisecond), members)
+			fmt.Fprintf(tw, "\t%s\t%s\t%d\t%.3f\t%.3f\t%.2f\t%s\t%s\n", b.Shape, b.Change, b.Slots, b.Moved, b.Ideal, b.Moved/b.Ideal, b.Settle.Round(time.Millisecond), members)
 		}
 		fmt.Fprintln(tw)
 	}

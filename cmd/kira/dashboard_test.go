@@ -35,8 +35,9 @@ func chromium(t *testing.T) string {
 }
 
 // The dashboard, in a real headless browser against three kira run
-// members: it shows the cluster's members, slots and recent executions, a
-// kill -9 of a member shows its slots move to the others, slots without a
+// members: it shows the cluster's members, slots (split 10/10/10, each
+// member's share on the job's row) and recent executions, a kill -9 of a
+// member shows its slots move to the others (15/15), slots without a
 // leader raise the warning, and a click on pause is obeyed. The screenshot is kept in the test's temp dir (and where
 // KIRA_DASHBOARD_SCREENSHOT says: docs/dashboard.png comes from it).
 func TestDashboardInABrowser(t *testing.T) {
@@ -93,9 +94,17 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 		return n
 	}
-	kiratest.WaitUntil(t, "the page to show three members sharing every slot", 30*time.Second, func() bool {
+	// shares is the jobs table's column of slots led by each member.
+	shares := func() string {
+		if r := rowsOf("jobs"); len(r) == 1 {
+			return strings.Split(r[0], "|")[3]
+		}
+		return ""
+	}
+	kiratest.WaitUntil(t, "the page to show three members splitting every slot evenly", 30*time.Second, func() bool {
 		o := owners()
-		return len(rowsOf("members")) == 3 && o["a"]+o["b"]+o["c"] == 30 && len(o) == 3 && len(rowsOf("executions")) >= 6
+		return len(rowsOf("members")) == 3 && o["a"] == 10 && o["b"] == 10 && o["c"] == 10 && len(rowsOf("executions")) >= 6 &&
+			shares() == "a 10, b 10, c 10"
 	})
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -107,9 +116,9 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 
 	members["b"].Cmd.Process.Kill()
-	kiratest.WaitUntil(t, "the page to show b's slots moved to a and c", 30*time.Second, func() bool {
+	kiratest.WaitUntil(t, "the page to show b's slots split between a and c", 30*time.Second, func() bool {
 		o := owners()
-		return len(rowsOf("members")) == 2 && o["a"]+o["c"] == 30
+		return len(rowsOf("members")) == 2 && o["a"] == 15 && o["c"] == 15 && shares() == "a 15, c 15"
 	})
 
 	// A member record with no campaigning member behind it (what a member

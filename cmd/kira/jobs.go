@@ -94,7 +94,7 @@ func printJob(w io.Writer, d *operator.JobDetail) error {
 	if err := printJobs(w, []operator.JobStatus{d.JobStatus}); err != nil {
 		return err
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "\nslots led by each member: %s\n\n", orNone(operator.FormatShares(d.Shares)))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tOWNER\tTOKEN\tLAST FIRE\tNEXT FIRE")
 	for _, s := range d.Slots {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,27 +14,38 @@ import (
 	"github.com/kira-scheduler/kira/shard"
 )
 
-// byRing reports whether every slot of job is owned as the ring over the
-// members named (and no other) places it.
-func byRing(t *testing.T, st operator.Status, job string, names ...string) bool {
-	var ids []string
-	nameOf := map[string]string{}
+// byAssignment reports whether every slot is owned as the assignment over
+// the members its job's placement admits (placed: job → member names)
+// places it, all those members being in the view.
+func byAssignment(t *testing.T, st operator.Status, placed map[string][]string) bool {
+	idOf := map[string]string{}
 	for _, m := range st.Members {
-		nameOf[m.ID] = m.Name
-		if slices.Contains(names, m.Name) {
-			ids = append(ids, m.ID)
-		}
+		idOf[m.Name] = m.ID
 	}
-	ring, err := shard.New(ids)
+	var js []shard.Job
+	for _, s := range st.Slots {
+		if len(js) == 0 || js[len(js)-1].Name != s.Job {
+			var ids []string
+			for _, name := range placed[s.Job] {
+				if idOf[name] == "" {
+					return false
+				}
+				ids = append(ids, idOf[name])
+			}
+			js = append(js, shard.Job{Name: s.Job, Members: ids})
+		}
+		js[len(js)-1].Partitions++
+	}
+	a, err := shard.Assign(js)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range st.Slots {
-		if s.Job == job && (s.Owner == "" || s.Owner != ring.Owner(shard.Slot{Job: job, Partition: s.Partition})) {
+		if s.Owner != a.Owner(shard.Slot{Job: s.Job, Partition: s.Partition}) {
 			return false
 		}
 	}
-	return len(ids) == len(names)
+	return true
 }
 
 const placedCatalog = `cluster: placed
@@ -47,7 +57,7 @@ jobs:
 `
 
 // Placement with four members of two labels: a job's slots go only to the
-// members with its labels, spread evenly over them, and move only among
+// members with its labels, split evenly over them, and move only among
 // them on kill -9; a job without placement spreads over all four; a job no
 // member matches is reported (kira status, kira jobs, the metric), and a
 // member with its labels takes it when it joins.
@@ -84,13 +94,14 @@ func TestPlacementByLabels(t *testing.T) {
 		return n, owned
 	}
 	var st operator.Status
-	kiratest.WaitUntil(t, "train on a and b by the ring of a and b, plain on all four by theirs", 30*time.Second, func() bool {
+	kiratest.WaitUntil(t, "train on a and b as the assignment places it, plain on all four", 30*time.Second, func() bool {
 		st = statusOf(t, ep, "placed")
-		return len(st.Members) == 4 && byRing(t, st, "train", "a", "b") && byRing(t, st, "plain", "a", "b", "c", "d")
+		return len(st.Members) == 4 && byAssignment(t, st, map[string][]string{"train": {"a", "b"}, "plain": {"a", "b", "c", "d"}})
 	})
 	train, _ := owners(st, "train")
-	if train["a"] < 10 || train["b"] < 10 {
-		t.Fatalf("train's 40 slots over a and b: %v, not spread", train)
+	plain, _ := owners(st, "plain")
+	if train["a"] != 20 || train["b"] != 20 || plain["a"] != 10 || plain["b"] != 10 || plain["c"] != 10 || plain["d"] != 10 {
+		t.Fatalf("train's 40 slots over a and b: %v; plain's 40 over all four: %v; want even splits", train, plain)
 	}
 	if len(st.Unplaced) != 1 || st.Unplaced[0] != "tpu" {
 		t.Fatalf("unplaced %v, want [tpu]", st.Unplaced)
@@ -115,9 +126,9 @@ func TestPlacementByLabels(t *testing.T) {
 	}
 
 	members["a"].Cmd.Process.Kill()
-	kiratest.WaitUntil(t, "a's train slots on b alone, its plain slots on b, c and d by their ring", 30*time.Second, func() bool {
+	kiratest.WaitUntil(t, "a's train slots on b alone, its plain slots on b, c and d as the assignment places them", 30*time.Second, func() bool {
 		st = statusOf(t, ep, "placed")
-		return len(st.Members) == 3 && byRing(t, st, "train", "b") && byRing(t, st, "plain", "b", "c", "d")
+		return len(st.Members) == 3 && byAssignment(t, st, map[string][]string{"train": {"b"}, "plain": {"b", "c", "d"}})
 	})
 
 	// A member with the labels joins (its labels from the environment): it takes the job.

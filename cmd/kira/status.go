@@ -55,6 +55,14 @@ func printStatus(w io.Writer, st *operator.Status) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// Not headed JOB: scripts read the slot table as the section under JOB.
+	fmt.Fprintln(tw, "SPLIT OF JOB\tSLOTS LED BY EACH MEMBER")
+	for _, js := range st.Shares {
+		fmt.Fprintf(tw, "%s\t%s\n", js.Job, orNone(operator.FormatShares(js.Shares)))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tPARTITION\tOWNER\tTOKEN")
 	for _, s := range st.Slots {
 		owner, token := s.Owner, strconv.FormatInt(s.Token, 10)
@@ -64,4 +72,12 @@ func printStatus(w io.Writer, st *operator.Status) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Job, s.Partition, owner, token)
 	}
 	tw.Flush()
+}
+
+// orNone is s, or "(none)" when it is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
