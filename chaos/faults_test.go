@@ -271,6 +271,7 @@ const longJob = `  - name: long
     schedule: "@every 2s"
     misfire: fire-all
     catchup_window: 2m
+    overlap: queue        # a fire during a catch-up's run waits for it
     timeout: 10s
     fence_url: "{{W}}/fence"
     command: ["{{WRITER}}", "{{W}}", "1s"]

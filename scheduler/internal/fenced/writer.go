@@ -91,6 +91,7 @@ type Writer struct {
 	inFlight int               // batches in flight
 	since    map[int]time.Time // when each commit in flight began
 	landed   time.Time         // when a commit last succeeded
+	overtook time.Time         // when the latest-begun commit that succeeded began
 	seq      int
 	journal  *journal // nil: no records are journaled
 	batches  int64
@@ -104,22 +105,24 @@ type Writer struct {
 // above a loaded etcd's commit latency, well below a missed fire.
 const stalledAfter = 500 * time.Millisecond
 
-// stalled reports whether etcd is failing the writer's transactions, or one
-// has hung for stalledAfter while none succeeded. A loaded etcd keeps
-// committing, even if each transaction waits long in its queue: counting
-// that as stalled would turn fire-all fires into a backlog whose starts
-// each cost a write, a spiral. Held by TestWriterIsStalledOnlyWhenNothingCommits.
+// Stalled reports whether etcd is failing the writer's transactions, or
+// one has hung for stalledAfter while none succeeded, or while one begun at
+// least stalledAfter after it already succeeded (its connection died: an
+// etcd member killed, the client moved on to another). A loaded etcd keeps
+// committing, in the order it was sent, even if each transaction waits long
+// in its queue: counting that as stalled would turn fire-all fires into a
+// backlog whose starts each cost a write, a spiral. Held by
+// TestWriterIsStalledOnlyWhenNothingCommits and
+// TestWriterIsStalledWhenALaterCommitOvertakesAHungOne.
 func (w *Writer) Stalled() bool {
 	if w.failing.Load() {
 		return true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if time.Since(w.landed) < stalledAfter {
-		return false
-	}
+	nothingLanded := time.Since(w.landed) >= stalledAfter
 	for _, t := range w.since {
-		if time.Since(t) > stalledAfter {
+		if time.Since(t) > stalledAfter && (nothingLanded || t.Add(stalledAfter).Before(w.overtook)) {
 			return true
 		}
 	}
@@ -514,14 +517,17 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 	}
 	w.mu.Lock()
 	w.seq++
-	id := w.seq
-	w.since[id] = time.Now()
+	id, began := w.seq, time.Now()
+	w.since[id] = began
 	w.mu.Unlock()
 	resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	w.mu.Lock()
 	delete(w.since, id)
 	if err == nil {
 		w.landed = time.Now()
+		if began.After(w.overtook) {
+			w.overtook = began
+		}
 	}
 	w.mu.Unlock()
 	w.failing.Store(err != nil)

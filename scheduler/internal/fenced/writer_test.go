@@ -244,6 +244,29 @@ func TestWriterIsStalledOnlyWhenNothingCommits(t *testing.T) {
 	}
 }
 
+// A transaction in flight for stalledAfter counts as hung, although others
+// commit, once one begun stalledAfter or more after it has succeeded: its
+// connection died (an etcd member killed) and the client moved on. One
+// overtaken by a commit begun just after it is only slow.
+func TestWriterIsStalledWhenALaterCommitOvertakesAHungOne(t *testing.T) {
+	w := NewWriter(nil)
+	began := time.Now().Add(-3 * stalledAfter)
+	w.since[1] = began
+	w.landed = time.Now()
+	w.overtook = began.Add(stalledAfter / 2)
+	if w.Stalled() {
+		t.Fatal("stalled: overtaken by a commit begun just after it, while commits land")
+	}
+	w.overtook = began.Add(2 * stalledAfter)
+	if !w.Stalled() {
+		t.Fatal("not stalled: in flight for 3×stalledAfter, overtaken by a commit begun 2×stalledAfter after it")
+	}
+	w.since[1] = time.Now().Add(-stalledAfter / 2)
+	if w.Stalled() {
+		t.Fatal("stalled: the commit in flight began only stalledAfter/2 ago")
+	}
+}
+
 // The writer is behind while its oldest queued write has waited
 // behindAfter, not because writes are queued, nor once they have left.
 func TestWriterIsBehindOnlyWhileAWriteWaitsLong(t *testing.T) {
