@@ -84,8 +84,8 @@ type Report struct {
 	Accepted int // of those, accepted exactly once
 	Stale    int // writes rejected by the fence (whole history)
 	Replays  int // writes of an execution id that had already taken effect
-	// Forbidden counts the replays the contract does not allow: all but the
-	// first re-run of an in-doubt fire by each new holder (judgeReplays).
+	// Forbidden counts the fires run again as the contract does not allow
+	// (judgeReplays, judgeStates), each execution id once.
 	Forbidden  int
 	Duplicates int // (slot, time) pairs accepted more than once
 	Missed     int // pairs never accepted
@@ -150,8 +150,7 @@ func Check(history []Attempt, spec Spec) Report {
 			byID[a.ExecutionID] = append(byID[a.ExecutionID], a)
 		}
 	}
-	judgeReplays(&rep, ordered, spec)
-	judgeStates(&rep, spec.States)
+	judgeStates(&rep, spec.States, judgeReplays(&rep, ordered, spec))
 	for k, as := range accepted {
 		if len(as) > 1 {
 			rep.Duplicates++
@@ -269,7 +268,8 @@ func Check(history []Attempt, spec Spec) Report {
 // (the result was recorded, or should have been), a replay by the holder
 // that had already run the fire, and a second replay under one token.
 // Held by TestReplaysAreJudged.
-func judgeReplays(rep *Report, ordered []Attempt, spec Spec) {
+func judgeReplays(rep *Report, ordered []Attempt, spec Spec) (forbidden map[string]bool) {
+	forbidden = map[string]bool{}   // execution ids
 	earlier := map[string]Attempt{} // the last write of each execution id that reached the fence
 	replays := map[string]int{}     // per execution id and token
 	for _, a := range ordered {
@@ -294,11 +294,15 @@ func judgeReplays(rep *Report, ordered []Attempt, spec Spec) {
 				prev.Member, prev.At.Format("15:04:05.000"), prev.Member)
 		}
 		if why != "" {
-			rep.Forbidden++
+			if !forbidden[a.ExecutionID] {
+				rep.Forbidden++
+			}
+			forbidden[a.ExecutionID] = true
 			rep.violate("%s: scheduled %s (id %s), forbidden replay at %s by %s (token %d): %s", a.Slot(), a.Scheduled.UTC().Format(time.RFC3339Nano),
 				a.ExecutionID, a.At.Format("15:04:05.000"), a.Member, a.Token, why)
 		}
 	}
+	return forbidden
 }
 
 // StateWrite is one state of a slot, as etcd committed it.
@@ -312,8 +316,9 @@ type StateWrite struct {
 // success was recorded never starts again: a state that starts scheduled
 // time T at attempt a > 1 after one that recorded T (or a later fire)
 // finished with success is a forbidden replay, known from etcd's revisions
-// alone. Held by TestReplaysAreJudged.
-func judgeStates(rep *Report, states []StateWrite) {
+// alone; a fire the witness's judge found already (seen) counts once.
+// Held by TestStartAfterARecordedSuccessIsForbidden.
+func judgeStates(rep *Report, states []StateWrite, seen map[string]bool) {
 	type succeeded struct {
 		finished time.Time
 		revision int64
@@ -326,7 +331,10 @@ func judgeStates(rep *Report, states []StateWrite) {
 			k := fmt.Sprintf("%s %d", st.StartedID, st.StartedAttempt)
 			if !reported[k] {
 				reported[k] = true
-				rep.Forbidden++
+				if !seen[st.StartedID] {
+					rep.Forbidden++
+				}
+				seen[st.StartedID] = true
 				rep.violate("%s: scheduled %s (id %s), forbidden replay: attempt %d started at revision %d by %s (token %d) after revision %d recorded %s finished with success",
 					w.Slot, st.Started.UTC().Format(time.RFC3339Nano), st.StartedID, st.StartedAttempt, w.Revision, st.Member, st.Token, d.revision,
 					d.finished.UTC().Format(time.RFC3339Nano))
