@@ -28,7 +28,7 @@ import (
 const promCatalog = `cluster: prom
 membership: {lease_ttl: 6s}
 jobs:
-  - {name: sweep, schedule: "@every 1s", partitions: 6, command: ["true"]}
+  - {name: sweep, schedule: "@every 2s", partitions: 6, command: ["true"]}
   - {name: reconcile, schedule: "@every 3s", command: ["sh", "-c", "test ! -e %s"]}
 `
 
@@ -323,7 +323,7 @@ func checkDocumentedQueries(t *testing.T, prom *promServer) {
 	}
 	for q, wantVec := range map[string]map[string]float64{
 		`max by (kira_job) (kira_job_partitions)`:       {"sweep": 6, "reconcile": 1},
-		`max by (kira_job) (kira_job_period_seconds)`:   {"sweep": 1, "reconcile": 3},
+		`max by (kira_job) (kira_job_period_seconds)`:   {"sweep": 2, "reconcile": 3},
 		`max by (kira_job) (kira_job_eligible_members)`: {"sweep": 3, "reconcile": 3},
 	} {
 		if got := byLabel(prom.mustQuery(t, q), "kira_job"); !mapsEqual(got, wantVec) {
