@@ -14,8 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
+// jobLabel is the label that names the catalog job on every per-job series.
+// Not "job": a Prometheus server sets job (the scrape job) and instance on
+// every series it scrapes, and would rename a target's own job to
+// exported_job. TestAlertsInARealPrometheus checks no label is renamed.
+const jobLabel = "kira_job"
+
 // maxSlotSeries bounds the per-partition series of one job: a job with
-// more partitions is reported by kira_slots_led{job} alone, so a job of
+// more partitions is reported by kira_slots_led{kira_job} alone, so a job of
 // 100,000 partitions costs a member one series, not a third of 100,000.
 const maxSlotSeries = 1000
 
@@ -45,36 +51,36 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kira_slot_leader",
 			Help: "1 while this member leads the slot; the series is deleted when it stops. Summed over members: 0 for long means nobody does the work, 2 means split brain. Only for jobs of at most " + strconv.Itoa(maxSlotSeries) + " partitions.",
-		}, []string{"job", "partition"}),
+		}, []string{jobLabel, "partition"}),
 		led: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kira_slots_led", Help: "Slots of the job this member leads.",
-		}, []string{"job"}),
+		}, []string{jobLabel}),
 		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kira_executions_total", Help: "Executions that ended, by outcome.",
-		}, []string{"job", "outcome"}),
+		}, []string{jobLabel, "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kira_execution_duration_seconds", Help: "How long executions ran, from their start to their end, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12),
-		}, []string{"job", "outcome"}),
+		}, []string{jobLabel, "outcome"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kira_job_last_success_timestamp_seconds", Help: "When an execution of the job last succeeded on this member (Unix seconds).",
-		}, []string{"job"}),
+		}, []string{jobLabel}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kira_fires_skipped_total", Help: "Fires not started, by reason.",
-		}, []string{"job", "reason"}),
+		}, []string{jobLabel, "reason"}),
 		missed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kira_fires_missed_total", Help: "Fires missed while nobody held their slot and not run, by the job's misfire policy.",
-		}, []string{"job", "policy"}),
+		}, []string{jobLabel, "policy"}),
 		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kira_fenced_total", Help: "Executions a protected resource refused for a newer token.",
-		}, []string{"job"}),
+		}, []string{jobLabel}),
 		notified: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kira_notifications_total", Help: "Notifications of executions (notify: rules), by result: delivered, or failed (retries and deadline exhausted, refused, or dropped: each is logged).",
-		}, []string{"job", "result"}),
+		}, []string{jobLabel, "result"}),
 		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kira_execution_lateness_seconds", Help: "Start time minus scheduled time.",
 			Buckets: []float64{.001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5},
-		}, []string{"job"}),
+		}, []string{jobLabel}),
 		partitions: map[string]int{},
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kira_build_info", Help: "1, labelled with the build's version."}, []string{"version", "goversion"})
@@ -87,6 +93,17 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 		}
 		return 0
 	})
+	// The TTL beside the trust left lets one alert rule serve every
+	// lease_ttl: trust left / TTL is between 5/6 and about 1/2 while
+	// renewals come every TTL/3 (deploy/prometheus/alerts.yaml).
+	leaseTTL := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kira_lease_ttl_seconds", Help: "The TTL of this member's lease (the catalog's membership.lease_ttl); 0 while it has none.",
+	}, func() float64 {
+		if inc := current(); inc != nil {
+			return inc.Member().TTL().Seconds()
+		}
+		return 0
+	})
 	catalogRev := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kira_catalog_revision", Help: "The etcd revision of the catalog this member runs (compare with the stored one: kira status).",
 	}, func() float64 {
@@ -96,7 +113,7 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 		return 0
 	})
 	m.registry.MustRegister(incarnationGauges{current: current}, m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.notified, m.lateness,
-		catalogRev, buildInfo, leaseLeft, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		catalogRev, buildInfo, leaseLeft, leaseTTL, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -104,25 +121,29 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 // incarnation: kira_etcd_alarm, kira_state_writes_queued,
 // kira_state_write_wait_seconds and kira_slots_taking_over; and from the
 // catalog it runs:
-// kira_job_partitions (what sum by (job) (kira_slots_led) must equal: less
+// kira_job_partitions (what sum by (kira_job) (kira_slots_led) must equal: less
 // means a slot without a leader, more means two), kira_job_eligible_members
 // (0: the job's placement matches no member) and
 // kira_job_next_fire_timestamp_seconds, with the scheduler's own schedule
 // code (the slots' jitter comes on top), as kube-state-metrics reports a
-// CronJob's next schedule time.
+// CronJob's next schedule time, and kira_job_period_seconds, the time
+// between that fire and the one after it (what "no success for two
+// periods" is measured in).
 type incarnationGauges struct {
 	current func() *member.Incarnation
 }
 
 var (
 	nextFireDesc = prometheus.NewDesc("kira_job_next_fire_timestamp_seconds",
-		"The job's next scheduled time (Unix seconds), before each slot's jitter.", []string{"job"}, nil)
+		"The job's next scheduled time (Unix seconds), before each slot's jitter.", []string{jobLabel}, nil)
+	periodDesc = prometheus.NewDesc("kira_job_period_seconds",
+		"Time between the job's next two scheduled times: its interval for @every, the coming gap for a cron schedule.", []string{jobLabel}, nil)
 	partitionsDesc = prometheus.NewDesc("kira_job_partitions",
-		"The job's partitions (slots) in the catalog this member runs.", []string{"job"}, nil)
+		"The job's partitions (slots) in the catalog this member runs.", []string{jobLabel}, nil)
 	alarmDesc = prometheus.NewDesc("kira_etcd_alarm",
 		"1 while etcd has the alarm raised (NOSPACE: every write refused, no execution starts), as this member last saw; NOSPACE is always reported.", []string{"alarm"}, nil)
 	eligibleDesc = prometheus.NewDesc("kira_job_eligible_members",
-		"Members of the latest view the job's placement admits (all members for a job without one); 0: nobody runs the job.", []string{"job"}, nil)
+		"Members of the latest view the job's placement admits (all members for a job without one); 0: nobody runs the job.", []string{jobLabel}, nil)
 	writesQueuedDesc = prometheus.NewDesc("kira_state_writes_queued",
 		"Fenced writes (starts, results, resigns) waiting in this member's writer for etcd.", nil, nil)
 	takingOverDesc = prometheus.NewDesc("kira_slots_taking_over",
@@ -133,6 +154,7 @@ var (
 
 func (n incarnationGauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- nextFireDesc
+	ch <- periodDesc
 	ch <- partitionsDesc
 	ch <- eligibleDesc
 	ch <- alarmDesc
@@ -167,8 +189,13 @@ func (n incarnationGauges) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			continue
 		}
-		if next := sched.Next(now); !next.IsZero() {
-			ch <- prometheus.MustNewConstMetric(nextFireDesc, prometheus.GaugeValue, float64(next.UnixNano())/float64(time.Second), j.Name)
+		next := sched.Next(now)
+		if next.IsZero() {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(nextFireDesc, prometheus.GaugeValue, float64(next.UnixNano())/float64(time.Second), j.Name)
+		if after := sched.Next(next); !after.IsZero() {
+			ch <- prometheus.MustNewConstMetric(periodDesc, prometheus.GaugeValue, after.Sub(next).Seconds(), j.Name)
 		}
 	}
 }

@@ -111,7 +111,7 @@ jobs:
 	}
 	kiratest.WaitUntil(t, "the refused and the delivered notifications counted", 20*time.Second, func() bool {
 		_, metrics := get("http://" + addr + "/metrics")
-		return strings.Contains(metrics, `kira_notifications_total{job="fine",result="failed"}`) &&
-			strings.Contains(metrics, `kira_notifications_total{job="flaky",result="delivered"}`)
+		return strings.Contains(metrics, `kira_notifications_total{kira_job="fine",result="failed"}`) &&
+			strings.Contains(metrics, `kira_notifications_total{kira_job="flaky",result="delivered"}`)
 	})
 }

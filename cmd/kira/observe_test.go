@@ -51,13 +51,13 @@ func TestProbesMetricsAndLogs(t *testing.T) {
 	var metrics string
 	kiratest.WaitUntil(t, "the metrics of a success and a failure", 20*time.Second, func() bool {
 		_, metrics = get(base + "/metrics")
-		return strings.Contains(metrics, `kira_job_last_success_timestamp_seconds{job="ok"}`) &&
-			strings.Contains(metrics, `kira_executions_total{job="broken",outcome="failed"}`)
+		return strings.Contains(metrics, `kira_job_last_success_timestamp_seconds{kira_job="ok"}`) &&
+			strings.Contains(metrics, `kira_executions_total{kira_job="broken",outcome="failed"}`)
 	})
 	for _, want := range []string{
-		`kira_build_info{goversion="go`, `kira_slots_led{job="ok"} 2`, `kira_job_partitions{job="ok"} 2`, `kira_slot_leader{job="broken",partition="0"} 1`,
-		`kira_execution_duration_seconds_bucket{job="ok",outcome="succeeded"`, "kira_lease_trust_seconds ", "kira_catalog_revision ", "kira_state_writes_queued ", "kira_state_write_wait_seconds ", "kira_slots_taking_over 0",
-		"go_goroutines ", "process_cpu_seconds_total ", `kira_job_next_fire_timestamp_seconds{job="ok"} `,
+		`kira_build_info{goversion="go`, `kira_slots_led{kira_job="ok"} 2`, `kira_job_partitions{kira_job="ok"} 2`, `kira_slot_leader{kira_job="broken",partition="0"} 1`,
+		`kira_execution_duration_seconds_bucket{kira_job="ok",outcome="succeeded"`, "kira_lease_trust_seconds ", "kira_lease_ttl_seconds 2\n", "kira_catalog_revision ", "kira_state_writes_queued ", "kira_state_write_wait_seconds ", "kira_slots_taking_over 0",
+		"go_goroutines ", "process_cpu_seconds_total ", `kira_job_next_fire_timestamp_seconds{kira_job="ok"} `, "kira_job_period_seconds{kira_job=\"ok\"} 1\n",
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics has no %s", want)
@@ -74,7 +74,7 @@ func TestProbesMetricsAndLogs(t *testing.T) {
 	}
 	kiratest.WaitUntil(t, "the removed job's leader series deleted", 20*time.Second, func() bool {
 		_, metrics = get(base + "/metrics")
-		return !strings.Contains(metrics, `kira_slot_leader{job="broken"`)
+		return !strings.Contains(metrics, `kira_slot_leader{kira_job="broken"`)
 	})
 
 	// etcd down: alive, not ready.

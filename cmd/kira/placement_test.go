@@ -118,7 +118,7 @@ func TestPlacementByLabels(t *testing.T) {
 	if eligible["train"] != 2 || eligible["plain"] != 4 || eligible["tpu"] != 0 || placement["train"] != "gpu=true" || placement["plain"] != "" {
 		t.Fatalf("eligible members %v, placement %v", eligible, placement)
 	}
-	if _, metrics := get("http://" + addr + "/metrics"); !strings.Contains(metrics, `kira_job_eligible_members{job="tpu"} 0`) || !strings.Contains(metrics, `kira_job_eligible_members{job="train"} 2`) {
+	if _, metrics := get("http://" + addr + "/metrics"); !strings.Contains(metrics, `kira_job_eligible_members{kira_job="tpu"} 0`) || !strings.Contains(metrics, `kira_job_eligible_members{kira_job="train"} 2`) {
 		t.Fatalf("metrics lack kira_job_eligible_members:\n%s", metrics)
 	}
 	if !strings.Contains(members["c"].Output(), "no live member matches the job's placement") {
