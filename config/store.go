@@ -152,14 +152,14 @@ func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stor
 	if err != nil {
 		return nil, fmt.Errorf("config: load catalog source: %w", err)
 	}
-	s.Source = sourceOf(src.Kvs, s.Revision)
+	s.Source = SourceOf(src.Kvs, s.Revision)
 	s.Catalog, err = decodeStored(s.data)
 	return s, err
 }
 
-// sourceOf decodes the source key if the catalog of revision rev was
+// SourceOf decodes the source key if the catalog of revision rev was
 // written with it; nil otherwise (an older version wrote the catalog).
-func sourceOf(kvs []*mvccpb.KeyValue, rev int64) *Source {
+func SourceOf(kvs []*mvccpb.KeyValue, rev int64) *Source {
 	if len(kvs) == 0 || kvs[0].ModRevision != rev {
 		return nil
 	}

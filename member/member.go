@@ -41,10 +41,13 @@ type Config struct {
 	Etcd etcdclient.Config
 	// Cluster names the catalog the member runs (the catalog's cluster:).
 	Cluster string
-	// Catalog, if set, is stored at start when it differs from the stored
-	// one (N replicas started with the same file do not fight); its
-	// Cluster is used. Without it the stored catalog of Cluster runs.
-	Catalog *config.Catalog
+	// Catalog, if set, is the member's --catalog file, read as
+	// CatalogSource: stored at start when config.StoreFile allows (nothing
+	// stored, or a file-stored catalog of a lower generation); its Cluster
+	// is used. Either way the stored catalog runs. Without it the stored
+	// catalog of Cluster runs.
+	Catalog       *config.Catalog
+	CatalogSource config.Source
 	// Name is the member's human-readable name; default the hostname.
 	Name string
 	// HTTP is the address the member serves on, published in its record.
@@ -111,7 +114,7 @@ func Run(ctx context.Context, cfg Config) error {
 // rejoiner carries what one incarnation leaves to the next.
 type rejoiner struct {
 	cfg     Config
-	applied bool // Catalog was stored: once per Run
+	applied bool // Catalog was offered to StoreFile: once per Run
 	// staleLease is the lease of an incarnation that lost it and could not
 	// revoke it (etcd had no quorum). Until it expires its election keys
 	// still hold its slots: the next incarnation revokes it first, so after
@@ -222,7 +225,7 @@ type Incarnation struct {
 	err         error // the scheduler's, once done
 }
 
-// Start stores cfg.Catalog if it differs from the stored one, joins the
+// Start stores cfg.Catalog if config.StoreFile allows (storeFile), joins the
 // cluster with a fresh member id through cli, and starts the member's
 // goroutines on the stored catalog; ctx bounds the joining only. The caller ends it with
 // Stop (graceful) then Leave, or lets a lost lease end it (Done).
@@ -233,23 +236,21 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	cluster := cfg.cluster()
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
+	host, _ := os.Hostname()
+	name := cfg.Name
+	if name == "" {
+		name = host
+	}
+	var notStored string
 	if cfg.Catalog != nil {
-		rev, changed, err := config.Store(ctx, cli, cfg.Catalog)
-		if err != nil {
+		var err error
+		if notStored, err = storeFile(ctx, cli, cfg, name); err != nil {
 			return nil, err
-		}
-		if changed {
-			cfg.Logger.Info("applied the catalog", "revision", rev)
 		}
 	}
 	cat, catRev, err := config.LoadStored(ctx, cli, cluster)
 	if err != nil {
 		return nil, err
-	}
-	host, _ := os.Hostname()
-	name := cfg.Name
-	if name == "" {
-		name = host
 	}
 	id := membership.NewID()
 	sc := cfg.Scheduler
@@ -263,7 +264,7 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 		Cluster: cat.Cluster,
 		TTL:     cat.Membership.LeaseTTL,
 		Record: membership.Record{ID: id, Name: name, Host: host, HTTP: cfg.HTTP, Version: cfg.Version, Labels: cfg.Labels, HistoryFormat: history.NewestFormat,
-			StartedAt: time.Now().UTC(), CatalogRevision: catRev},
+			StartedAt: time.Now().UTC(), CatalogRevision: catRev, CatalogFileNotStored: notStored},
 	})
 	if err != nil {
 		flushTraces()
@@ -294,6 +295,30 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 		close(inc.done)
 	}()
 	return inc, nil
+}
+
+// storeFile stores the member's --catalog file if config.StoreFile allows;
+// when the file differs from the stored catalog and is not stored, it says
+// so at WARN and returns the notice the member publishes in its record.
+func storeFile(ctx context.Context, cli *clientv3.Client, cfg Config, name string) (string, error) {
+	src := cfg.CatalogSource
+	src.By, src.Member, src.At = config.ByFile, name, time.Now().UTC()
+	out, err := config.StoreFile(ctx, cli, cfg.Catalog, src)
+	switch {
+	case err != nil:
+		return "", err
+	case out.Stored:
+		cfg.Logger.Info("stored the --catalog file", "revision", out.Revision, "file", src.File, "digest", src.Digest, "generation", src.Generation)
+	case out.Refused != "":
+		how := fmt.Sprintf("to run it, kira apply -f %s (--force if it conflicts)", src.File)
+		if out.Current.Source != nil && out.Current.Source.By == config.ByFile {
+			how += ", or roll it out with a generation: above the stored one's"
+		}
+		cfg.Logger.Warn("the --catalog file differs from the stored catalog and was not stored: running the stored catalog",
+			"file", src.File, "digest", src.Digest, "generation", src.Generation, "stored_revision", out.Revision, "why", out.Refused, "how", how)
+		return fmt.Sprintf("its --catalog file %s (%s) differs from the stored catalog of revision %d and was not stored at its start: %s; %s", src.File, src.Digest, out.Revision, out.Refused, how), nil
+	}
+	return "", nil
 }
 
 // followCatalog makes the scheduler converge to every catalog stored after
