@@ -310,7 +310,7 @@ func storeFile(ctx context.Context, cli *clientv3.Client, cfg Config, name strin
 	case out.Stored:
 		cfg.Logger.Info("stored the --catalog file", "revision", out.Revision, "file", src.File, "digest", src.Digest, "generation", src.Generation)
 	case out.Refused != "":
-		how := fmt.Sprintf("to run it, kira apply -f %s (--force if it conflicts)", src.File)
+		how := fmt.Sprintf("to run it, kira apply -f %s", src.File)
 		if out.Current.Source != nil && out.Current.Source.By == config.ByFile {
 			how += ", or roll it out with a generation: above the stored one's"
 		}
