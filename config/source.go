@@ -10,7 +10,6 @@ import (
 // How a catalog was stored (Source.By).
 const (
 	ByApply = "apply" // kira apply
-	ByAPI   = "api"   // the HTTP API (reserved: the API has no catalog write yet)
 	ByFile  = "file"  // a member's --catalog file, at its start
 )
 
@@ -49,8 +48,6 @@ func (s *Source) String() string {
 			gen = fmt.Sprintf("generation %d", s.Generation)
 		}
 		return fmt.Sprintf("member %s from its --catalog file %s (%s, %s) at %s", s.Member, s.File, s.Digest, gen, at)
-	case ByAPI:
-		return "the HTTP API at " + at
 	}
 	return "kira apply at " + at
 }

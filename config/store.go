@@ -52,9 +52,9 @@ func (e *ConflictError) Error() string {
 	case e.Current == nil:
 		return fmt.Sprintf("config: conflict: the catalog of revision %d is no longer stored (deleted)", e.Expected)
 	case e.Expected == 0:
-		return fmt.Sprintf("config: conflict: a catalog was stored meanwhile, at revision %d by %s", e.Current.Revision, e.Current.Source)
+		return fmt.Sprintf("config: conflict: a catalog was stored meanwhile, at revision %d (source: %s)", e.Current.Revision, e.Current.Source)
 	}
-	return fmt.Sprintf("config: conflict: the stored catalog is at revision %d (stored by %s), no longer at revision %d, which this change was made against", e.Current.Revision, e.Current.Source, e.Expected)
+	return fmt.Sprintf("config: conflict: the stored catalog is at revision %d (source: %s), no longer at revision %d, which this change was made against", e.Current.Revision, e.Current.Source, e.Expected)
 }
 
 // Put stores cat and how it was stored (src) in one transaction, only if the

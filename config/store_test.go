@@ -95,7 +95,7 @@ func TestPutConflicts(t *testing.T) {
 	if _, err := Put(ctx, cli, b, Source{By: ByApply}, 0); !errors.As(err, &conflict) || conflict.Current.Revision != rev || conflict.Current.Catalog.Jobs[0].Name != "a" {
 		t.Fatalf("second create: %v; want a conflict showing revision %d", err, rev)
 	}
-	if _, err := Put(ctx, cli, b, Source{By: ByApply}, rev-1); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "stored by kira apply") {
+	if _, err := Put(ctx, cli, b, Source{By: ByApply}, rev-1); !errors.As(err, &conflict) || !strings.Contains(err.Error(), "source: kira apply") {
 		t.Fatalf("stale revision: %v; want a conflict", err)
 	}
 	if s, _ := Read(ctx, cli, "c", 0); s.Revision != rev || s.Catalog.Jobs[0].Name != "a" {

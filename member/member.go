@@ -64,6 +64,9 @@ type Config struct {
 	// OnIncarnation, if set, is called with each incarnation once it has
 	// joined, and with nil when it has left.
 	OnIncarnation func(*Incarnation)
+	// fileNotStored is the notice of an earlier incarnation's storeFile,
+	// which a rejoin (Catalog no longer set) publishes again.
+	fileNotStored string
 	// Tracing, if set, gives each incarnation the tracer provider of its
 	// spans, so that their resource can name the member id; the returned
 	// function flushes it and is called once the incarnation has stopped.
@@ -115,6 +118,8 @@ func Run(ctx context.Context, cfg Config) error {
 type rejoiner struct {
 	cfg     Config
 	applied bool // Catalog was offered to StoreFile: once per Run
+	// fileNotStored is the first incarnation's notice (Incarnation.fileNotStored).
+	fileNotStored string
 	// staleLease is the lease of an incarnation that lost it and could not
 	// revoke it (etcd had no quorum). Until it expires its election keys
 	// still hold its slots: the next incarnation revokes it first, so after
@@ -139,12 +144,15 @@ func (r *rejoiner) incarnate(ctx context.Context) error {
 	}
 	cfg := r.cfg
 	if r.applied && cfg.Catalog != nil {
-		// Stored once: a later kira apply is not undone by a rejoin.
-		cfg.Cluster, cfg.Catalog = cfg.Catalog.Cluster, nil
+		// Offered once: a rejoin publishes the first decision again.
+		cfg.Cluster, cfg.Catalog, cfg.fileNotStored = cfg.Catalog.Cluster, nil, r.fileNotStored
 	}
 	inc, err := Start(ctx, cli, cfg)
 	if err != nil {
 		return etcdclient.Explain(cfg.Etcd, keyspace.Cluster(cfg.cluster()), err)
+	}
+	if !r.applied {
+		r.fileNotStored = inc.fileNotStored
 	}
 	r.applied = true
 	if r.cfg.OnIncarnation != nil {
@@ -223,6 +231,8 @@ type Incarnation struct {
 	flushTraces func()
 	alarms      alarms
 	err         error // the scheduler's, once done
+	// fileNotStored is what its record says of the --catalog file not stored.
+	fileNotStored string
 }
 
 // Start stores cfg.Catalog if config.StoreFile allows (storeFile), joins the
@@ -241,7 +251,7 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	if name == "" {
 		name = host
 	}
-	var notStored string
+	notStored := cfg.fileNotStored
 	if cfg.Catalog != nil {
 		var err error
 		if notStored, err = storeFile(ctx, cli, cfg, name); err != nil {
@@ -284,7 +294,7 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{}), flushTraces: sync.OnceFunc(flushTraces)}
+	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{}), flushTraces: sync.OnceFunc(flushTraces), fileNotStored: notStored}
 	inc.wg.Add(4)
 	go func() { defer inc.wg.Done(); views.Run(runCtx) }()
 	go func() { defer inc.wg.Done(); inc.alarms.watch(runCtx, cli, cfg.Logger) }()
@@ -310,7 +320,11 @@ func storeFile(ctx context.Context, cli *clientv3.Client, cfg Config, name strin
 	case out.Stored:
 		cfg.Logger.Info("stored the --catalog file", "revision", out.Revision, "file", src.File, "digest", src.Digest, "generation", src.Generation)
 	case out.Refused != "":
-		how := fmt.Sprintf("to run it, kira apply -f %s", src.File)
+		file := src.File
+		if file == "" {
+			file = "FILE" // a program embedding Kira, with no file of its own
+		}
+		how := "to run it, kira apply -f " + file
 		if out.Current.Source != nil && out.Current.Source.By == config.ByFile {
 			how += ", or roll it out with a generation: above the stored one's"
 		}

@@ -58,7 +58,7 @@ func (c *cli) catalogCmd() *cobra.Command {
 						Catalog  json.RawMessage `json:"catalog"`
 					}{cat.Cluster, s.Revision, s.Source, doc}, nil)
 				}
-				fmt.Fprintf(c.stdout, "# cluster %s, stored at etcd revision %d by %s\n%s", cat.Cluster, s.Revision, s.Source, text)
+				fmt.Fprintf(c.stdout, "# cluster %s, stored at etcd revision %d; source: %s\n%s", cat.Cluster, s.Revision, s.Source, text)
 				return nil
 			})
 		},
@@ -93,7 +93,10 @@ func (c *cli) catalogHistory(ctx context.Context, cli *clientv3.Client, out outp
 	entries := []historyEntry{}
 	for i, s := range stored[:min(len(stored), historyDepth)] {
 		e := historyEntry{Revision: s.Revision, Source: s.Source}
-		if i+1 < len(stored) {
+		switch {
+		case s.Catalog == nil || i+1 < len(stored) && stored[i+1].Catalog == nil:
+			e.Changes = []string{"(a version this Kira cannot read)"}
+		case i+1 < len(stored):
 			e.Changes = []string{}
 			for _, ch := range config.Diff(stored[i+1].Catalog, s.Catalog) {
 				e.Changes = append(e.Changes, ch.String())

@@ -82,7 +82,7 @@ func TestRestartDoesNotRevertAnAppliedCatalog(t *testing.T) {
 		t.Fatalf("no WARN that the file was not stored:\n%s", m.Output())
 	}
 	out, code := runKira(t, "status", "--cluster", "restart", "--etcd", ep)
-	if code != 0 || !strings.Contains(out, "catalog stored by kira apply at") || !strings.Contains(out, "WARNING member m0") || !strings.Contains(out, "stored by kira apply") {
+	if code != 0 || !strings.Contains(out, "catalog source: kira apply at") || !strings.Contains(out, "WARNING member m0") || !strings.Contains(out, "stored by kira apply") {
 		t.Fatalf("kira status: exit %d\n%s", code, out)
 	}
 	out, code = runKira(t, "catalog", "--history", "--cluster", "restart", "--etcd", ep)
@@ -185,13 +185,17 @@ func TestRollingRestartNeverGoesBack(t *testing.T) {
 	v1 := writeFile(t, dir, "v1.yaml", catalogOf("roll", "v1", "generation: 1\n"))
 	v2 := writeFile(t, dir, "v2.yaml", catalogOf("roll", "v2", "generation: 2\n"))
 	ctx, cancel := context.WithCancel(context.Background())
+	from, err := cli.Get(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	var versions []string // the job of each stored version, in revision order
 	var last int64
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		for wr := range cli.Watch(ctx, keyspace.Catalog("roll")) {
+		for wr := range cli.Watch(ctx, keyspace.Catalog("roll"), clientv3.WithRev(from.Header.Revision+1)) {
 			for _, ev := range wr.Events {
 				s, err := config.Read(context.Background(), cli, "roll", ev.Kv.ModRevision)
 				mu.Lock()
@@ -206,7 +210,6 @@ func TestRollingRestartNeverGoesBack(t *testing.T) {
 		}
 	}()
 	defer func() { cancel(); kiratest.Receive(t, watched, 10*time.Second, "the watch to end") }()
-	time.Sleep(100 * time.Millisecond) // the watch is registered before the first store
 	members := make([]*proc, 3)
 	for i := range members {
 		members[i] = startMember(t, "--catalog", v1, "--etcd", ep, "--name", "m"+string(rune('0'+i)))

@@ -307,27 +307,25 @@ func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catal
 func (c *cli) conflict(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, e *config.ConflictError) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kira apply: %v; nothing written.\n", e)
-	var current *config.Catalog
-	if e.Current != nil {
-		current = e.Current.Catalog
-	}
-	var then *config.Catalog
-	if e.Expected > 0 {
-		old, err := config.Read(ctx, cli, cat.Cluster, e.Expected)
-		if err != nil {
-			fmt.Fprintf(&b, "The catalog of revision %d cannot be read any more (%v); what the file would change now:\n", e.Expected, err)
-			for _, ch := range config.Diff(current, cat) {
-				fmt.Fprintf(&b, "  %s\n", ch)
-			}
-			current = nil
-		} else {
-			then = old.Catalog
+	list := func(changes []config.Change) {
+		for _, ch := range changes {
+			fmt.Fprintf(&b, "  %s\n", ch)
 		}
 	}
-	if current != nil {
-		fmt.Fprintf(&b, "Changed meanwhile (revision %d → %d):\n", e.Expected, e.Current.Revision)
-		for _, ch := range config.Diff(then, current) {
-			fmt.Fprintf(&b, "  %s\n", ch)
+	switch {
+	case e.Current == nil:
+	case e.Current.Catalog == nil:
+		fmt.Fprintf(&b, "The catalog stored now (revision %d) cannot be read by this version of Kira.\n", e.Current.Revision)
+	case e.Expected <= 0:
+		fmt.Fprintf(&b, "Stored meanwhile (revision %d):\n", e.Current.Revision)
+		list(config.Diff(nil, e.Current.Catalog))
+	default:
+		if old, err := config.Read(ctx, cli, cat.Cluster, e.Expected); err != nil {
+			fmt.Fprintf(&b, "The catalog of revision %d cannot be read any more (%v); what the file would change now:\n", e.Expected, err)
+			list(config.Diff(e.Current.Catalog, cat))
+		} else {
+			fmt.Fprintf(&b, "Changed meanwhile (revision %d → %d):\n", e.Expected, e.Current.Revision)
+			list(config.Diff(old.Catalog, e.Current.Catalog))
 		}
 	}
 	b.WriteString("Read the catalog again (kira catalog -o yaml > FILE), make your change there and apply it; or apply with --force to overwrite the change made meanwhile.")

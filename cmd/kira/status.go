@@ -37,7 +37,7 @@ func (c *cli) statusCmd() *cobra.Command {
 func printStatus(w io.Writer, st *operator.Status) {
 	fmt.Fprintf(w, "cluster %s at revision %d: %d members, %d slots, catalog revision %d\n", st.Cluster, st.Revision, len(st.Members), len(st.Slots), st.CatalogRevision)
 	if st.CatalogRevision > 0 {
-		fmt.Fprintf(w, "catalog stored by %s\n", st.CatalogSource)
+		fmt.Fprintf(w, "catalog source: %s\n", st.CatalogSource)
 	}
 	for _, m := range st.Members {
 		if m.CatalogFileNotStored != "" {
