@@ -232,3 +232,44 @@ func TestHistoryReadsBack(t *testing.T) {
 		t.Fatalf("history after compaction: %d entries, compacted %v, %v; want 2 and compacted", len(h), compacted, err)
 	}
 }
+
+// Members starting at once with files of generations 1 and 2 store the
+// catalog at most once each and end at generation 2: read back, the stored
+// versions never go from 2 to 1.
+func TestConcurrentFilesConverge(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		gen := 1 + i%2
+		text := "generation: " + strconv.Itoa(gen) + "\ncluster: c\njobs:\n  - {name: v" + strconv.Itoa(gen) + ", schedule: \"@every 1s\", command: [\"true\"]}\n"
+		cat := mustParse(t, text)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := StoreFile(ctx, cli, cat, FileSource("f.yaml", []byte(text), cat))
+			errs <- err
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	kiratest.Receive(t, done, 20*time.Second, "every StoreFile to return")
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, _, err := History(ctx, cli, "c", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := len(h) - 1; i >= 0; i-- {
+		names = append(names, h[i].Catalog.Jobs[0].Name)
+	}
+	if got := strings.Join(names, ","); got != "v2" && got != "v1,v2" {
+		t.Fatalf("stored versions, oldest first: %s; want v2 or v1,v2", got)
+	}
+}
