@@ -2,7 +2,7 @@
 // under /v1, answered for the whole cluster from etcd through package
 // operator, so any member answers the same.
 //
-//	GET  /v1/status                                   the cluster's members and slots (kira status -o json)
+//	GET  /v1/status                                   the cluster's members, slots and catalog source (kira status -o json)
 //	GET  /v1/jobs                                     every job: schedule, paused, slots led, last and next fire
 //	GET  /v1/jobs/{job}                               one job: its spec, and each slot's owner, token and last fire
 //	GET  /v1/jobs/{job}/executions?partition=&limit=&outcome=  recent executions, newest first (kira history -o json)

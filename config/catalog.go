@@ -102,6 +102,13 @@ type Catalog struct {
 	// a notify: of its own has (in its Notify): kept here to write the
 	// catalog back out (Marshal).
 	Notify []NotifyRule `json:"notify,omitempty"`
+	// Revision is the file's revision: (the catalog revision it was read
+	// from, as kira catalog -o yaml writes it): kira apply stores the file
+	// only while the stored catalog is still at that revision. 0: none.
+	Revision int64 `json:"-"`
+	// Generation is the file's generation:, which orders the --catalog
+	// files of members (StoreFile). 0: none.
+	Generation int64 `json:"-"`
 }
 
 // Membership holds the settings of every member's etcd session.
@@ -257,6 +264,8 @@ func (v *validator) addf(path fieldPath, format string, args ...any) {
 
 func (v *validator) catalog(raw rawCatalog) *Catalog {
 	cat := &Catalog{Cluster: raw.Cluster, Membership: Membership{LeaseTTL: DefaultLeaseTTL}}
+	cat.Revision = v.positive(root("revision"), raw.Revision, "the catalog revision the file was read from, as kira catalog -o yaml writes it")
+	cat.Generation = v.positive(root("generation"), raw.Generation, "raise it with every change of a --catalog file rolled out to the members")
 	if cat.Cluster == "" {
 		cat.Cluster = DefaultCluster
 	} else if !namePattern.MatchString(cat.Cluster) || len(cat.Cluster) > MaxNameLength {
@@ -300,6 +309,19 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 		cat.Jobs = append(cat.Jobs, j)
 	}
 	return cat
+}
+
+// positive is *n, which must be a whole number of at least 1 when present;
+// 0 when absent.
+func (v *validator) positive(p fieldPath, n *int64, what string) int64 {
+	if n == nil {
+		return 0
+	}
+	if *n < 1 {
+		v.addf(p, "%d is not valid: want a whole number of at least 1 (%s)", *n, what)
+		return 0
+	}
+	return *n
 }
 
 func (v *validator) job(jp fieldPath, rj rawJob) Job {

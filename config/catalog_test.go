@@ -251,3 +251,26 @@ func TestPlacement(t *testing.T) {
 		}
 	}
 }
+
+// revision: and generation: are whole numbers of at least 1; anything
+// else is refused with its file, line and field, and Marshal writes them back.
+func TestRevisionAndGeneration(t *testing.T) {
+	job := "jobs:\n  - {name: a, schedule: \"@every 1s\", command: [\"true\"]}\n"
+	cat, err := Parse("c.yaml", []byte("revision: 12\ngeneration: 3\n"+job))
+	if err != nil || cat.Revision != 12 || cat.Generation != 3 {
+		t.Fatalf("revision 12 generation 3: %+v, %v", cat, err)
+	}
+	text, _ := Marshal(cat)
+	if back, err := Parse("m.yaml", text); err != nil || back.Revision != 12 || back.Generation != 3 {
+		t.Fatalf("Marshal round trip:\n%s", text)
+	}
+	for _, c := range []struct{ text, want string }{
+		{job + "revision: 0\n", "c.yaml:3:11: revision: 0 is not valid"},
+		{job + "generation: -2\n", "c.yaml:3:13: generation: -2 is not valid"},
+		{job + "revision: abc\n", "c.yaml:3:11: field \"revision\""},
+	} {
+		if _, err := Parse("c.yaml", []byte(c.text)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v; want %q", c.text, err, c.want)
+		}
+	}
+}

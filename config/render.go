@@ -13,6 +13,12 @@ import (
 // catalog can be saved, edited and applied again.
 func Marshal(cat *Catalog) ([]byte, error) {
 	raw := rawCatalog{Cluster: cat.Cluster, Membership: rawMembership{LeaseTTL: durationText(cat.Membership.LeaseTTL)}, Notify: rawNotifyOf(cat.Notify)}
+	if cat.Revision != 0 {
+		raw.Revision = &cat.Revision
+	}
+	if cat.Generation != 0 {
+		raw.Generation = &cat.Generation
+	}
 	for _, j := range cat.Jobs {
 		raw.Jobs = append(raw.Jobs, rawOf(j, cat.Notify))
 	}

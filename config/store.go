@@ -13,6 +13,8 @@ import (
 
 	"github.com/kira-scheduler/kira/keyspace"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -23,42 +25,221 @@ import (
 // ErrNoCatalog is returned when a cluster has no stored catalog.
 var ErrNoCatalog = errors.New("config: no catalog stored for the cluster")
 
-// Store writes cat unless the same catalog is stored already, and returns
-// the catalog revision and whether it wrote.
-func Store(ctx context.Context, kv clientv3.KV, cat *Catalog) (rev int64, changed bool, err error) {
+// Stored is the stored catalog at one revision and how it was stored.
+type Stored struct {
+	// Catalog is nil when it cannot be read (ErrUnreadableCatalog).
+	Catalog  *Catalog
+	Revision int64
+	// Source is nil when not recorded: stored by an older version of Kira,
+	// which wrote no source, or by hand.
+	Source *Source
+	data   []byte
+}
+
+// Force is the expected revision of a Put that stores whatever is stored.
+const Force int64 = -1
+
+// ConflictError is Put's answer when the stored catalog is no longer at
+// the revision the caller compared against.
+type ConflictError struct {
+	Expected int64
+	// Current is the catalog stored now; nil when none is.
+	Current *Stored
+}
+
+func (e *ConflictError) Error() string {
+	switch {
+	case e.Current == nil:
+		return fmt.Sprintf("config: conflict: the catalog of revision %d is no longer stored (deleted)", e.Expected)
+	case e.Expected == 0:
+		return fmt.Sprintf("config: conflict: a catalog was stored meanwhile, at revision %d (source: %s)", e.Current.Revision, e.Current.Source)
+	}
+	return fmt.Sprintf("config: conflict: the stored catalog is at revision %d (source: %s), no longer at revision %d, which this change was made against", e.Current.Revision, e.Current.Source, e.Expected)
+}
+
+// Put stores cat and how it was stored (src) in one transaction, only if the
+// stored catalog's revision is still expected (0: none is stored; Force:
+// any), as Kubernetes' resourceVersion; otherwise it returns a
+// *ConflictError and writes nothing (TestPutConflicts). It returns the new
+// catalog revision.
+func Put(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64) (int64, error) {
+	data, err := encode(cat)
+	if err != nil {
+		return 0, err
+	}
+	source, err := json.Marshal(src)
+	if err != nil {
+		return 0, err
+	}
+	key := keyspace.Catalog(cat.Cluster)
+	txn := kv.Txn(ctx)
+	if expected != Force {
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(key), "=", expected))
+	}
+	resp, err := txn.Then(clientv3.OpPut(key, string(data)), clientv3.OpPut(keyspace.CatalogSource(cat.Cluster), string(source))).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("config: store catalog: %w", err)
+	}
+	if resp.Succeeded {
+		return resp.Header.Revision, nil
+	}
+	cur, err := Read(ctx, kv, cat.Cluster, 0)
+	if errors.Is(err, ErrNoCatalog) {
+		cur = nil
+	} else if err != nil && cur == nil {
+		return 0, err
+	}
+	return 0, &ConflictError{Expected: expected, Current: cur}
+}
+
+// encode is cat as stored.
+func encode(cat *Catalog) ([]byte, error) {
 	data, err := json.Marshal(cat)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxCatalogBytes {
+		return nil, fmt.Errorf("config: the catalog is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", len(data), MaxCatalogBytes)
+	}
+	return data, nil
+}
+
+// Store writes cat as kira apply's unless the same catalog is stored
+// already, whatever is stored, and returns the catalog revision and whether
+// it wrote.
+func Store(ctx context.Context, kv clientv3.KV, cat *Catalog) (rev int64, changed bool, err error) {
+	data, err := encode(cat)
 	if err != nil {
 		return 0, false, err
 	}
-	if len(data) > MaxCatalogBytes {
-		return 0, false, fmt.Errorf("config: the catalog is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", len(data), MaxCatalogBytes)
+	if cur, err := Read(ctx, kv, cat.Cluster, 0); err == nil && bytes.Equal(cur.data, data) {
+		return cur.Revision, false, nil
 	}
-	key := keyspace.Catalog(cat.Cluster)
-	resp, err := kv.Txn(ctx).
-		If(clientv3.Compare(clientv3.Value(key), "=", string(data))).
-		Then(clientv3.OpGet(key)).
-		Else(clientv3.OpPut(key, string(data))).
-		Commit()
-	if err != nil {
-		return 0, false, fmt.Errorf("config: store catalog: %w", err)
-	}
-	if resp.Succeeded {
-		return resp.Responses[0].GetResponseRange().Kvs[0].ModRevision, false, nil
-	}
-	return resp.Header.Revision, true, nil
+	rev, err = Put(ctx, kv, cat, Source{By: ByApply, At: time.Now().UTC()}, Force)
+	return rev, err == nil, err
 }
 
 // LoadStored reads a cluster's catalog and its revision.
 func LoadStored(ctx context.Context, kv clientv3.KV, cluster string) (*Catalog, int64, error) {
-	resp, err := kv.Get(ctx, keyspace.Catalog(cluster))
+	s, err := Read(ctx, kv, cluster, 0)
 	if err != nil {
-		return nil, 0, fmt.Errorf("config: load catalog: %w", err)
+		return nil, 0, err
+	}
+	return s.Catalog, s.Revision, nil
+}
+
+// Read reads the catalog stored at etcd revision rev (0: the latest) and
+// its source. A catalog it cannot read comes with ErrUnreadableCatalog and
+// a Stored without Catalog; a compacted rev with rpctypes.ErrCompacted.
+func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stored, error) {
+	var opts []clientv3.OpOption
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := kv.Get(ctx, keyspace.Catalog(cluster), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("config: load catalog: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, 0, fmt.Errorf("%w %q", ErrNoCatalog, cluster)
+		return nil, fmt.Errorf("%w %q", ErrNoCatalog, cluster)
 	}
-	cat, err := decodeStored(resp.Kvs[0].Value)
-	return cat, resp.Kvs[0].ModRevision, err
+	s := &Stored{Revision: resp.Kvs[0].ModRevision, data: resp.Kvs[0].Value}
+	at := rev
+	if at == 0 {
+		at = resp.Header.Revision
+	}
+	src, err := kv.Get(ctx, keyspace.CatalogSource(cluster), clientv3.WithRev(at))
+	if err != nil {
+		return nil, fmt.Errorf("config: load catalog source: %w", err)
+	}
+	s.Source = SourceOf(src.Kvs, s.Revision)
+	s.Catalog, err = decodeStored(s.data)
+	return s, err
+}
+
+// SourceOf decodes the source key if the catalog of revision rev was
+// written with it; nil otherwise (an older version wrote the catalog).
+func SourceOf(kvs []*mvccpb.KeyValue, rev int64) *Source {
+	if len(kvs) == 0 || kvs[0].ModRevision != rev {
+		return nil
+	}
+	var src Source
+	if json.Unmarshal(kvs[0].Value, &src) != nil || src.By == "" {
+		return nil
+	}
+	return &src
+}
+
+// History returns up to n stored catalogs, newest first, read back through
+// the key's older revisions (WithRev) while etcd still holds them;
+// compacted says older ones were compacted away (TestHistoryReadsBack).
+func History(ctx context.Context, kv clientv3.KV, cluster string, n int) (out []*Stored, compacted bool, err error) {
+	rev := int64(0)
+	for len(out) < n {
+		s, err := Read(ctx, kv, cluster, rev)
+		switch {
+		case errors.Is(err, ErrNoCatalog):
+			return out, false, nil
+		case errors.Is(err, rpctypes.ErrCompacted):
+			return out, true, nil
+		case err != nil && s == nil:
+			return out, false, err
+		}
+		out = append(out, s)
+		if rev = s.Revision - 1; rev < 1 {
+			break
+		}
+	}
+	return out, false, nil
+}
+
+// FileOutcome is what StoreFile did with a member's --catalog file.
+type FileOutcome struct {
+	// Stored: the file is now the stored catalog, at Revision.
+	Stored   bool
+	Revision int64
+	// Unchanged: the stored catalog already is the file's.
+	Unchanged bool
+	// Refused says why the file was not stored (FileVerdict); Current is
+	// the stored catalog that runs instead.
+	Refused string
+	Current *Stored
+}
+
+// StoreFile stores a member's --catalog file (cat, read as src) when no
+// catalog is stored, or when FileVerdict allows it over the stored one; a
+// store made meanwhile is re-read and decided again, never overwritten.
+func StoreFile(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source) (FileOutcome, error) {
+	data, err := encode(cat)
+	if err != nil {
+		return FileOutcome{}, err
+	}
+	for range 10 {
+		cur, err := Read(ctx, kv, cat.Cluster, 0)
+		expected := int64(0)
+		switch {
+		case errors.Is(err, ErrNoCatalog):
+		case err != nil:
+			return FileOutcome{}, err
+		case bytes.Equal(cur.data, data):
+			return FileOutcome{Unchanged: true, Revision: cur.Revision, Current: cur}, nil
+		default:
+			if why := FileVerdict(cur.Source, src); why != "" {
+				return FileOutcome{Refused: why, Revision: cur.Revision, Current: cur}, nil
+			}
+			expected = cur.Revision
+		}
+		rev, err := Put(ctx, kv, cat, src, expected)
+		var conflict *ConflictError
+		if errors.As(err, &conflict) {
+			continue
+		}
+		if err != nil {
+			return FileOutcome{}, err
+		}
+		return FileOutcome{Stored: true, Revision: rev}, nil
+	}
+	return FileOutcome{}, errors.New("config: the stored catalog changed ten times while this member decided whether to store its --catalog file; start it again")
 }
 
 // decodeStored reads a stored catalog strictly: a field this version does

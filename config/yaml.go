@@ -14,6 +14,9 @@ import (
 // The raw types mirror the YAML exactly; durations stay strings so that
 // validation can report them with their position.
 type rawCatalog struct {
+	// Revision and Generation are pointers: absent is not the same as 0.
+	Revision   *int64        `yaml:"revision"`
+	Generation *int64        `yaml:"generation"`
 	Cluster    string        `yaml:"cluster"`
 	Membership rawMembership `yaml:"membership"`
 	Jobs       []rawJob      `yaml:"jobs"`

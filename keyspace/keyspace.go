@@ -3,6 +3,7 @@
 //
 //	members/<member id>                        member record          member's lease
 //	catalog                                    the stored catalog     none
+//	catalog-source                             who stored it (config.Source), written with it  none
 //	election/<job>/<partition>/<lease id hex>  candidacy (concurrency.Election)  member's lease
 //	state/<job>/<partition>                    the slot's state       none, fenced writes
 //	history/<job>/<partition>/<seq mod limit>  execution records      none, fenced writes
@@ -35,6 +36,11 @@ func Member(cluster, id string) string { return Members(cluster) + id }
 
 // Catalog is the stored catalog; its mod revision is the catalog revision.
 func Catalog(cluster string) string { return Cluster(cluster) + "catalog" }
+
+// CatalogSource records how the catalog was stored; it is written in the
+// catalog's transaction, so it describes the catalog only when its mod
+// revision is the catalog's.
+func CatalogSource(cluster string) string { return Cluster(cluster) + "catalog-source" }
 
 // Elections is the root of every slot's election.
 func Elections(cluster string) string { return Cluster(cluster) + "election/" }

@@ -41,10 +41,13 @@ type Config struct {
 	Etcd etcdclient.Config
 	// Cluster names the catalog the member runs (the catalog's cluster:).
 	Cluster string
-	// Catalog, if set, is stored at start when it differs from the stored
-	// one (N replicas started with the same file do not fight); its
-	// Cluster is used. Without it the stored catalog of Cluster runs.
-	Catalog *config.Catalog
+	// Catalog, if set, is the member's --catalog file, read as
+	// CatalogSource: stored at start when config.StoreFile allows (nothing
+	// stored, or a file-stored catalog of a lower generation); its Cluster
+	// is used. Either way the stored catalog runs. Without it the stored
+	// catalog of Cluster runs.
+	Catalog       *config.Catalog
+	CatalogSource config.Source
 	// Name is the member's human-readable name; default the hostname.
 	Name string
 	// HTTP is the address the member serves on, published in its record.
@@ -61,6 +64,9 @@ type Config struct {
 	// OnIncarnation, if set, is called with each incarnation once it has
 	// joined, and with nil when it has left.
 	OnIncarnation func(*Incarnation)
+	// fileNotStored is the notice of an earlier incarnation's storeFile,
+	// which a rejoin (Catalog no longer set) publishes again.
+	fileNotStored string
 	// Tracing, if set, gives each incarnation the tracer provider of its
 	// spans, so that their resource can name the member id; the returned
 	// function flushes it and is called once the incarnation has stopped.
@@ -111,7 +117,9 @@ func Run(ctx context.Context, cfg Config) error {
 // rejoiner carries what one incarnation leaves to the next.
 type rejoiner struct {
 	cfg     Config
-	applied bool // Catalog was stored: once per Run
+	applied bool // Catalog was offered to StoreFile: once per Run
+	// fileNotStored is the first incarnation's notice (Incarnation.fileNotStored).
+	fileNotStored string
 	// staleLease is the lease of an incarnation that lost it and could not
 	// revoke it (etcd had no quorum). Until it expires its election keys
 	// still hold its slots: the next incarnation revokes it first, so after
@@ -136,12 +144,15 @@ func (r *rejoiner) incarnate(ctx context.Context) error {
 	}
 	cfg := r.cfg
 	if r.applied && cfg.Catalog != nil {
-		// Stored once: a later kira apply is not undone by a rejoin.
-		cfg.Cluster, cfg.Catalog = cfg.Catalog.Cluster, nil
+		// Offered once: a rejoin publishes the first decision again.
+		cfg.Cluster, cfg.Catalog, cfg.fileNotStored = cfg.Catalog.Cluster, nil, r.fileNotStored
 	}
 	inc, err := Start(ctx, cli, cfg)
 	if err != nil {
 		return etcdclient.Explain(cfg.Etcd, keyspace.Cluster(cfg.cluster()), err)
+	}
+	if !r.applied {
+		r.fileNotStored = inc.fileNotStored
 	}
 	r.applied = true
 	if r.cfg.OnIncarnation != nil {
@@ -220,9 +231,11 @@ type Incarnation struct {
 	flushTraces func()
 	alarms      alarms
 	err         error // the scheduler's, once done
+	// fileNotStored is what its record says of the --catalog file not stored.
+	fileNotStored string
 }
 
-// Start stores cfg.Catalog if it differs from the stored one, joins the
+// Start stores cfg.Catalog if config.StoreFile allows (storeFile), joins the
 // cluster with a fresh member id through cli, and starts the member's
 // goroutines on the stored catalog; ctx bounds the joining only. The caller ends it with
 // Stop (graceful) then Leave, or lets a lost lease end it (Done).
@@ -233,23 +246,21 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	cluster := cfg.cluster()
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
+	host, _ := os.Hostname()
+	name := cfg.Name
+	if name == "" {
+		name = host
+	}
+	notStored := cfg.fileNotStored
 	if cfg.Catalog != nil {
-		rev, changed, err := config.Store(ctx, cli, cfg.Catalog)
-		if err != nil {
+		var err error
+		if notStored, err = storeFile(ctx, cli, cfg, name); err != nil {
 			return nil, err
-		}
-		if changed {
-			cfg.Logger.Info("applied the catalog", "revision", rev)
 		}
 	}
 	cat, catRev, err := config.LoadStored(ctx, cli, cluster)
 	if err != nil {
 		return nil, err
-	}
-	host, _ := os.Hostname()
-	name := cfg.Name
-	if name == "" {
-		name = host
 	}
 	id := membership.NewID()
 	sc := cfg.Scheduler
@@ -263,7 +274,7 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 		Cluster: cat.Cluster,
 		TTL:     cat.Membership.LeaseTTL,
 		Record: membership.Record{ID: id, Name: name, Host: host, HTTP: cfg.HTTP, Version: cfg.Version, Labels: cfg.Labels, HistoryFormat: history.NewestFormat,
-			StartedAt: time.Now().UTC(), CatalogRevision: catRev},
+			StartedAt: time.Now().UTC(), CatalogRevision: catRev, CatalogFileNotStored: notStored},
 	})
 	if err != nil {
 		flushTraces()
@@ -283,7 +294,7 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{}), flushTraces: sync.OnceFunc(flushTraces)}
+	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{}), flushTraces: sync.OnceFunc(flushTraces), fileNotStored: notStored}
 	inc.wg.Add(4)
 	go func() { defer inc.wg.Done(); views.Run(runCtx) }()
 	go func() { defer inc.wg.Done(); inc.alarms.watch(runCtx, cli, cfg.Logger) }()
@@ -294,6 +305,34 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 		close(inc.done)
 	}()
 	return inc, nil
+}
+
+// storeFile stores the member's --catalog file if config.StoreFile allows;
+// when the file differs from the stored catalog and is not stored, it says
+// so at WARN and returns the notice the member publishes in its record.
+func storeFile(ctx context.Context, cli *clientv3.Client, cfg Config, name string) (string, error) {
+	src := cfg.CatalogSource
+	src.By, src.Member, src.At = config.ByFile, name, time.Now().UTC()
+	out, err := config.StoreFile(ctx, cli, cfg.Catalog, src)
+	switch {
+	case err != nil:
+		return "", err
+	case out.Stored:
+		cfg.Logger.Info("stored the --catalog file", "revision", out.Revision, "file", src.File, "digest", src.Digest, "generation", src.Generation)
+	case out.Refused != "":
+		file := src.File
+		if file == "" {
+			file = "FILE" // a program embedding Kira, with no file of its own
+		}
+		how := "to run it, kira apply -f " + file
+		if out.Current.Source != nil && out.Current.Source.By == config.ByFile {
+			how += ", or roll it out with a generation: above the stored one's"
+		}
+		cfg.Logger.Warn("the --catalog file differs from the stored catalog and was not stored: running the stored catalog",
+			"file", src.File, "digest", src.Digest, "generation", src.Generation, "stored_revision", out.Revision, "why", out.Refused, "how", how)
+		return fmt.Sprintf("its --catalog file %s (%s) differs from the stored catalog of revision %d and was not stored at its start: %s; %s", src.File, src.Digest, out.Revision, out.Refused, how), nil
+	}
+	return "", nil
 }
 
 // followCatalog makes the scheduler converge to every catalog stored after

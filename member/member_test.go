@@ -2,7 +2,9 @@ package member
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/scheduler"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -139,3 +142,44 @@ func TestRunRejoinsAsANewMemberAfterALostLease(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
+
+// A member whose --catalog file was not stored (kira apply stored another)
+// runs the stored catalog and says so in its record, and again in the
+// record of the member it rejoins as after a lost lease.
+func TestFileNotStoredIsPublishedAfterARejoin(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	applied, err := config.Parse("applied.yaml", []byte(strings.Replace(catalog, "partitions: 2", "partitions: 1", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Put(ctx, cli, applied, config.Source{By: config.ByApply, At: time.Now()}, 0); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, _, _ := startRun(t, etcd.Endpoints())
+	notice := func(id string) string {
+		resp, err := cli.Get(ctx, keyspace.Member("life", id))
+		if err != nil || len(resp.Kvs) == 0 {
+			return ""
+		}
+		var r membership.Record
+		json.Unmarshal(resp.Kvs[0].Value, &r)
+		return r.CatalogFileNotStored
+	}
+	kiratest.WaitUntil(t, "the first incarnation's record", 15*time.Second, func() bool { ids, _ := rec.seen(); return len(ids) == 1 && notice(ids[0]) != "" })
+	if stored, _, _ := config.LoadStored(ctx, cli, "life"); stored.Jobs[0].Partitions != 1 {
+		t.Fatalf("the file replaced kira apply's catalog")
+	}
+	leases, err := cli.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Leases {
+		cli.Revoke(ctx, l.ID)
+	}
+	kiratest.WaitUntil(t, "the rejoined member's record to say its file was not stored", 20*time.Second, func() bool {
+		ids, _ := rec.seen()
+		return len(ids) >= 2 && strings.Contains(notice(ids[len(ids)-1]), "stored by kira apply")
+	})
+}

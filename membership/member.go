@@ -48,6 +48,10 @@ type Record struct {
 	// member reads (history.NewestFormat); absent from the records of
 	// versions that read only the first (history.FormatJSON).
 	HistoryFormat int `json:"history_format,omitempty"`
+	// CatalogFileNotStored, when set, says that the member's --catalog file
+	// differs from the stored catalog it runs, why it was not stored at the
+	// member's start, and how to apply it.
+	CatalogFileNotStored string `json:"catalog_file_not_stored,omitempty"`
 }
 
 // Config says how a member joins.

@@ -21,10 +21,13 @@ type Status struct {
 	Cluster  string `json:"cluster"`
 	Revision int64  `json:"revision"`
 	// CatalogRevision is the stored catalog's; each member's record says which it runs.
-	CatalogRevision int64               `json:"catalog_revision"`
-	Paused          []string            `json:"paused"`
-	Members         []membership.Record `json:"members"`
-	Slots           []SlotStatus        `json:"slots"`
+	CatalogRevision int64 `json:"catalog_revision"`
+	// CatalogSource says how and when the stored catalog was stored; null
+	// when not recorded (stored by an older version of Kira) or none is.
+	CatalogSource *config.Source      `json:"catalog_source"`
+	Paused        []string            `json:"paused"`
+	Members       []membership.Record `json:"members"`
+	Slots         []SlotStatus        `json:"slots"`
 	// Unplaced are the jobs whose placement matches no member: nobody
 	// runs them until a member with their labels joins.
 	Unplaced []string `json:"unplaced"`
@@ -73,6 +76,7 @@ func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, e
 		clientv3.OpGet(keyspace.Elections(cluster), clientv3.WithPrefix()),
 		clientv3.OpGet(keyspace.Catalog(cluster)),
 		clientv3.OpGet(keyspace.Control(cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(keyspace.CatalogSource(cluster)),
 	).Commit()
 	if err != nil {
 		return nil, err
@@ -85,6 +89,7 @@ func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, e
 	var jobs []config.Job
 	if cat := kvs(2); len(cat) == 1 {
 		st.CatalogRevision = cat[0].ModRevision
+		st.CatalogSource = config.SourceOf(kvs(4), st.CatalogRevision)
 		jobs = catalogSlots(cat[0].Value, slots)
 		for _, j := range jobs {
 			if j.Placement != nil && EligibleMembers(st.Members, j) == 0 {

@@ -1,6 +1,14 @@
 package operator
 
-import "testing"
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/keyspace"
+)
 
 func TestStatusSlotFindsBySortedJobAndPartition(t *testing.T) {
 	st := &Status{Slots: []SlotStatus{
@@ -17,5 +25,26 @@ func TestStatusSlotFindsBySortedJobAndPartition(t *testing.T) {
 		if got, ok := st.Slot(absent.Job, absent.Partition); ok {
 			t.Errorf("Slot(%s, %d) = %+v; want not found", absent.Job, absent.Partition, got)
 		}
+	}
+}
+
+// The status says who stored the catalog: nobody recorded for a catalog
+// of an older version, then kira apply's source with its time.
+func TestStatusSaysWhoStoredTheCatalog(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	put(t, cli, keyspace.Catalog("c"), config.Catalog{Cluster: "c", Jobs: []config.Job{{Name: "a", Partitions: 1}}})
+	st, err := ReadStatus(ctx, cli, "c")
+	if err != nil || st.CatalogSource != nil {
+		t.Fatalf("older version's catalog: source %+v, %v; want none", st.CatalogSource, err)
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	rev, err := config.Put(ctx, cli, &config.Catalog{Cluster: "c", Jobs: []config.Job{{Name: "b", Partitions: 1}}}, config.Source{By: config.ByApply, At: at}, config.Force)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = ReadStatus(ctx, cli, "c")
+	if err != nil || st.CatalogRevision != rev || st.CatalogSource == nil || st.CatalogSource.By != config.ByApply || !st.CatalogSource.At.Equal(at) {
+		t.Fatalf("applied catalog: revision %d source %+v, %v; want %d by apply at %s", st.CatalogRevision, st.CatalogSource, err, rev, at)
 	}
 }

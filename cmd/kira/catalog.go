@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/spf13/cobra"
@@ -20,17 +21,28 @@ import (
 
 func (c *cli) catalogCmd() *cobra.Command {
 	var out output
+	var history bool
 	cmd := &cobra.Command{
 		Use:   "catalog",
-		Short: "The stored catalog and its revision (-o yaml can be applied again)",
+		Short: "The stored catalog, its revision and who stored it (-o yaml can be edited and applied again); --history: its last changes",
 		Args:  exactArgs(0),
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.withCluster(func(ctx context.Context, cli *clientv3.Client) error {
-				cat, rev, err := config.LoadStored(ctx, cli, c.cluster)
+				if history {
+					if !cmd.Flags().Changed("output") {
+						out = "table"
+					}
+					return c.catalogHistory(ctx, cli, out)
+				}
+				s, err := config.Read(ctx, cli, c.cluster, 0)
 				if err != nil {
 					return c.unreachable(err)
 				}
-				text, err := config.Marshal(cat)
+				// The revision: it was read at, so that kira apply of the
+				// edited text conflicts with a change made meanwhile.
+				cat := *s.Catalog
+				cat.Revision = s.Revision
+				text, err := config.Marshal(&cat)
 				if err != nil {
 					return err
 				}
@@ -42,10 +54,11 @@ func (c *cli) catalogCmd() *cobra.Command {
 					return out.print(c.stdout, struct {
 						Cluster  string          `json:"cluster"`
 						Revision int64           `json:"revision"`
+						Source   *config.Source  `json:"source"`
 						Catalog  json.RawMessage `json:"catalog"`
-					}{cat.Cluster, rev, doc}, nil)
+					}{cat.Cluster, s.Revision, s.Source, doc}, nil)
 				}
-				fmt.Fprintf(c.stdout, "# cluster %s, stored at etcd revision %d\n%s", cat.Cluster, rev, text)
+				fmt.Fprintf(c.stdout, "# cluster %s, stored at etcd revision %d; source: %s\n%s", cat.Cluster, s.Revision, s.Source, text)
 				return nil
 			})
 		},
@@ -53,7 +66,62 @@ func (c *cli) catalogCmd() *cobra.Command {
 	out.register(cmd.Flags())
 	out = "yaml"
 	cmd.Flags().Lookup("output").DefValue = "yaml"
+	cmd.Flags().BoolVar(&history, "history", false, "list the last 10 changes of the stored catalog that etcd still holds (older ones are compacted away), newest first")
 	return cmd
+}
+
+// historyEntry is one change of the stored catalog, for kira catalog --history.
+type historyEntry struct {
+	Revision int64          `json:"revision"`
+	Source   *config.Source `json:"source"`
+	// Changes are against the entry before it; absent for the oldest listed.
+	Changes []string `json:"changes"`
+}
+
+// historyDepth is how many changes kira catalog --history lists.
+const historyDepth = 10
+
+func (c *cli) catalogHistory(ctx context.Context, cli *clientv3.Client, out output) error {
+	// One more than listed: the oldest listed is diffed against it.
+	stored, compacted, err := config.History(ctx, cli, c.cluster, historyDepth+1)
+	if err != nil {
+		return c.unreachable(err)
+	}
+	if len(stored) == 0 {
+		return c.unreachable(fmt.Errorf("%w %q", config.ErrNoCatalog, c.cluster))
+	}
+	entries := []historyEntry{}
+	for i, s := range stored[:min(len(stored), historyDepth)] {
+		e := historyEntry{Revision: s.Revision, Source: s.Source}
+		switch {
+		case s.Catalog == nil || i+1 < len(stored) && stored[i+1].Catalog == nil:
+			e.Changes = []string{"(a version this Kira cannot read)"}
+		case i+1 < len(stored):
+			e.Changes = []string{}
+			for _, ch := range config.Diff(stored[i+1].Catalog, s.Catalog) {
+				e.Changes = append(e.Changes, ch.String())
+			}
+		}
+		entries = append(entries, e)
+	}
+	return out.print(c.stdout, entries, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REVISION\tSTORED BY\tCHANGES")
+		for _, e := range entries {
+			changes := "(the first stored)"
+			if compacted {
+				changes = "(the oldest etcd still holds)"
+			}
+			if e.Changes != nil {
+				changes = orNone(strings.Join(e.Changes, "; "))
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", e.Revision, e.Source, changes)
+		}
+		if compacted {
+			fmt.Fprintln(tw, "…\tolder changes were compacted away by etcd\t")
+		}
+		return tw.Flush()
+	})
 }
 
 // exitCode is an error with its own exit status.
@@ -106,7 +174,10 @@ func (c *cli) diff(cmd *cobra.Command, file catalogFile) error {
 				return err
 			}
 		}
-		after, err := config.Marshal(next)
+		// revision: and generation: are the file's, not the stored catalog's.
+		shown := *next
+		shown.Revision, shown.Generation = 0, 0
+		after, err := config.Marshal(&shown)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -220,19 +221,22 @@ func (c *cli) stored(ctx context.Context, cli *clientv3.Client) (*config.Catalog
 
 func (c *cli) applyCmd() *cobra.Command {
 	var file catalogFile
-	var dryRun bool
+	var dryRun, force bool
 	var out output
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
-		Short: "Store a catalog; the members converge to it without restart",
-		Args:  exactArgs(0),
+		Short: "Store a catalog unless the stored one changed since it was read; the members converge to it without restart",
+		Long: "Stores the catalog of FILE, as kira apply's, if the stored catalog is still the one it compared against:\n" +
+			"the file's revision: (as kira catalog -o yaml writes it), or, without one, the stored catalog read\n" +
+			"just before. Otherwise nothing is written, and it exits 1 with what changed meanwhile; --force stores anyway.",
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cat, err := file.load(c, cmd)
 			if err != nil {
 				return err
 			}
 			return c.withCluster(func(ctx context.Context, cli *clientv3.Client) error {
-				res, err := c.apply(ctx, cli, cat, dryRun)
+				res, err := c.apply(ctx, cli, cat, dryRun, force)
 				if err != nil {
 					return err
 				}
@@ -242,6 +246,7 @@ func (c *cli) applyCmd() *cobra.Command {
 	}
 	file.register(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change, write nothing")
+	cmd.Flags().BoolVar(&force, "force", false, "store even if the stored catalog changed since the file was read (overwrites the change made meanwhile)")
 	out.register(cmd.Flags())
 	return cmd
 }
@@ -256,8 +261,10 @@ type applied struct {
 	DryRun   bool  `json:"dry_run"`
 }
 
-// apply stores cat unless it is the stored one or dryRun says not to.
-func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, dryRun bool) (*applied, error) {
+// apply stores cat unless it is the stored one, dryRun says not to, or the
+// stored catalog is no longer the one cat was compared against (its
+// Revision, else the one read here) and force is not given.
+func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, dryRun, force bool) (*applied, error) {
 	prev, rev, err := c.stored(ctx, cli)
 	if err != nil {
 		return nil, err
@@ -266,14 +273,63 @@ func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catal
 	for _, ch := range config.Diff(prev, cat) {
 		res.Changes = append(res.Changes, ch.String())
 	}
-	if len(res.Changes) == 0 || dryRun {
+	if len(res.Changes) == 0 {
 		return res, nil
 	}
-	if res.Revision, _, err = config.Store(ctx, cli, cat); err != nil {
+	expected := rev
+	switch {
+	case force:
+		expected = config.Force
+	case cat.Revision != 0 && cat.Revision != rev:
+		current, err := config.Read(ctx, cli, cat.Cluster, 0)
+		if err != nil {
+			return nil, c.unreachable(err)
+		}
+		return nil, c.conflict(ctx, cli, cat, &config.ConflictError{Expected: cat.Revision, Current: current})
+	}
+	if dryRun {
+		return res, nil
+	}
+	res.Revision, err = config.Put(ctx, cli, cat, config.Source{By: config.ByApply, At: time.Now().UTC()}, expected)
+	var conflict *config.ConflictError
+	if errors.As(err, &conflict) {
+		return nil, c.conflict(ctx, cli, cat, conflict)
+	}
+	if err != nil {
 		return nil, c.unreachable(err)
 	}
 	res.Written = true
 	return res, nil
+}
+
+// conflict is kira apply's error when the stored catalog changed since the
+// revision cat was compared against: what changed meanwhile, and what to do.
+func (c *cli) conflict(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, e *config.ConflictError) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kira apply: %v; nothing written.\n", e)
+	list := func(changes []config.Change) {
+		for _, ch := range changes {
+			fmt.Fprintf(&b, "  %s\n", ch)
+		}
+	}
+	switch {
+	case e.Current == nil:
+	case e.Current.Catalog == nil:
+		fmt.Fprintf(&b, "The catalog stored now (revision %d) cannot be read by this version of Kira.\n", e.Current.Revision)
+	case e.Expected <= 0:
+		fmt.Fprintf(&b, "Stored meanwhile (revision %d):\n", e.Current.Revision)
+		list(config.Diff(nil, e.Current.Catalog))
+	default:
+		if old, err := config.Read(ctx, cli, cat.Cluster, e.Expected); err != nil {
+			fmt.Fprintf(&b, "The catalog of revision %d cannot be read any more (%v); what the file would change now:\n", e.Expected, err)
+			list(config.Diff(e.Current.Catalog, cat))
+		} else {
+			fmt.Fprintf(&b, "Changed meanwhile (revision %d → %d):\n", e.Expected, e.Current.Revision)
+			list(config.Diff(old.Catalog, e.Current.Catalog))
+		}
+	}
+	b.WriteString("Read the catalog again (kira catalog -o yaml > FILE), make your change there and apply it; or apply with --force to overwrite the change made meanwhile.")
+	return errors.New(b.String())
 }
 
 func (a *applied) print(w io.Writer) error {

@@ -75,8 +75,12 @@ func TestKubernetesManifestsAgreeWithTheBinary(t *testing.T) {
 			}
 		}
 	}
-	if _, err := config.Parse("configmap", []byte(cm.Data[mounted])); mounted == "" || err != nil {
+	cat, err := config.Parse("configmap", []byte(cm.Data[mounted]))
+	if mounted == "" || err != nil {
 		t.Fatalf("--catalog %s: not a key of ConfigMap %s mounted there, or it does not parse: %v", f.catalog, cm.Name, err)
+	}
+	if cat.Generation == 0 {
+		t.Fatalf("the ConfigMap's catalog has no generation:, so a rollout of a changed file would never be stored")
 	}
 	fromSecret := map[string]bool{}
 	for _, e := range c.Env {

@@ -49,7 +49,7 @@ func (c *cli) runCmdInto(f *runFlags) *cobra.Command {
 		RunE:  func(*cobra.Command, []string) error { return c.run(*f) },
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&f.catalog, "catalog", "", "catalog YAML file, applied to the cluster at start if it differs from the stored one; without it, the stored catalog of --cluster runs")
+	fs.StringVar(&f.catalog, "catalog", "", "catalog YAML file, stored at start only if no catalog is stored or the stored one came from a --catalog file of a lower generation: (docs/catalog.md); the stored catalog runs. Without it, the stored catalog of --cluster runs")
 	cmd.MarkFlagFilename("catalog", "yaml", "yml")
 	fs.StringVar(&f.dataDir, "data-dir", "./kira-data", "data directory of the embedded etcd")
 	fs.StringVar(&f.name, "name", "", "human-readable member name (default: the hostname; the member id adds a UUID to the hostname)")
@@ -73,11 +73,16 @@ func (c *cli) run(f runFlags) error {
 		}
 	}
 	var cat *config.Catalog
-	var err error
+	var src config.Source
 	if f.catalog != "" {
-		if cat, err = config.Load(f.catalog); err != nil {
+		data, err := os.ReadFile(f.catalog)
+		if err != nil {
+			return fmt.Errorf("kira run: --catalog: %w", err)
+		}
+		if cat, err = config.Parse(f.catalog, data); err != nil {
 			return err
 		}
+		src = config.FileSource(f.catalog, data, cat)
 		c.cluster = cat.Cluster
 	}
 	var level slog.Level
@@ -120,7 +125,7 @@ func (c *cli) run(f runFlags) error {
 		defer stopHTTP()
 	}
 	cfg := member.Config{
-		Etcd: etcd, Cluster: c.cluster, Catalog: cat,
+		Etcd: etcd, Cluster: c.cluster, Catalog: cat, CatalogSource: src,
 		Name: f.name, HTTP: f.http.listenAddr(), Version: version, Logger: logger, Labels: f.labels,
 		Scheduler: scheduler.Config{
 			Grace:    f.grace,

@@ -36,6 +36,14 @@ func (c *cli) statusCmd() *cobra.Command {
 
 func printStatus(w io.Writer, st *operator.Status) {
 	fmt.Fprintf(w, "cluster %s at revision %d: %d members, %d slots, catalog revision %d\n", st.Cluster, st.Revision, len(st.Members), len(st.Slots), st.CatalogRevision)
+	if st.CatalogRevision > 0 {
+		fmt.Fprintf(w, "catalog source: %s\n", st.CatalogSource)
+	}
+	for _, m := range st.Members {
+		if m.CatalogFileNotStored != "" {
+			fmt.Fprintf(w, "WARNING member %s (%s): %s\n", m.Name, m.ID, m.CatalogFileNotStored)
+		}
+	}
 	if len(st.Paused) > 0 {
 		fmt.Fprintf(w, "paused: %s\n", strings.Join(st.Paused, ", "))
 	}
