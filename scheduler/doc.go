@@ -5,25 +5,32 @@
 //
 // Each file answers one question:
 //
-//	scheduler.go   the Scheduler, its Config and defaults
-//	run.go         the member's phases: running, draining, closing (Run)
-//	loop.go        the loop: one select, one call per case; views and trust
-//	catalog.go     what happens when the catalog changes (SetCatalog)
-//	campaign.go    how a slot is campaigned for, at most maxCampaigning at once
-//	fence.go       what a new holder does before its first fire (raise the fences)
-//	catchup.go     what a new holder owes: unfinished, missed and requested fires
-//	leadership.go  what happens when leadership ends (released, lost, resigned)
-//	fire.go        when a slot's next fire is due (the timer heap)
-//	dispatch.go    whether a due fire starts: pause, overlap, backlog
-//	arm.go         fires prepared ahead of their instant, and taken back
-//	execute.go     how an execution starts once its start is recorded
-//	gate.go        the gates armed fires wait at, opened at their instant
-//	finish.go      what happens when an execution ends
-//	retry.go       retries and fires whose start etcd did not record
-//	record.go      what a slot writes to etcd, under its fence
-//	watch.go       the election and control watches
-//	control.go     pause, resume and manual triggers as the loop sees them
-//	slot.go        a slot's life on this member, and what it owes
+//	doc.go            this map
+//	scheduler.go      the Scheduler, its Config and defaults
+//	clock.go          the scheduling clock: the real one, and a manual one for tests
+//	event.go          the events observers (metrics, logs, tests) wait on, and slot spans
+//	run.go            the member's phases: running, draining, closing (Run)
+//	loop.go           the loop: one select, one call per case; views and trust
+//	catalog.go        what happens when the catalog changes (SetCatalog)
+//	campaign.go       how a slot is campaigned for, at most maxCampaigning at once
+//	takeover.go       what a new holder reads of a slot, and what it copies to the ring
+//	takeoverreads.go  how the reads of slots taken over together share transactions
+//	fence.go          what a new holder does before its first fire (raise the fences)
+//	catchup.go        what a new holder owes: unfinished, missed and requested fires
+//	leadership.go     what happens when leadership ends (released, lost, resigned)
+//	fire.go           when a slot's next fire is due (the timer heap)
+//	dispatch.go       whether a due fire starts: pause, overlap, backlog
+//	arm.go            fires prepared ahead of their instant, and taken back
+//	execute.go        how an execution starts once its start is recorded
+//	gate.go           the gates armed fires wait at, opened at their instant
+//	finish.go         what happens when an execution ends
+//	retry.go          retries and fires whose start etcd did not record
+//	notify.go         the notifications of final records, handed to package notify
+//	record.go         what a slot writes to etcd, under its fence
+//	journals.go       when the journal of a member that has left is deleted
+//	watch.go          the election and control watches
+//	control.go        pause, resume and manual triggers as the loop sees them
+//	slot.go           a slot's life on this member, and what it owes
 //
 // # One loop, one timer
 //
