@@ -209,12 +209,7 @@ func TestRollingRestart(t *testing.T) {
 	steady(2 * time.Second)
 	var faults []Fault
 	for i, m := range append([]*member(nil), c.members...) {
-		stopped := time.Now()
-		if code := m.proc.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
-			t.Fatalf("%s exited %d on SIGTERM", m.name, code)
-		}
-		exited := time.Now()
-		c.restart(m, 0)
+		stopped, exited := c.stopGracefully(m)
 		c.waitSettled(3, time.Minute)
 		back := time.Now()
 		t.Logf("%s: SIGTERM → exit %s; restarted and every slot owned %s later", m.name, exited.Sub(stopped).Round(time.Millisecond), back.Sub(exited).Round(time.Millisecond))
@@ -237,22 +232,12 @@ func TestGracefulStopDuringARunUnderLoad(t *testing.T) {
 	steady(2 * time.Second)
 	var faults []Fault
 	for i := 0; i < 6; i++ {
-		st := c.waitSettled(3, time.Minute)
-		begun, ok := c.witness.WaitFor(30*time.Second, func(a Attempt) bool { return a.Kind == Begin && a.Job == "long" })
-		if !ok {
-			t.Fatal("no run of long began")
-		}
-		m := c.byID(st, begun.Member)
+		m := c.runningMember("long")
 		if m == nil {
-			t.Fatalf("the member %s running long is not in the view", begun.Member)
+			t.Fatal("no run of long began on a member of the view")
 		}
 		time.Sleep(300 * time.Millisecond)
-		stopped := time.Now()
-		if code := m.proc.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
-			t.Fatalf("%s exited %d on SIGTERM", m.name, code)
-		}
-		exited := time.Now()
-		c.restart(m, 0)
+		stopped, exited := c.stopGracefully(m)
 		c.waitSettled(3, time.Minute)
 		t.Logf("%s: SIGTERM 0.3 s into long's run → exit after %s", m.name, exited.Sub(stopped).Round(time.Millisecond))
 		// Under this load a handover (the stop's, and the one back to the
@@ -276,6 +261,32 @@ const longJob = `  - name: long
     fence_url: "{{W}}/fence"
     command: ["{{WRITER}}", "{{W}}", "1s"]
 `
+
+// stopGracefully sends m SIGTERM, waits for it to exit 0 and starts it
+// again (a new incarnation); it returns when the signal was sent and when
+// the process exited.
+func (c *cluster) stopGracefully(m *member) (stopped, exited time.Time) {
+	c.t.Helper()
+	stopped = time.Now()
+	if code := m.proc.Stop(c.t, syscall.SIGTERM, 30*time.Second); code != 0 {
+		c.t.Fatalf("%s exited %d on SIGTERM", m.name, code)
+	}
+	exited = time.Now()
+	c.restart(m, 0)
+	return stopped, exited
+}
+
+// runningMember is the member that has just begun a run of job (the
+// witness's begin), waited for up to 30 s; nil if none began.
+func (c *cluster) runningMember(job string) *member {
+	c.t.Helper()
+	st := c.waitSettled(3, time.Minute)
+	begun, ok := c.witness.WaitFor(30*time.Second, func(a Attempt) bool { return a.Kind == Begin && a.Job == job })
+	if !ok {
+		return nil
+	}
+	return c.byID(st, begun.Member)
+}
 
 // 7. Scale out 3→5 and back to 3 while jobs run every second: slots move on
 // each view change, by graceful handover.
@@ -417,18 +428,12 @@ var faultKinds = map[string]injector{
 		return Fault{Name: "stall " + m.name, Start: at, Heal: time.Now(), MayDrop: 4*time.Second + mayDrop, InDoubt: []string{id}}
 	},
 	"SIGTERM during a run": func(c *cluster) Fault {
-		st := c.waitSettled(3, time.Minute)
-		begun, ok := c.witness.WaitFor(30*time.Second, func(a Attempt) bool { return a.Kind == Begin && a.Job == "sweep" })
-		m := c.byID(st, begun.Member)
-		if !ok || m == nil {
+		m := c.runningMember("sweep")
+		if m == nil {
 			m, _ = c.victim()
 		}
 		time.Sleep(300 * time.Millisecond)
-		at := time.Now()
-		if code := m.proc.Stop(c.t, syscall.SIGTERM, 30*time.Second); code != 0 {
-			c.t.Fatalf("%s exited %d on SIGTERM", m.name, code)
-		}
-		c.restart(m, 0)
+		at, _ := c.stopGracefully(m)
 		return Fault{Name: "SIGTERM " + m.name, Start: at, Heal: time.Now()}
 	},
 	"etcd leader": func(c *cluster) Fault {
