@@ -27,6 +27,9 @@
 // lost its lease commits nothing, and a departed member's journal is deleted only once every slot
 // in it has a state key of a later holder, and only as it was read.
 //
+// The path a record takes through the journals, and where each step is:
+// go doc ./journal.
+//
 // An operator must never delete the state keys (`/kira/<cluster>/state/`)
 // nor the journals of members still in the view (`/kira/<cluster>/journal/`):
 // together they are the proof of what ran. Members delete the journals of

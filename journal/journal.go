@@ -1,7 +1,27 @@
-// Package journal reads members' journals: the keys where a member's fenced
-// writer puts the records of many slots, one key per transaction
-// (history.FormatJournal, fenced.Record). A slot's records are in its ring
-// and in these; a reader needs both (history.NewestState, history.Gather).
+// Package journal reads members' journals, and its doc is the map of the
+// path a record takes through them (the contract it keeps: go doc ./history).
+//
+//  1. Written. Each member's fenced writer (scheduler/internal/fenced: Writer,
+//     Record, and its index of the journal) puts the records of one
+//     transaction in the next entry of the member's journal
+//     (keyspace.JournalEntry, a ring of 1,024 keys per member), each record
+//     with its slot's state as of its write and still committed only while
+//     its slot's claim holds; the encoding is history.EncodeJournal.
+//  2. Kept. Before the writer reuses an entry it copies the records still
+//     among their slots' newest to the slots' rings (keyspace.HistoryEntry);
+//     a resign copies its slot's newest records and puts its state key in the
+//     transaction that deletes the leader key.
+//  3. Read by a new holder. scheduler.readTakeover reads the slot's state
+//     key, ring and triggers (scheduler/takeoverreads.go) and the journals
+//     through a Cache as of that read's revision, after the win;
+//     history.NewestState picks the state, and the new holder's first write
+//     copies the records found only in journals to the ring and puts the
+//     state key (scheduler/takeover.go).
+//  4. Read for history. kira history, kira jobs and the API read rings and
+//     journals (package operator); history.Gather keeps each record once.
+//  5. Swept. Once every slot with records in a departed member's journal
+//     has a state key of a later holder, a member deletes that journal, as
+//     it read it (scheduler/journals.go).
 //
 // A Cache holds every journal as of a revision and is brought forward by
 // reading only the entries written since: the keys and their revisions
@@ -38,6 +58,7 @@ type Cache struct {
 	bySlot  map[shard.Slot][]placed
 	// fetched counts the entries read since the cache was made, for tests.
 	fetched int
+	users   int // Hold less Release
 }
 
 // entry is a journal entry as of the cache's revision.
@@ -51,6 +72,25 @@ type placed struct {
 	key, member string // the entry's key, the journal's member
 	rev         int64  // the entry's revision
 	item        history.EncodedItem
+}
+
+// Hold and Release bracket the reads of the takeovers that share the
+// cache (the slots a member takes at once share its reads of the journals):
+// the last Release empties it, so a member keeps no journal in memory
+// between takeovers.
+func (c *Cache) Hold() {
+	c.mu.Lock()
+	c.users++
+	c.mu.Unlock()
+}
+
+// Release ends a Hold; see Hold.
+func (c *Cache) Release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.users--; c.users == 0 {
+		c.rev, c.entries, c.bySlot = 0, nil, nil
+	}
 }
 
 // NewCache is an empty cache of cluster's journals.

@@ -29,14 +29,14 @@ func (s *Scheduler) raiseFences(sl *slot) {
 	ctx, cancel := context.WithTimeout(sl.leadCtx, raiseTimeout)
 	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
 	reads, journals := s.reads, s.journals
-	journals.hold()
+	journals.Hold()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
 		ctx, span := s.slotSpan(ctx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
 		read, err := readTakeover(ctx, reads, id, journals)
-		journals.release()
+		journals.Release()
 		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)
 		}

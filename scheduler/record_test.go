@@ -14,6 +14,7 @@ import (
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
@@ -217,7 +218,7 @@ func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.S
 			panic("the takeover reads did not stop")
 		}
 	}()
-	r, err := readTakeover(ctx, reads, s, newJournalCache(kv, cluster))
+	r, err := readTakeover(ctx, reads, s, journal.NewCache(kv, cluster))
 	return r.state, r.unreadable, r.triggers, err
 }
 
@@ -264,7 +265,7 @@ func TestTakeoverReadsTheJournalsAfterItsWin(t *testing.T) {
 		return resp.Header.Revision
 	}
 	token := entry(0, history.SlotState{Started: at, StartedID: id, StartedAttempt: 1}) // the start, recorded ahead
-	journals := newJournalCache(cli, "fresh")
+	journals := journal.NewCache(cli, "fresh")
 	if _, err := journals.Slot(ctx, slot, token); err != nil { // another takeover filled the cache as of the token
 		t.Fatal(err)
 	}

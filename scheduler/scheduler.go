@@ -12,6 +12,7 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/notify"
 	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
@@ -105,7 +106,7 @@ type Scheduler struct {
 	stopped      chan struct{} // closed when Run no longer reads the channels above
 
 	writer   *fenced.Writer
-	journals *journalCache  // the journals, read for the slots taken at once
+	journals *journal.Cache // the journals, read for the slots taken at once
 	reads    *takeoverReads // the reads of the slots taken over, batched
 	gates    *gates
 	notifier *notify.Notifier
@@ -204,7 +205,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		unplaced:       map[string]bool{},
 	}
 	s.writer.UseJournal(member.Cluster(), member.ID())
-	s.journals = newJournalCache(s.cli, member.Cluster())
+	s.journals = journal.NewCache(s.cli, member.Cluster())
 	s.reads = newTakeoverReads(s.cli, member.Cluster())
 	s.catalogRev = cfg.CatalogRevision
 	s.notifier = s.newNotifier()

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/journal"
@@ -55,7 +54,7 @@ type acquiredRead struct {
 // A state that cannot be read (corrupt, or written by hand) is returned as
 // unreadable with the zero state: the slot is treated as never run, rather
 // than never fired again. Held by TestJunkInEtcdLeavesEverySlotFiring.
-func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot, journals *journalCache) (acquiredRead, error) {
+func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot, journals *journal.Cache) (acquiredRead, error) {
 	q, err := reads.read(ctx, s)
 	if err != nil {
 		return acquiredRead{}, err
@@ -95,33 +94,6 @@ func journalOnly(s shard.Slot, state history.SlotState, ringKvs []*mvccpb.KeyVal
 	}
 	slices.SortFunc(out, func(a, b history.Stored) int { return cmp.Compare(*a.Seq, *b.Seq) })
 	return out
-}
-
-// journalCache is the journals read for the slots a member takes at
-// once: hold and release bracket the takeovers that use it, and the last
-// to release it empties it.
-type journalCache struct {
-	*journal.Cache
-	mu    sync.Mutex
-	users int
-}
-
-func newJournalCache(kv clientv3.KV, cluster string) *journalCache {
-	return &journalCache{Cache: journal.NewCache(kv, cluster)}
-}
-
-func (c *journalCache) hold() {
-	c.mu.Lock()
-	c.users++
-	c.mu.Unlock()
-}
-
-func (c *journalCache) release() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.users--; c.users == 0 {
-		c.Clear()
-	}
 }
 
 // maxTakeoverCopies bounds the records one takeover write copies: a

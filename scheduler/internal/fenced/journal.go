@@ -8,7 +8,7 @@ import (
 
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
-	journalpkg "github.com/kira-scheduler/kira/journal"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -47,7 +47,7 @@ const maxHandoverCopies = 64
 
 // journal is what the writer knows of its member's journal: what each
 // entry holds in etcd, and of each slot with records there, its newest.
-type journal struct {
+type journalIndex struct {
 	cluster, member string
 	size            int
 	next            int64   // the next entry's number
@@ -109,24 +109,24 @@ type journaled struct {
 
 type heldAt struct{ seq, entry int64 }
 
-func newJournal(cluster, member string, size int) *journal {
+func newIndex(cluster, member string, size int) *journalIndex {
 	entries := make([]entry, size)
 	for i := range entries {
 		entries[i].number = -1
 	}
-	return &journal{cluster: cluster, member: member, size: size, entries: entries,
+	return &journalIndex{cluster: cluster, member: member, size: size, entries: entries,
 		slots: map[shard.Slot]*journaled{}, byLeader: map[string]shard.Slot{}, lastWrite: map[string]int64{}}
 }
 
 // needed reports whether h is still among its slot's newest records and
 // the slot still held under h's claim.
-func (j *journal) needed(h held) bool {
+func (j *journalIndex) needed(h held) bool {
 	return j.slots[h.js.slot] == h.js && h.seq > h.js.newest-int64(h.js.limit)
 }
 
 // holds reports whether entry number n still holds record seq of js: it
 // has not been reused nor the record copied out.
-func (j *journal) holds(n int64, js *journaled, seq int64) bool {
+func (j *journalIndex) holds(n int64, js *journaled, seq int64) bool {
 	e := &j.entries[n%int64(j.size)]
 	return e.number == n && slices.Contains(e.records, held{js, seq})
 }
@@ -134,7 +134,7 @@ func (j *journal) holds(n int64, js *journaled, seq int64) bool {
 // handoverCopies are the records of the slot fw hands over (if it does) to
 // copy to the slot's ring: its newest still here, the newest of all with
 // its state if it is the slot's newest write.
-func (j *journal) handoverCopies(fw Write) []copyOf {
+func (j *journalIndex) handoverCopies(fw Write) []copyOf {
 	if !fw.Handover {
 		return nil
 	}
@@ -158,7 +158,7 @@ func (j *journal) handoverCopies(fw Write) []copyOf {
 // copyOf is the copy of h, in entry n, to its slot's ring; it holds its
 // state if it may (the newest the copy makes of its slot) and its batch
 // was the slot's newest write.
-func (j *journal) copyOf(h held, n int64, mayHoldState bool) copyOf {
+func (j *journalIndex) copyOf(h held, n int64, mayHoldState bool) copyOf {
 	batch := j.entries[n%int64(j.size)].batch
 	return copyOf{h: h, entry: n, withState: mayHoldState && j.lastWrite[h.js.claim.LeaderKey] == batch,
 		key: keyspace.HistoryEntry(j.cluster, h.js.slot, h.seq, max(h.js.limit, 1))}
@@ -189,7 +189,7 @@ func (p *plan) committed(b []Write) {
 // made before the batch's writes become their slots' newest): its records
 // go in the next entry, which holds no record still to copy (blocked), and
 // its writes become their slots' newest.
-func (j *journal) take(b []Write, batch int64, handover map[fencing.Claim][]copyOf) *plan {
+func (j *journalIndex) take(b []Write, batch int64, handover map[fencing.Claim][]copyOf) *plan {
 	p := &plan{batch: batch, entry: -1, handover: handover}
 	hasRecords := false
 	for _, fw := range b {
@@ -222,7 +222,7 @@ func (j *journal) take(b []Write, batch int64, handover map[fencing.Claim][]copy
 // reuse is what the writer knows, as it takes its next batch, of the
 // entry to be reused next: the records it holds that are still needed,
 // counting the records still queued among their slots' newest.
-func (j *journal) reuse(queue []Write) []held {
+func (j *journalIndex) reuse(queue []Write) []held {
 	var entry []held
 	in := map[shard.Slot]bool{}
 	for _, h := range j.entries[j.next%int64(j.size)].records {
@@ -258,7 +258,7 @@ func (j *journal) reuse(queue []Write) []held {
 // the next holder's to copy), up to maxTxnOps puts. A record holds its
 // state in the copy only if it is its slot's newest write. Nil when there
 // is nothing to copy or a copy batch is in flight.
-func (j *journal) copyBatch(needed []held) []Write {
+func (j *journalIndex) copyBatch(needed []held) []Write {
 	if j.copying {
 		return nil
 	}
@@ -294,7 +294,7 @@ func (j *journal) copyBatch(needed []held) []Write {
 
 // copyKeys are the order keys of copy batch b: its leader keys and the
 // ring keys it puts.
-func (j *journal) copyKeys(b []Write) []string {
+func (j *journalIndex) copyKeys(b []Write) []string {
 	var keys []string
 	for _, fw := range b {
 		keys = append(keys, fw.Claim.LeaderKey)
@@ -308,7 +308,7 @@ func (j *journal) copyKeys(b []Write) []string {
 // fill reads back from their entries the records copy batch b or the
 // handovers of plan p copy, and makes their puts (off the writer's lock;
 // the entries are not reused before the copies land).
-func (j *journal) fill(ctx context.Context, kv clientv3.KV, b []Write, p *plan) error {
+func (j *journalIndex) fill(ctx context.Context, kv clientv3.KV, b []Write, p *plan) error {
 	var all []copyOf
 	for _, fw := range b {
 		all = append(all, fw.copies...)
@@ -360,7 +360,7 @@ type recordAt struct {
 }
 
 // readBack reads the entries holding the records of cs.
-func (j *journal) readBack(ctx context.Context, kv clientv3.KV, cs []copyOf) (map[recordAt]history.Stored, error) {
+func (j *journalIndex) readBack(ctx context.Context, kv clientv3.KV, cs []copyOf) (map[recordAt]history.Stored, error) {
 	seen := map[int64]bool{}
 	var keys []string
 	for _, c := range cs {
@@ -369,7 +369,7 @@ func (j *journal) readBack(ctx context.Context, kv clientv3.KV, cs []copyOf) (ma
 			keys = append(keys, keyspace.JournalEntry(j.cluster, j.member, int(n)))
 		}
 	}
-	entries, err := journalpkg.GetEach(ctx, kv, keys)
+	entries, err := journal.GetEach(ctx, kv, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +391,7 @@ func (j *journal) readBack(ctx context.Context, kv clientv3.KV, cs []copyOf) (ma
 // copiedOut takes the records of copy batch b out of the entry they were
 // in, once their copy committed or was refused by the fence (under the
 // writer's lock); the others are copied again in the next copy batch.
-func (j *journal) copiedOut(b []Write) {
+func (j *journalIndex) copiedOut(b []Write) {
 	j.copying = false
 	for _, fw := range b {
 		var err error
@@ -428,7 +428,7 @@ func LastPutPerKey(puts []clientv3.Op) []clientv3.Op {
 }
 
 // entryPut is the put of p's entry holding the records of writes.
-func (j *journal) entryPut(p *plan, writes []Write) clientv3.Op {
+func (j *journalIndex) entryPut(p *plan, writes []Write) clientv3.Op {
 	var items []history.JournalItem
 	for _, fw := range writes {
 		for _, r := range fw.Records {
@@ -442,7 +442,7 @@ func (j *journal) entryPut(p *plan, writes []Write) clientv3.Op {
 // landed records what p's batch left in etcd (under the writer's lock):
 // its entry holds the records of the writes that committed, if any did;
 // a handover that committed ends its slot here.
-func (j *journal) landed(p *plan) {
+func (j *journalIndex) landed(p *plan) {
 	if p.entry >= 0 && len(p.landed) > 0 {
 		e := entry{number: p.entry, batch: p.batch}
 		for _, fw := range p.landed {
@@ -467,7 +467,7 @@ func (j *journal) landed(p *plan) {
 	}
 }
 
-func (j *journal) drop(s shard.Slot) {
+func (j *journalIndex) drop(s shard.Slot) {
 	if js := j.slots[s]; js != nil {
 		delete(j.byLeader, js.claim.LeaderKey)
 		delete(j.lastWrite, js.claim.LeaderKey)

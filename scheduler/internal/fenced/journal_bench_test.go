@@ -24,7 +24,7 @@ func BenchmarkJournalIndex(b *testing.B) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		j := newJournal("c", "m", journalSize)
+		j := newIndex("c", "m", journalSize)
 		seq, next := make([]int64, slots), 0
 		for batch := range int64(2 * journalSize) {
 			ws := make([]Write, 0, perEntry)

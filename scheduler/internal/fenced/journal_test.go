@@ -85,7 +85,7 @@ func TestJournalCopiesRecordsStillNewestWhenReused(t *testing.T) {
 	a, b := shard.Slot{Job: "j"}, shard.Slot{Job: "j", Partition: 1}
 	ca, cb := heldClaim(t, cli, "/leader/a"), heldClaim(t, cli, "/leader/b")
 	w := NewWriter(cli)
-	w.journal = newJournal("c", "m", 2)
+	w.index = newIndex("c", "m", 2)
 	write := func(c fencing.Claim, recs ...Record) chan error {
 		done := make(chan error, 1)
 		w.Enqueue(Write{Claim: c, Records: recs, Done: done})
@@ -158,7 +158,7 @@ func TestHandoverCopiesTheSlotsRecords(t *testing.T) {
 	a := shard.Slot{Job: "j"}
 	ca := heldClaim(t, cli, "/leader/a")
 	w := NewWriter(cli)
-	w.journal = newJournal("c", "m", 8)
+	w.index = newIndex("c", "m", 8)
 	for seq := range int64(3) {
 		w.Enqueue(Write{Claim: ca, Records: []Record{journalRecord(a, seq, 2)}})
 		commitNext(t, w)
@@ -178,7 +178,7 @@ func TestHandoverCopiesTheSlotsRecords(t *testing.T) {
 	if resp, _ := cli.Get(context.Background(), ca.LeaderKey); len(resp.Kvs) != 0 {
 		t.Fatal("the leader key is still there")
 	}
-	if _, ok := w.journal.slots[a]; ok {
+	if _, ok := w.index.slots[a]; ok {
 		t.Fatal("the writer still tracks a slot it handed over")
 	}
 }
@@ -191,7 +191,7 @@ func TestHandoversShareATransaction(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	w := NewWriter(cli)
-	w.journal = newJournal("c", "m", 8)
+	w.index = newIndex("c", "m", 8)
 	claims := make([]fencing.Claim, 20)
 	for i := range claims {
 		claims[i] = heldClaim(t, cli, fmt.Sprintf("/leader/%d", i))
@@ -243,7 +243,7 @@ func TestReusingAFullEntryCopiesEveryRecord(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	w := NewWriter(cli)
-	w.journal = newJournal("c", "m", 1) // every batch reuses entry 0
+	w.index = newIndex("c", "m", 1) // every batch reuses entry 0
 	claims := make([]fencing.Claim, maxBatch)
 	for i := range claims {
 		claims[i] = heldClaim(t, cli, fmt.Sprintf("/leader/%d", i))

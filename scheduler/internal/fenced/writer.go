@@ -93,7 +93,7 @@ type Writer struct {
 	landed   time.Time         // when a commit last succeeded
 	overtook time.Time         // when the latest-begun commit that succeeded began
 	seq      int
-	journal  *journal // nil: no records are journaled
+	index    *journalIndex // nil: no records are journaled
 	batches  int64
 
 	// failing is set while etcd answers the writer's transactions with errors.
@@ -156,7 +156,7 @@ func (w *Writer) Backlog() (queued int, oldest time.Duration) {
 // UseJournal lets writes carry Records, journaled under member's journal
 // in cluster; before the writer runs.
 func (w *Writer) UseJournal(cluster, member string) {
-	w.journal = newJournal(cluster, member, journalSize)
+	w.index = newIndex(cluster, member, journalSize)
 }
 
 func NewWriter(kv clientv3.KV) *Writer {
@@ -177,7 +177,7 @@ var ErrBehind = errors.New("fenced: state writer is behind (etcd slow or unreach
 // a record is lost and counted by its caller's logs). A loop blocked here
 // could not notice that its lease is gone.
 func (w *Writer) Enqueue(fw Write) {
-	if len(fw.Records) > 0 && w.journal == nil {
+	if len(fw.Records) > 0 && w.index == nil {
 		reply(fw, errNoJournal)
 		return
 	}
@@ -291,11 +291,11 @@ func (w *Writer) next() ([]Write, *taken) {
 			return nil, nil
 		}
 		var blocked bool // records wait for the copies of the entry they would reuse
-		if w.journal != nil {
-			needed := w.journal.reuse(w.queue)
+		if w.index != nil {
+			needed := w.index.reuse(w.queue)
 			blocked = len(needed) > 0
-			if b := w.journal.copyBatch(needed); b != nil {
-				t := &taken{plan: &plan{entry: -1, copy: true}, keys: w.journal.copyKeys(b)}
+			if b := w.index.copyBatch(needed); b != nil {
+				t := &taken{plan: &plan{entry: -1, copy: true}, keys: w.index.copyKeys(b)}
 				w.inFlight++
 				for _, k := range t.keys {
 					w.flying[k]++
@@ -305,9 +305,9 @@ func (w *Writer) next() ([]Write, *taken) {
 		}
 		if b, keys, handover := w.takeLocked(blocked); len(b) > 0 {
 			t := &taken{keys: keys}
-			if w.journal != nil {
+			if w.index != nil {
 				w.batches++
-				t.plan = w.journal.take(b, w.batches, handover)
+				t.plan = w.index.take(b, w.batches, handover)
 			}
 			w.inFlight++
 			for _, k := range t.keys {
@@ -334,15 +334,15 @@ func (w *Writer) takeLocked(blocked bool) (b []Write, keys []string, handover ma
 	taken := map[string]bool{} // order keys of the writes in the batch
 	var left []Write
 	i, ops, budget := 0, 0, maxTxnOps
-	if w.journal != nil {
+	if w.index != nil {
 		budget-- // the entry
 	}
 	for ; i < len(w.queue) && i < maxScan && len(b) < maxBatch; i++ {
 		fw := w.queue[i]
 		n := len(fw.Ops)
 		var copies []copyOf
-		if fw.Handover && w.journal != nil {
-			copies = w.journal.handoverCopies(fw)
+		if fw.Handover && w.index != nil {
+			copies = w.index.handoverCopies(fw)
 			n += len(copies)
 		}
 		if ops+n > budget && len(b) > 0 {
@@ -418,9 +418,9 @@ func (w *Writer) land(b []Write, t *taken) {
 	switch p := t.plan; {
 	case p == nil:
 	case p.copy:
-		w.journal.copiedOut(b)
+		w.index.copiedOut(b)
 	default:
-		w.journal.landed(p)
+		w.index.landed(p)
 	}
 	w.inFlight--
 	for _, k := range t.keys {
@@ -436,7 +436,7 @@ func (w *Writer) commitBatch(ctx context.Context, b []Write, t *taken) {
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	if p := t.plan; p != nil && (p.copy || p.handover != nil) {
-		if err := w.journal.fill(ctx, w.kv, b, p); err != nil && p.copy {
+		if err := w.index.fill(ctx, w.kv, b, p); err != nil && p.copy {
 			for _, fw := range b {
 				reply(fw, fmt.Errorf("fenced: reading back the records to copy: %w", err))
 			}
@@ -513,7 +513,7 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 		}
 	}
 	if p != nil && p.entry >= 0 {
-		ops = append(ops, w.journal.entryPut(p, append(slices.Clip(p.landed), b...)))
+		ops = append(ops, w.index.entryPut(p, append(slices.Clip(p.landed), b...)))
 	}
 	w.mu.Lock()
 	w.seq++
