@@ -120,7 +120,8 @@ type cluster struct {
 	witnessURL string
 	catalog    string
 	cat        *config.Catalog
-	loadSlots  int // the load job's slots, in the members' catalog but not in cat
+	loadSlots  int      // the load job's slots, in the members' catalog but not in cat
+	memberArgs []string // added to every kira run
 	statesMu   sync.Mutex
 	states     []StateWrite // every state written, from the watch
 	statesErr  error        // why the watch missed writes, if it did
@@ -155,11 +156,12 @@ const loadJob = `  - name: load
 `
 
 // newLoadedCluster is newCluster with the load job of loadSlots partitions
-// (none if 0) in the members' catalog, and the jobs of extra (catalog
-// entries in catalogTemplate's terms) judged with the others.
-func newLoadedCluster(t *testing.T, members, loadSlots int, extra string) *cluster {
+// (none if 0) in the members' catalog, the jobs of extra (catalog entries
+// in catalogTemplate's terms) judged with the others, and memberArgs added
+// to every kira run.
+func newLoadedCluster(t *testing.T, members, loadSlots int, extra string, memberArgs ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), witness: NewWitness(), started: time.Now()}
+	c := &cluster{t: t, dir: t.TempDir(), witness: NewWitness(), started: time.Now(), memberArgs: memberArgs}
 	srv := httptest.NewServer(c.witness)
 	t.Cleanup(srv.Close)
 	c.witnessURL = srv.URL
@@ -298,7 +300,8 @@ func (c *cluster) addMember(name string) *member {
 		m.proxies = append(m.proxies, p)
 		endpoints = append(endpoints, "http://"+from.Host)
 	}
-	m.proc = etcdtest.StartProcess(c.t, kiraBin, "run", "--catalog", c.catalog, "--etcd", strings.Join(endpoints, ","), "--name", name, "--grace", "10s")
+	args := []string{"run", "--catalog", c.catalog, "--etcd", strings.Join(endpoints, ","), "--name", name, "--grace", "10s"}
+	m.proc = etcdtest.StartProcess(c.t, kiraBin, append(args, c.memberArgs...)...)
 	c.members = append(c.members, m)
 	return m
 }
@@ -312,8 +315,9 @@ func (c *cluster) restart(m *member, offset time.Duration) {
 	for _, p := range m.proxies {
 		endpoints = append(endpoints, strings.Replace(p.From(), "tcp://", "http://", 1))
 	}
-	m.proc = etcdtest.StartProcess(c.t, kiraBin, "run", "--catalog", c.catalog, "--etcd", strings.Join(endpoints, ","), "--name", m.name,
-		"--grace", "10s", "--clock-offset", offset.String())
+	args := []string{"run", "--catalog", c.catalog, "--etcd", strings.Join(endpoints, ","), "--name", m.name,
+		"--grace", "10s", "--clock-offset", offset.String()}
+	m.proc = etcdtest.StartProcess(c.t, kiraBin, append(args, c.memberArgs...)...)
 }
 
 // status is kira status -o json, as an operator would read it.

@@ -79,7 +79,15 @@ type Config struct {
 	// that left, to delete those no reader needs; default
 	// DefaultJournalSweep.
 	JournalSweep time.Duration
+	// JournalEntries is how many keys the member's journal has; default
+	// DefaultJournalEntries. Fewer make the writer reuse its entries, and
+	// copy the records still needed to their rings, sooner: the chaos
+	// suite's random schedules run with 16 so its journals wrap round.
+	JournalEntries int
 }
+
+// DefaultJournalEntries is how many keys a member's journal has by default.
+const DefaultJournalEntries = fenced.DefaultJournalEntries
 
 // Scheduler runs, on one member, the slots the ring prefers it for.
 type Scheduler struct {
@@ -204,7 +212,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 		snapshot:       map[shard.Slot]fencing.Token{},
 		unplaced:       map[string]bool{},
 	}
-	s.writer.UseJournal(member.Cluster(), member.ID())
+	s.writer.UseJournal(member.Cluster(), member.ID(), cfg.JournalEntries)
 	s.journals = journal.NewCache(s.cli, member.Cluster())
 	s.reads = newTakeoverReads(s.cli, member.Cluster())
 	s.catalogRev = cfg.CatalogRevision

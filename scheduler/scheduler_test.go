@@ -140,7 +140,7 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 	s.armedHook = o.armed
 	if o.writerKV != nil {
 		s.writer = fenced.NewWriter(o.writerKV(s.cli))
-		s.writer.UseJournal(s.member.Cluster(), s.member.ID())
+		s.writer.UseJournal(s.member.Cluster(), s.member.ID(), s.cfg.JournalEntries)
 	}
 	runCtx, stopRun := context.WithCancel(context.Background())
 	viewsCtx, stopViews := context.WithCancel(context.Background())

@@ -239,3 +239,11 @@ func TestPortTakenIsExplained(t *testing.T) {
 		t.Fatalf("kira etcd on a taken port: exit %d: %s", code, stderr)
 	}
 }
+
+// A journal of no keys is refused before anything starts, naming the flag.
+func TestJournalEntriesMustBePositive(t *testing.T) {
+	_, stderr, code := kiraWith(t, "", nil, "run", "--catalog", "../../examples/catalog.yaml", "--data-dir", t.TempDir(), "--journal-entries", "0")
+	if code != 1 || !strings.Contains(stderr, "--journal-entries 0") {
+		t.Fatalf("kira run --journal-entries 0: exit %d: %s", code, stderr)
+	}
+}

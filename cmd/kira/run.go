@@ -33,6 +33,7 @@ type runFlags struct {
 	embeddedClient, embeddedPeer string
 	grace                        time.Duration
 	clockOffset                  time.Duration
+	journalEntries               int
 	traceStdout                  bool
 	logLevel, logFormat          string
 	labels                       map[string]string
@@ -58,6 +59,7 @@ func (c *cli) runCmdInto(f *runFlags) *cobra.Command {
 	fs.StringVar(&f.embeddedPeer, "embedded-peer-url", "http://127.0.0.1:2380", "peer URL of the embedded etcd")
 	fs.DurationVar(&f.grace, "grace", scheduler.DefaultGrace, "on SIGTERM, how long in-flight executions may finish before they are cancelled")
 	fs.DurationVar(&f.clockOffset, "clock-offset", 0, "fault injection: schedule as if the wall clock were this far ahead (negative: behind); leases and fencing do not depend on it")
+	fs.IntVar(&f.journalEntries, "journal-entries", scheduler.DefaultJournalEntries, "keys in this member's journal of records; fewer reuse them sooner, copying the records still needed to their slots' rings (fault injection: the chaos suite wraps journals round with 16)")
 	fs.BoolVar(&f.traceStdout, "trace-stdout", false, "print every span to stdout (the console exporter; otherwise OTEL_TRACES_EXPORTER and the other OTEL_* variables configure tracing)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json (one JSON object a line)")
@@ -67,6 +69,9 @@ func (c *cli) runCmdInto(f *runFlags) *cobra.Command {
 
 func (c *cli) run(f runFlags) error {
 	stderr := c.stderr
+	if f.journalEntries < 1 {
+		return fmt.Errorf("kira run: --journal-entries %d: a journal needs at least 1 key", f.journalEntries)
+	}
 	for k, v := range f.labels {
 		if err := config.CheckLabel(k, v); err != nil {
 			return fmt.Errorf("kira run: --label: %w", err)
@@ -128,11 +133,12 @@ func (c *cli) run(f runFlags) error {
 		Etcd: etcd, Cluster: c.cluster, Catalog: cat, CatalogSource: src,
 		Name: f.name, HTTP: f.http.listenAddr(), Version: version, Logger: logger, Labels: f.labels,
 		Scheduler: scheduler.Config{
-			Grace:    f.grace,
-			OnEvent:  r.onEvent,
-			Clock:    scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: f.clockOffset},
-			APIURL:   f.http.baseURL(),
-			Handlers: jobs.Builtin(),
+			Grace:          f.grace,
+			JournalEntries: f.journalEntries,
+			OnEvent:        r.onEvent,
+			Clock:          scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: f.clockOffset},
+			APIURL:         f.http.baseURL(),
+			Handlers:       jobs.Builtin(),
 		},
 		OnIncarnation: r.current.Store,
 	}

@@ -34,11 +34,12 @@ type Record struct {
 	Stored history.Stored // its Seq set, its state the slot's as of this write
 }
 
-// journalSize is how many entries a member's journal has: enough that a
-// slot firing every second keeps its newest records (10 by default) in
-// the journal, not copied, at a few thousand records a second per member
-// (docs/benchmarks.md, "records share a key").
-const journalSize = 1024
+// DefaultJournalEntries is how many entries a member's journal has unless
+// told otherwise (UseJournal): enough that a slot firing every second keeps
+// its newest records (10 by default) in the journal, not copied, at a few
+// thousand records a second per member (docs/benchmarks.md, "records share
+// a key").
+const DefaultJournalEntries = 1024
 
 // maxHandoverCopies bounds the records a handover copies (the newest):
 // a transaction has room for 128 operations. A slot keeping more, and

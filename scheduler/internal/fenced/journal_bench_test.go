@@ -24,9 +24,9 @@ func BenchmarkJournalIndex(b *testing.B) {
 		runtime.GC()
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
-		j := newIndex("c", "m", journalSize)
+		j := newIndex("c", "m", DefaultJournalEntries)
 		seq, next := make([]int64, slots), 0
-		for batch := range int64(2 * journalSize) {
+		for batch := range int64(2 * DefaultJournalEntries) {
 			ws := make([]Write, 0, perEntry)
 			for range perEntry {
 				s := next % slots
@@ -42,7 +42,7 @@ func BenchmarkJournalIndex(b *testing.B) {
 		runtime.GC()
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(journalSize*perEntry), "heap-B/record")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(DefaultJournalEntries*perEntry), "heap-B/record")
 		runtime.KeepAlive(j)
 	}
 }

@@ -154,9 +154,13 @@ func (w *Writer) Backlog() (queued int, oldest time.Duration) {
 }
 
 // UseJournal lets writes carry Records, journaled under member's journal
-// in cluster; before the writer runs.
-func (w *Writer) UseJournal(cluster, member string) {
-	w.index = newIndex(cluster, member, journalSize)
+// in cluster, of entries keys (DefaultJournalEntries if not above 0);
+// before the writer runs.
+func (w *Writer) UseJournal(cluster, member string, entries int) {
+	if entries <= 0 {
+		entries = DefaultJournalEntries
+	}
+	w.index = newIndex(cluster, member, entries)
 }
 
 func NewWriter(kv clientv3.KV) *Writer {
