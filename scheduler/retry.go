@@ -33,9 +33,13 @@ func (s *Scheduler) retryLater(sl *slot, f fire, ended time.Time) {
 }
 
 // startAgainLater puts a fire whose start etcd did not record (unreachable,
-// electing a leader) back at the head of the slot's backlog a moment later:
-// it never ran, so under fire-all it is not lost. Its id and attempt stay.
+// electing a leader, refusing) back at the head of the slot's backlog a
+// moment later: it never ran, so under fire-all it is not lost. Its id and
+// attempt stay. It is a misfire now, so a fire that falls due while it waits
+// joins the backlog instead of being skipped as an overlap (dispatch). Held
+// by TestRandomWriterFaults, which lost such fires without it.
 func (s *Scheduler) startAgainLater(sl *slot, f fire, ended time.Time) {
+	f.misfire = true
 	s.redispatchAt(sl, retryFire{fire: f, backlog: true}, ended.Add(startAgainDelay))
 }
 
