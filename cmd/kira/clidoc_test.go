@@ -34,16 +34,21 @@ func flagTable() string {
 		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s |\n", cmdName, name, envName(cmd, f), def, strings.ReplaceAll(f.Usage, "|", `\|`))
 	}
 	root.PersistentFlags().VisitAll(func(f *pflag.Flag) { row("every command", root, f) })
-	for _, cmd := range root.Commands() {
-		if cmd.Name() == "help" || cmd.Name() == "completion" {
-			continue
-		}
-		cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
-			if f.Name != "help" {
-				row("`kira "+cmd.Name()+"`", cmd, f)
+	var walk func(*cobra.Command)
+	walk = func(parent *cobra.Command) {
+		for _, cmd := range parent.Commands() {
+			if cmd.Name() == "help" || cmd.Name() == "completion" {
+				continue
 			}
-		})
+			cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+				if f.Name != "help" {
+					row("`"+cmd.CommandPath()+"`", cmd, f)
+				}
+			})
+			walk(cmd)
+		}
 	}
+	walk(root)
 	return b.String()
 }
 

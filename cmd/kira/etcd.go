@@ -48,11 +48,13 @@ func (cl *cli) etcdCmd() *cobra.Command {
 		Use:   "etcd",
 		Short: "Run a standalone etcd server (etcd's own flag names); three make a cluster",
 		Long: "Runs one etcd server, embedded in this binary, configured by etcd's own flag names or its\n" +
-			"--config-file. The global etcd client flags (--etcd, --cacert, ...) do not apply to it.",
+			"--config-file. The global etcd client flags (--etcd, --cacert, ...) do not apply to it; they do to\n" +
+			"kira etcd snapshot save, which backs up an etcd, and kira etcd snapshot restore restores one.",
 		Args: exactArgs(0),
 		RunE: func(*cobra.Command, []string) error { return runEtcd(c, configFile, cl.stderr) },
 	}
 	registerEtcdFlags(cmd.Flags(), &c)
+	cmd.AddCommand(cl.snapshotCmd())
 	cmd.Flags().StringVar(&configFile, "config-file", "", "etcd's own YAML configuration file; when given, the other flags are ignored, as etcd does")
 	cmd.MarkFlagFilename("config-file", "yaml", "yml", "conf")
 	return cmd
