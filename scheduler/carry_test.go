@@ -18,13 +18,23 @@ import (
 )
 
 // gatedKV holds the commits of transactions at a gate while it is closed,
-// in front of a real etcd: a writer whose etcd is slow, on cue.
+// or fails them while it refuses, in front of a real etcd: a writer whose
+// etcd is slow, or refuses it, on cue.
 type gatedKV struct {
 	clientv3.KV
-	blocked chan struct{} // a commit reached the closed gate
+	blocked chan struct{} // a commit reached the closed gate; nil: not told
 
-	mu   sync.Mutex
-	gate chan struct{} // nil while open
+	mu     sync.Mutex
+	gate   chan struct{} // nil while open
+	refuse error         // non-nil: every commit fails with it
+	hurt   int           // commits held or refused
+}
+
+// refusing makes every commit fail with err (nil: commit again).
+func (g *gatedKV) refusing(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refuse = err
 }
 
 func (g *gatedKV) close() {
@@ -56,10 +66,18 @@ func (t *gatedTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(op
 
 func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
 	t.kv.mu.Lock()
-	gate := t.kv.gate
+	gate, refuse := t.kv.gate, t.kv.refuse
+	if gate != nil || refuse != nil {
+		t.kv.hurt++
+	}
 	t.kv.mu.Unlock()
+	if refuse != nil {
+		return nil, refuse
+	}
 	if gate != nil {
-		t.kv.blocked <- struct{}{}
+		if t.kv.blocked != nil {
+			t.kv.blocked <- struct{}{}
+		}
 		select {
 		case <-gate:
 		case <-t.ctx.Done():
