@@ -478,12 +478,20 @@ func (c *cluster) victim() (*member, string) {
 	return c.mostSlots(st, "")
 }
 
+// journalArgs are the members' journal flags of a schedule: with
+// -chaos.journal N their journals have N keys, so a small N makes them wrap
+// round every few seconds under the load.
+func journalArgs() []string {
+	if *journalFlag <= 0 {
+		return nil
+	}
+	return []string{"--journal-entries", fmt.Sprint(*journalFlag)}
+}
+
 // runSchedule runs n faults drawn from seed on a cluster of its own, each
-// followed by a pause of 2 to 6 s, and checks the history. Its members'
-// journals have 16 keys, so they wrap round every few seconds under the
-// load: every fault meets entries being reused and records being copied.
+// followed by a pause of 2 to 6 s, and checks the history.
 func runSchedule(t *testing.T, seed uint64, n int) {
-	c := newLoadedCluster(t, 3, 300, longJob, "--journal-entries", "16") // journals wrap round every few seconds
+	c := newLoadedCluster(t, 3, 300, longJob, journalArgs()...)
 	from := windowStart()
 	rng := rand.New(rand.NewPCG(seed, 0))
 	names := make([]string, 0, len(faultKinds))
