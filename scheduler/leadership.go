@@ -70,7 +70,7 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 // TestGracefulStopDuringARunUnderLoad (no replay after a handover).
 func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election, reason string, state ...clientv3.Op) {
 	sl.gen++
-	sl.stage = resigning
+	sl.stage, sl.resignRev = resigning, e.Rev()
 	id, gen := sl.id, sl.gen
 	done := make(chan error, 1)
 	claim := fencing.Claim{LeaderKey: e.Key(), Token: fencing.Token(e.Rev())} // the election's own: the slot's may be an older one

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -368,5 +369,86 @@ func TestSlotGivenUpDuringItsTakeoverWritesNoState(t *testing.T) {
 	})
 	if st, now := stateKey(t, cli, "givenup", slot); now != rev || st != left {
 		t.Fatalf("after b gave the slot up during its takeover, the state key is %+v (revision %d); want a's %+v (revision %d)", st, now, left, rev)
+	}
+}
+
+// A late watch event for the creation of a slot's candidacy key reaches
+// the loop while the slot is resigning (its resign still in the writer's
+// queue): the key is the resign's to delete, with the slot's last state and
+// after its queued records. Deleting it at once, as an orphan, fenced the
+// resign out; the next holder then found an older state and ran a finished
+// fire again (TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken, once in
+// about thirty runs on a loaded machine).
+func TestLateCreateEventLeavesAResigningKeyToItsResign(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const cluster = "late"
+	deleted := make(chan *clientv3.Event, 64)
+	watch := cli.Watch(ctx, keyspace.Elections(cluster), clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithFilterPut())
+	go func() {
+		for resp := range watch {
+			for _, ev := range resp.Events {
+				select {
+				case deleted <- ev:
+				default:
+				}
+			}
+		}
+	}()
+	clock := NewManualClock(t0)
+	cat := catalog(cluster, withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Partitions: 8, Handler: "noop"}))
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	a, gate := startGatedNode(t, cli, cat, rec, clock, h)
+	waitKind(t, rec, "a leads every slot", 8, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	clock.Advance(10 * time.Second)
+	waitKind(t, rec, "a's runs", 8, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+
+	gate.close()
+	b := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now})
+	owners := ringOwners(t, cat, a, b)
+	var moved []shard.Slot
+	for s, owner := range owners {
+		if owner == b.id {
+			moved = append(moved, s)
+		}
+	}
+	waitKind(t, rec, "a releases b's slots", len(moved), func(e Event) bool { return e.Kind == Released && e.Member == a.id })
+	keys := map[string]bool{}
+	for _, s := range moved {
+		key := fmt.Sprintf("%s/%x", keyspace.Election(cluster, s), a.member.Lease())
+		resp, err := cli.Get(ctx, key)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("%s: a's candidacy key %v (%v); want it until the resign commits", s, resp, err)
+		}
+		keys[key] = true
+		a.sched.created <- createdKey{slot: s, key: key, rev: resp.Kvs[0].CreateRevision}
+	}
+	// Deleted at once, a key would be gone within milliseconds.
+	if kiratest.Poll(500*time.Millisecond, func() bool { return len(deleted) > 0 }) {
+		ev := <-deleted
+		t.Fatalf("%s deleted at revision %d while its resign waits at the gate", ev.PrevKv.Key, ev.Kv.ModRevision)
+	}
+	gate.open()
+	waitKind(t, rec, "b leads its slots", len(moved), func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
+	for range moved {
+		ev := kiratest.Receive(t, deleted, 10*time.Second, "a resigned key")
+		s, _, _ := keyspace.ParseCandidacy(cluster, string(ev.PrevKv.Key))
+		if !keys[string(ev.PrevKv.Key)] {
+			t.Fatalf("deleted %s; want only a's keys of b's slots", ev.PrevKv.Key)
+		}
+		st, rev := stateKey(t, cli, cluster, s)
+		if rev < ev.Kv.ModRevision {
+			t.Fatalf("%s: the state key (revision %d) predates the resign (%d)", s, rev, ev.Kv.ModRevision)
+		}
+		resp, err := cli.Get(ctx, keyspace.State(cluster, s), clientv3.WithRev(ev.Kv.ModRevision))
+		if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision != ev.Kv.ModRevision {
+			t.Fatalf("%s: the resign at revision %d did not write a's state (%v, %v; now %+v)", s, ev.Kv.ModRevision, resp, err, st)
+		}
+	}
+	if got := started(rec.all(), b.id); len(got) != 0 {
+		t.Fatalf("b started %v; want nothing before its first fire", got[0].Execution)
 	}
 }

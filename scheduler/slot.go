@@ -43,6 +43,9 @@ type slot struct {
 	campaignTimer  *time.Timer        // while its campaign waits out a delay
 	token          fencing.Token
 	leaderKey      string
+	// resignRev is the create revision of the candidacy key being resigned,
+	// while in resigning: that key is the resign's to delete (ownKeyCreated).
+	resignRev int64
 	// leadCtx is cancelled when leadership ends; every execution derives from it.
 	leadCtx    context.Context
 	cancelLead context.CancelFunc

@@ -114,9 +114,12 @@ func (s *Scheduler) deleteJunkCandidacy(ctx context.Context, key string, rev int
 // member would wait behind it for as long as this member lives.
 // Held by TestOrphanedCandidacyKeyIsDeleted. The delete is conditional on the
 // key's create revision, so it cannot remove a key a newer campaign made.
+// The key a slot is resigning is not an orphan, however late its event: its
+// resign deletes it after the slot's queued records, with its last state
+// (TestLateCreateEventLeavesAResigningKeyToItsResign).
 func (s *Scheduler) ownKeyCreated(c createdKey) {
 	sl, ok := s.slots[c.slot]
-	if ok && (sl.stage == campaigning || sl.stage == leading) {
+	if ok && (sl.stage == campaigning || sl.stage == leading || sl.stage == resigning && sl.resignRev == c.rev) {
 		return
 	}
 	s.cfg.Logger.Warn("deleting a candidacy key no campaign of ours owns", "slot", c.slot.String(), "revision", c.rev)
