@@ -56,7 +56,8 @@ type journalIndex struct {
 	slots           map[shard.Slot]*journaled
 	byLeader        map[string]shard.Slot // the slots in slots, by leader key
 	// lastWrite is, by leader key, the batch of the slot's newest write
-	// of any kind: a copied record holds its state only if it is that.
+	// committed, of any kind: a copied record holds its state only if it
+	// is that.
 	lastWrite map[string]int64
 	copying   bool // a copy batch is in flight
 }
@@ -100,7 +101,7 @@ type copyOf struct {
 type journaled struct {
 	slot   shard.Slot
 	claim  fencing.Claim
-	newest int64 // its newest record's seq
+	newest int64 // its newest committed record's seq (see reuse)
 	limit  int
 	// recent are the seq and entry of its newest records landed (at most
 	// maxHandoverCopies of them, oldest first, up to twice that before
@@ -186,10 +187,10 @@ func (p *plan) committed(b []Write) {
 }
 
 // take plans batch b, numbered batch, taken off the queue (under the
-// writer's lock) with the copies of its handing-over writes (handoverCopies,
-// made before the batch's writes become their slots' newest): its records
-// go in the next entry, which holds no record still to copy (blocked), and
-// its writes become their slots' newest.
+// writer's lock) with the copies of its handing-over writes
+// (handoverCopies): its records go in the next entry, which holds no record
+// still to copy (blocked). Its writes become their slots' newest only once
+// they commit (landed).
 func (j *journalIndex) take(b []Write, batch int64, handover map[fencing.Claim][]copyOf) *plan {
 	p := &plan{batch: batch, entry: -1, handover: handover}
 	hasRecords := false
@@ -197,18 +198,10 @@ func (j *journalIndex) take(b []Write, batch int64, handover map[fencing.Claim][
 		if len(fw.Records) > 0 {
 			hasRecords = true
 		}
-		if _, tracked := j.lastWrite[fw.Claim.LeaderKey]; tracked || len(fw.Records) > 0 {
-			j.lastWrite[fw.Claim.LeaderKey] = batch
-		}
 		for _, r := range fw.Records {
-			js := j.slots[r.Slot]
-			if js == nil || js.claim != fw.Claim { // held again: the older records are the takeover's
-				js = &journaled{slot: r.Slot, claim: fw.Claim, newest: -1}
-				j.slots[r.Slot] = js
+			if js := j.slots[r.Slot]; js == nil || js.claim != fw.Claim { // held again: the older records are the takeover's
+				j.slots[r.Slot] = &journaled{slot: r.Slot, claim: fw.Claim, newest: -1}
 				j.byLeader[fw.Claim.LeaderKey] = r.Slot
-			}
-			if *r.Stored.Seq > js.newest {
-				js.newest, js.limit = *r.Stored.Seq, r.Limit
 			}
 		}
 	}
@@ -221,31 +214,14 @@ func (j *journalIndex) take(b []Write, batch int64, handover map[fencing.Claim][
 }
 
 // reuse is what the writer knows, as it takes its next batch, of the
-// entry to be reused next: the records it holds that are still needed,
-// counting the records still queued among their slots' newest.
-func (j *journalIndex) reuse(queue []Write) []held {
-	var entry []held
-	in := map[shard.Slot]bool{}
+// entry to be reused next: the records it holds that are still needed.
+// Only committed records count among a slot's newest: a record queued or
+// in flight may yet fail, and the one it would have replaced is then the
+// slot's newest (TestAnEntryIsReusedOnlyAfterItsSlotsNewerRecordsLanded).
+func (j *journalIndex) reuse() []held {
+	var out []held
 	for _, h := range j.entries[j.next%int64(j.size)].records {
 		if j.needed(h) {
-			entry = append(entry, h)
-			in[h.js.slot] = true
-		}
-	}
-	if len(entry) == 0 {
-		return nil // the usual case: the queue need not be read
-	}
-	queued := map[shard.Slot]int64{}
-	for _, fw := range queue {
-		for _, r := range fw.Records {
-			if in[r.Slot] && fw.Claim == j.slots[r.Slot].claim {
-				queued[r.Slot] = max(queued[r.Slot], *r.Stored.Seq)
-			}
-		}
-	}
-	var out []held
-	for _, h := range entry {
-		if h.seq > queued[h.js.slot]-int64(h.js.limit) {
 			out = append(out, h)
 		}
 	}
@@ -441,9 +417,20 @@ func (j *journalIndex) entryPut(p *plan, writes []Write) clientv3.Op {
 }
 
 // landed records what p's batch left in etcd (under the writer's lock):
-// its entry holds the records of the writes that committed, if any did;
-// a handover that committed ends its slot here.
+// the writes that committed are their slots' newest; its entry holds their
+// records, if any did; a handover that committed ends its slot here.
 func (j *journalIndex) landed(p *plan) {
+	for _, fw := range p.landed {
+		key := fw.Claim.LeaderKey
+		if _, tracked := j.lastWrite[key]; tracked || len(fw.Records) > 0 {
+			j.lastWrite[key] = p.batch
+		}
+		for _, r := range fw.Records {
+			if js := j.slots[r.Slot]; js != nil && js.claim == fw.Claim && *r.Stored.Seq > js.newest {
+				js.newest, js.limit = *r.Stored.Seq, r.Limit
+			}
+		}
+	}
 	if p.entry >= 0 && len(p.landed) > 0 {
 		e := entry{number: p.entry, batch: p.batch}
 		for _, fw := range p.landed {

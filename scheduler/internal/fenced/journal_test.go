@@ -2,7 +2,10 @@ package fenced
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,8 +77,7 @@ func journalSeqs(t *testing.T, cli *clientv3.Client, m string, n int) []int64 {
 }
 
 // A batch's records share one journal key. Before an entry is reused, its
-// records still among their slot's newest (counting the records queued)
-// are copied to the slot's ring, in a transaction of their own: with the
+// records still among their slot's newest committed are copied to the slot's ring, in a transaction of their own: with the
 // state if the record is the slot's newest write taken, without it
 // otherwise; a record whose claim has ended is not copied, and does not
 // hold up the batch.
@@ -113,10 +115,10 @@ func TestJournalCopiesRecordsStillNewestWhenReused(t *testing.T) {
 	commitNext(t, w) // entry 1: a1
 	answered(d)
 	d = write(ca, journalRecord(a, 2, 2))
-	commitNext(t, w) // entry 0 again: a0 is no longer among a's 2 newest, b0 is
+	commitNext(t, w) // entry 0 again: a0 is still among a's 2 newest committed (a2 is not yet), and so is b0
 	answered(d)
-	if r := ringRecord(t, cli, a, 0, 2); r != nil {
-		t.Fatalf("a0 copied to the ring: %+v", r)
+	if r := ringRecord(t, cli, a, 0, 2); r == nil || r.State != nil {
+		t.Fatalf("a0 in the ring: %+v; want it without its state (a1 was a's newest write)", r)
 	}
 	if r := ringRecord(t, cli, b, 0, 2); r == nil || r.State == nil || *r.Seq != 0 {
 		t.Fatalf("b0 in the ring: %+v; want it with its state (b's newest write)", r)
@@ -269,5 +271,84 @@ func TestReusingAFullEntryCopiesEveryRecord(t *testing.T) {
 	}
 	if seqs := journalSeqs(t, cli, "m", 0); len(seqs) != maxBatch || seqs[0] != 1 {
 		t.Fatalf("entry 0 holds %d records; want the second batch's %d", len(seqs), maxBatch)
+	}
+}
+
+// failingKV fails, while failing is set, every commit that puts a journal
+// entry: etcd unreachable for a batch of records, not for the copies.
+type failingKV struct {
+	clientv3.KV
+	failing atomic.Bool
+}
+
+func (f *failingKV) Txn(ctx context.Context) clientv3.Txn {
+	return &failingTxn{Txn: f.KV.Txn(ctx), kv: f}
+}
+
+type failingTxn struct {
+	clientv3.Txn
+	kv   *failingKV
+	fail bool
+}
+
+func (t *failingTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+func (t *failingTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+func (t *failingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		if op.IsPut() && strings.HasPrefix(string(op.KeyBytes()), keyspace.Journals("c")) {
+			t.fail = t.kv.failing.Load()
+		}
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+func (t *failingTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.fail {
+		return nil, errors.New("etcd unreachable")
+	}
+	return t.Txn.Commit()
+}
+
+// A record only queued or in flight does not make the one before it old: if
+// its write fails, that one is still the slot's newest, and the entry that
+// holds it is reused only after it is copied, with its state. Counting the
+// failed write's record as the newest lost the slot's state: the next
+// holder would have run its finished fire again.
+func TestAnEntryIsReusedOnlyAfterItsSlotsNewerRecordsLanded(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	kv := &failingKV{KV: cli}
+	a, b := shard.Slot{Job: "j"}, shard.Slot{Job: "j", Partition: 1}
+	ca, cb := heldClaim(t, cli, "/leader/a"), heldClaim(t, cli, "/leader/b")
+	w := NewWriter(kv)
+	w.index = newIndex("c", "m", 2)
+	const limit = 1
+	write := func(c fencing.Claim, s shard.Slot, seq int64) error {
+		t.Helper()
+		done := make(chan error, 1)
+		w.Enqueue(Write{Claim: c, Records: []Record{journalRecord(s, seq, limit)}, Done: done})
+		commitNext(t, w)
+		return kiratest.Receive(t, done, 10*time.Second, "the write's answer")
+	}
+	for _, err := range []error{write(ca, a, 0), write(cb, b, 0)} { // entries 0 and 1
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv.failing.Store(true)
+	if err := write(ca, a, 1); err == nil { // would reuse entry 0
+		t.Fatal("a1 committed while etcd failed")
+	}
+	kv.failing.Store(false)
+	for seq := range int64(2) { // entries 1 and 0 reused
+		if err := write(cb, b, seq+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := ringRecord(t, cli, a, 0, limit); r == nil || r.State == nil || r.State.HistorySeq != 1 {
+		t.Fatalf("a0 in the ring: %+v; want it with its state: a's newest committed, its entry reused", r)
 	}
 }

@@ -296,7 +296,7 @@ func (w *Writer) next() ([]Write, *taken) {
 		}
 		var blocked bool // records wait for the copies of the entry they would reuse
 		if w.index != nil {
-			needed := w.index.reuse(w.queue)
+			needed := w.index.reuse()
 			blocked = len(needed) > 0
 			if b := w.index.copyBatch(needed); b != nil {
 				t := &taken{plan: &plan{entry: -1, copy: true}, keys: w.index.copyKeys(b)}
