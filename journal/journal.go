@@ -11,9 +11,9 @@
 //     among their slots' newest to the slots' rings (keyspace.HistoryEntry);
 //     a resign copies its slot's newest records and puts its state key in the
 //     transaction that deletes the leader key.
-//  3. Read by a new holder. scheduler.readTakeover reads the slot's state
-//     key, ring and triggers (scheduler/takeoverreads.go) and the journals
-//     through a Cache as of that read's revision, after the win;
+//  3. Read by a new holder. scheduler.readTakeover reads the journals
+//     through a Cache (SlotsNow), after the win, and the slot's state key,
+//     ring and triggers at the same revision (scheduler/takeoverreads.go);
 //     history.NewestState picks the state, and the new holder's first write
 //     copies the records found only in journals to the ring and puts the
 //     state key (scheduler/takeover.go).
@@ -107,6 +107,24 @@ func (c *Cache) Slot(ctx context.Context, s shard.Slot, atLeast int64) ([]histor
 		return nil, err
 	}
 	return decoded(c.bySlot[s], nil), nil
+}
+
+// SlotsNow is the records in journals of each of slots, as of the revision
+// it returns, read now: after every write committed before the call. A
+// takeover reads the slot's ring and state at that same revision, so a
+// record moved from a journal to the ring meanwhile is found in one of the
+// two (TestTakeoverFindsARecordMovedToTheRingWhileItReads).
+func (c *Cache) SlotsNow(ctx context.Context, slots []shard.Slot) (map[shard.Slot][]history.Slotted, int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.refresh(ctx, c.rev+1); err != nil {
+		return nil, 0, err
+	}
+	out := make(map[shard.Slot][]history.Slotted, len(slots))
+	for _, s := range slots {
+		out[s] = decoded(c.bySlot[s], nil)
+	}
+	return out, c.rev, nil
 }
 
 // Records are the records in journals of the slots keep accepts, as of a

@@ -25,8 +25,9 @@ func triggerFire(s shard.Slot, key string, createRev int64, value []byte) fire {
 }
 
 // triggersOp reads the manual triggers waiting for slot s, oldest first.
-func triggersOp(cluster string, s shard.Slot) clientv3.Op {
-	return clientv3.OpGet(keyspace.Triggers(cluster, s), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+func triggersOp(cluster string, s shard.Slot, opts ...clientv3.OpOption) clientv3.Op {
+	opts = append([]clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}, opts...)
+	return clientv3.OpGet(keyspace.Triggers(cluster, s), opts...)
 }
 
 // triggersFrom turns what triggersOp read into fires.

@@ -35,7 +35,7 @@ func (s *Scheduler) raiseFences(sl *slot) {
 		defer s.wg.Done()
 		defer cancel()
 		ctx, span := s.slotSpan(ctx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
-		read, err := readTakeover(ctx, reads, id, journals)
+		read, err := readTakeover(ctx, reads, id)
 		journals.Release()
 		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,7 +208,7 @@ func TestOldMembersKeepRecordsReadable(t *testing.T) {
 // readAcquired reads what a new holder of slot s would take as its state,
 // with a journal read of its own.
 func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (st history.SlotState, unreadable error, triggers []fire, err error) {
-	reads := newTakeoverReads(kv, cluster)
+	reads := newTakeoverReads(kv, cluster, journal.NewCache(kv, cluster))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { reads.run(runCtx); close(done) }()
@@ -219,7 +220,7 @@ func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.S
 			panic("the takeover reads did not stop")
 		}
 	}()
-	r, err := readTakeover(ctx, reads, s, journal.NewCache(kv, cluster))
+	r, err := readTakeover(ctx, reads, s)
 	return r.state, r.unreadable, r.triggers, err
 }
 
@@ -271,17 +272,84 @@ func TestTakeoverReadsTheJournalsAfterItsWin(t *testing.T) {
 		t.Fatal(err)
 	}
 	entry(1, history.SlotState{Started: at, StartedID: id, StartedAttempt: 1, Finished: at, Outcome: "succeeded"}) // its result
-	reads := newTakeoverReads(cli, "fresh")
+	reads := newTakeoverReads(cli, "fresh", journals)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { reads.run(runCtx); close(done) }()
 	defer func() { stop(); kiratest.Receive(t, done, 10*time.Second, "the takeover reads to stop") }()
-	r, err := readTakeover(ctx, reads, slot, journals)
+	r, err := readTakeover(ctx, reads, slot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.state.Unfinished() || !r.state.Finished.Equal(at) {
 		t.Fatalf("the new holder read started %v, finished %v; want the fire of %v finished (the previous holder's last write)", r.state.Started, r.state.Finished, at)
+	}
+}
+
+// movingKV runs move once, right after the first transaction committed
+// through it: a write of another member that lands while a takeover reads.
+type movingKV struct {
+	clientv3.KV
+	once sync.Once
+	move func()
+}
+
+func (m *movingKV) Txn(ctx context.Context) clientv3.Txn {
+	return &movingTxn{Txn: m.KV.Txn(ctx), kv: m}
+}
+
+type movingTxn struct {
+	clientv3.Txn
+	kv *movingKV
+}
+
+func (t *movingTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *movingTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *movingTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+func (t *movingTxn) Commit() (*clientv3.TxnResponse, error) {
+	resp, err := t.Txn.Commit()
+	t.kv.once.Do(t.kv.move)
+	return resp, err
+}
+
+// A record moves from its journal entry to the slot's ring (the previous
+// holder's writer copies it, then reuses the entry) while a new holder
+// reads the slot: reading the ring before the journals, the takeover found
+// it in neither, took an older state and ran the finished fire again. Read
+// at one revision, it is in one of the two.
+func TestTakeoverFindsARecordMovedToTheRingWhileItReads(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	slot, other := shard.Slot{Job: "tick"}, shard.Slot{Job: "other"}
+	at := time.Date(2026, 12, 3, 12, 0, 10, 0, time.UTC)
+	item := func(s shard.Slot, st history.SlotState) history.JournalItem {
+		seq := int64(0)
+		st.Token, st.Member, st.HistorySeq, st.HistoryLimit = 5, "old", seq+1, 10
+		id := jobs.ExecutionID(s.Job, 0, at)
+		return history.JournalItem{Slot: s, Stored: history.Stored{Seq: &seq, State: &st,
+			Record: history.Record{Job: s.Job, ExecutionID: id, ScheduledTime: at, Outcome: "succeeded", Member: "old", Token: 5, Attempt: 1}}}
+	}
+	finished := item(slot, history.SlotState{Started: at, StartedAttempt: 1, Finished: at, Outcome: "succeeded"})
+	if _, err := cli.Put(ctx, keyspace.JournalEntry("moved", "old", 0), string(history.EncodeJournal("old", []history.JournalItem{finished}))); err != nil {
+		t.Fatal(err)
+	}
+	kv := &movingKV{KV: cli, move: func() {
+		ring := keyspace.HistoryEntry("moved", slot, 0, 10)
+		if _, err := cli.Put(ctx, ring, string(history.Encode(finished.Stored, history.FormatJournal))); err != nil {
+			t.Error(err)
+		}
+		reused := history.EncodeJournal("old", []history.JournalItem{item(other, history.SlotState{})})
+		if _, err := cli.Put(ctx, keyspace.JournalEntry("moved", "old", 0), string(reused)); err != nil {
+			t.Error(err)
+		}
+	}}
+	st, _, _, err := readAcquired(ctx, kv, "moved", slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Finished.Equal(at) {
+		t.Fatalf("the new holder read finished %v; want the fire of %v finished, in the journal or the ring", st.Finished, at)
 	}
 }
 

@@ -214,7 +214,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	}
 	s.writer.UseJournal(member.Cluster(), member.ID(), cfg.JournalEntries)
 	s.journals = journal.NewCache(s.cli, member.Cluster())
-	s.reads = newTakeoverReads(s.cli, member.Cluster())
+	s.reads = newTakeoverReads(s.cli, member.Cluster(), s.journals)
 	s.catalogRev = cfg.CatalogRevision
 	s.notifier = s.newNotifier()
 	s.cleanupCtx, s.cancelCleanup = context.WithCancel(context.Background())

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/kira-scheduler/kira/history"
-	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
 	"github.com/kira-scheduler/kira/shard"
@@ -38,31 +37,27 @@ type acquiredRead struct {
 	journaled bool
 }
 
-// readTakeover reads what a new holder needs of slot s: its state key, its
-// ring and the manual triggers waiting for it in one transaction (one
-// revision; shared with the slots taken over at the same time,
-// takeoverReads), and its records in journals as of a revision no older
-// than that one. Both reads come after the win, so after every write the
-// previous holders' claims let commit: the previous holder's newest state
-// is in one of the places read. Nothing else writes the slot's records from
-// the win on, so the two reads agree. The token is not enough as the
-// journals' bound: it is the create revision of the new holder's candidacy
-// key, which can be older than the previous holder's last writes.
-// Held by TestTakeoverReadsTheJournalsAfterItsWin. A rebalance does this for
-// thousands of slots at once; they share the journal read too.
+// readTakeover reads what a new holder needs of slot s: its records in
+// journals, then its state key, its ring and the manual triggers waiting
+// for it, all at one revision (shared with the slots taken over at the
+// same time, takeoverReads). The read comes after the win, so after every
+// write the previous holders' claims let commit: the previous holder's
+// newest state is in one of the places read. A record can move from a
+// journal to the ring while the slot is read (fenced.Record): at one
+// revision it is in one of them. Held by
+// TestTakeoverReadsTheJournalsAfterItsWin and
+// TestTakeoverFindsARecordMovedToTheRingWhileItReads. A rebalance does this
+// for thousands of slots at once; they share the journal read too.
 //
 // A state that cannot be read (corrupt, or written by hand) is returned as
 // unreadable with the zero state: the slot is treated as never run, rather
 // than never fired again. Held by TestJunkInEtcdLeavesEverySlotFiring.
-func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot, journals *journal.Cache) (acquiredRead, error) {
+func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot) (acquiredRead, error) {
 	q, err := reads.read(ctx, s)
 	if err != nil {
 		return acquiredRead{}, err
 	}
-	placed, err := journals.Slot(ctx, s, q.revision) // shared with the slots taken at once
-	if err != nil {
-		return acquiredRead{}, err
-	}
+	placed := q.journaled
 	r := acquiredRead{triggers: triggersFrom(s, q.triggers), journaled: len(placed) > 0}
 	r.state, r.unreadable = history.NewestState(s, q.state, q.ring, placed)
 	if r.unreadable != nil {

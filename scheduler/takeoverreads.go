@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -11,14 +13,16 @@ import (
 )
 
 // How the slots taken over together are read. A takeover reads its slot's
-// state key, ring and manual triggers (readTakeover); a member that joins
-// or takes a failed member's place does that for thousands of slots within
-// seconds. Those reads share transactions: each transaction reads the
-// slots queued when it goes, up to maxSlotsPerRead, with at most
-// maxReadTxns in flight, so under load a takeover's read waits at most for
-// the transactions ahead of it, and alone it goes at once. A slot's three
-// reads stay in one transaction (one revision). Held by
-// TestTakeoverReadsShareTransactions.
+// records in the journals, state key, ring and manual triggers
+// (readTakeover); a member that joins or takes a failed member's place does
+// that for thousands of slots within seconds. Those reads share
+// transactions: each transaction reads the slots queued when it goes, up
+// to maxSlotsPerRead, with at most maxReadTxns in flight, so under load a
+// takeover's read waits at most for the transactions ahead of it, and
+// alone it goes at once. The journals are read first (journal.SlotsNow),
+// and the slots' keys at the journals' revision: a slot's reads are of one
+// revision. Held by TestTakeoverReadsShareTransactions and
+// TestTakeoverFindsARecordMovedToTheRingWhileItReads.
 
 // maxSlotsPerRead is how many slots one transaction reads: three reads
 // each, within etcd's default 128 operations.
@@ -29,27 +33,29 @@ const maxReadTxns = 2
 
 // takeoverReads queues the reads of slots taken over and commits them.
 type takeoverReads struct {
-	kv      clientv3.KV
-	cluster string
-	bell    chan struct{}
+	kv       clientv3.KV
+	cluster  string
+	journals *journal.Cache
+	bell     chan struct{}
 
 	mu    sync.Mutex
 	queue []*slotRead
 	txns  int // transactions committed, for tests
 }
 
-// slotRead is a slot's state key, ring and triggers, once read, and the
-// revision they were read at.
+// slotRead is a slot's state key, ring, triggers and records in journals,
+// once read, and the revision they were read at.
 type slotRead struct {
 	slot                  shard.Slot
 	state, ring, triggers []*mvccpb.KeyValue
+	journaled             []history.Slotted
 	revision              int64
 	err                   error
 	done                  chan struct{} // closed once read
 }
 
-func newTakeoverReads(kv clientv3.KV, cluster string) *takeoverReads {
-	return &takeoverReads{kv: kv, cluster: cluster, bell: make(chan struct{}, 1)}
+func newTakeoverReads(kv clientv3.KV, cluster string, journals *journal.Cache) *takeoverReads {
+	return &takeoverReads{kv: kv, cluster: cluster, journals: journals, bell: make(chan struct{}, 1)}
 }
 
 // read is slot s's state key, ring and triggers, read in one transaction
@@ -112,16 +118,26 @@ func (r *takeoverReads) take() []*slotRead {
 	return b
 }
 
-// commit reads b's slots in one transaction and answers each.
+// commit reads b's slots' records in journals, then their keys in one
+// transaction at the journals' revision, and answers each.
 func (r *takeoverReads) commit(ctx context.Context, b []*slotRead) {
-	ops := make([]clientv3.Op, 0, 3*len(b))
-	for _, q := range b {
-		ops = append(ops, clientv3.OpGet(keyspace.State(r.cluster, q.slot)),
-			clientv3.OpGet(keyspace.SlotHistory(r.cluster, q.slot), clientv3.WithPrefix()), triggersOp(r.cluster, q.slot))
-	}
 	ctx, cancel := context.WithTimeout(ctx, raiseTimeout) // as long as its takeovers wait
 	defer cancel()
-	resp, err := r.kv.Txn(ctx).Then(ops...).Commit()
+	slots := make([]shard.Slot, len(b))
+	for i, q := range b {
+		slots[i] = q.slot
+	}
+	journaled, rev, err := r.journals.SlotsNow(ctx, slots)
+	var resp *clientv3.TxnResponse
+	if err == nil {
+		at := clientv3.WithRev(rev)
+		ops := make([]clientv3.Op, 0, 3*len(b))
+		for _, q := range b {
+			ops = append(ops, clientv3.OpGet(keyspace.State(r.cluster, q.slot), at),
+				clientv3.OpGet(keyspace.SlotHistory(r.cluster, q.slot), clientv3.WithPrefix(), at), triggersOp(r.cluster, q.slot, at))
+		}
+		resp, err = r.kv.Txn(ctx).Then(ops...).Commit()
+	}
 	r.mu.Lock()
 	r.txns++
 	r.mu.Unlock()
@@ -129,7 +145,7 @@ func (r *takeoverReads) commit(ctx context.Context, b []*slotRead) {
 		if err != nil {
 			q.err = err
 		} else {
-			q.revision = resp.Header.Revision
+			q.revision, q.journaled = rev, journaled[q.slot]
 			q.state = resp.Responses[3*i].GetResponseRange().Kvs
 			q.ring = resp.Responses[3*i+1].GetResponseRange().Kvs
 			q.triggers = resp.Responses[3*i+2].GetResponseRange().Kvs

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
 )
@@ -27,7 +28,7 @@ func TestTakeoverReadsShareTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reads := newTakeoverReads(cli, "c")
+	reads := newTakeoverReads(cli, "c", journal.NewCache(cli, "c"))
 	var wg sync.WaitGroup
 	errs := make(chan error, slots+1)
 	readOne := func(p int) {

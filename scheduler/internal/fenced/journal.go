@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/kira-scheduler/kira/fencing"
@@ -19,13 +20,16 @@ import (
 // member's journal (history.EncodeJournal), each still committed only
 // while its write's claim holds. A record stays there until its entry is
 // reused, size transactions later; before that, the writer copies it to
-// its slot's ring if it is still among the slot's Limit newest, in a
-// transaction of its own under the claim it was written with (copyBatch). A write that hands the slot over (Handover)
-// copies the slot's records that are still among its newest, so the next
-// holder finds them in the ring even after the entry is reused; a holder
-// that stops without a handover leaves its journal to the next holders,
-// who copy what they need when they take each slot (the scheduler's
-// takeover). Held by TestJournalCopiesRecordsStillNewestWhenReused,
+// its slot's ring if it is still among the slot's Limit newest committed,
+// unless a newer holder has taken the slot over (copyBatch): so at every
+// revision each such record is in the journal or in the ring, and a
+// takeover, which reads both at one revision, finds it. A write that hands
+// the slot over (Handover) copies the slot's records that are still among
+// its newest, so the next holder finds them in the ring; a holder that
+// stops without a handover leaves its journal to the next holders, who
+// copy what they need when they take each slot (the scheduler's takeover).
+// Held by TestJournalCopiesRecordsStillNewestWhenReused,
+// TestACopyLandsAfterTheClaimEndedUntilANewerHolderTookOver,
 // TestHandoverCopiesTheSlotsRecords and
 // TestReusingAFullEntryCopiesEveryRecord.
 type Record struct {
@@ -103,6 +107,9 @@ type journaled struct {
 	claim  fencing.Claim
 	newest int64 // its newest committed record's seq (see reuse)
 	limit  int
+	// lastRev is the revision of its newest committed write of any kind:
+	// a state key written after it is a newer holder's (copyBatch).
+	lastRev int64
 	// recent are the seq and entry of its newest records landed (at most
 	// maxHandoverCopies of them, oldest first, up to twice that before
 	// trimming), for a handover.
@@ -178,12 +185,20 @@ type plan struct {
 	// batch holds one write per leader key), and their puts once filled.
 	handover    map[fencing.Claim][]copyOf
 	handoverOps map[fencing.Claim][]clientv3.Op
-	landed      []Write // the batch's writes committed so far
+	landed      []Write          // the batch's writes committed so far
+	revs        map[string]int64 // the revision each committed at, by leader key
 }
 
-// committed adds writes b, just committed, to p's landed writes.
-func (p *plan) committed(b []Write) {
+// committed adds writes b, just committed at revision rev, to p's landed
+// writes.
+func (p *plan) committed(b []Write, rev int64) {
 	p.landed = append(p.landed, b...)
+	if p.revs == nil {
+		p.revs = map[string]int64{}
+	}
+	for _, fw := range b {
+		p.revs[fw.Claim.LeaderKey] = rev
+	}
 }
 
 // take plans batch b, numbered batch, taken off the queue (under the
@@ -230,11 +245,16 @@ func (j *journalIndex) reuse() []held {
 
 // copyBatch is the batch that copies the next entry's records still needed
 // to their slots' rings, before the entry is reused: one write per slot,
-// under the claim its records were written under, so a copy under a claim
-// that has ended is refused like any fenced write (its records are then
-// the next holder's to copy), up to maxTxnOps puts. A record holds its
-// state in the copy only if it is its slot's newest write. Nil when there
-// is nothing to copy or a copy batch is in flight.
+// up to maxTxnOps puts. A copy is not fenced by its claim: a record of a
+// claim that has ended is still its slot's newest until a newer holder
+// has read it, and a takeover finds it in the ring as well as in the
+// entry. It is guarded instead by the slot's state key, which a newer
+// holder puts after its takeover read (the scheduler's takeoverWrite) and
+// this member last put no later than the slot's lastRev: a state key put
+// since means the slot was taken over, and its record is the new holder's
+// (errTakenOver). A record holds its state in the copy only if it is its
+// slot's newest write. Nil when there is nothing to copy or a copy batch
+// is in flight.
 func (j *journalIndex) copyBatch(needed []held) []Write {
 	if j.copying {
 		return nil
@@ -263,7 +283,9 @@ func (j *journalIndex) copyBatch(needed []held) []Write {
 		for _, h := range hs {
 			cs = append(cs, j.copyOf(h, reused, true))
 		}
-		b = append(b, Write{Claim: js.claim, Done: make(chan error, 1), copies: cs})
+		state := keyspace.State(j.cluster, js.slot)
+		b = append(b, Write{Claim: js.claim, Done: make(chan error, 1), copies: cs,
+			guard: clientv3.Compare(clientv3.ModRevision(state), "<", js.lastRev+1), stateKey: state})
 	}
 	j.copying = true
 	return b
@@ -366,8 +388,10 @@ func (j *journalIndex) readBack(ctx context.Context, kv clientv3.KV, cs []copyOf
 }
 
 // copiedOut takes the records of copy batch b out of the entry they were
-// in, once their copy committed or was refused by the fence (under the
-// writer's lock); the others are copied again in the next copy batch.
+// in, once their copy committed or their slot was taken over (under the
+// writer's lock); the others are copied again in the next copy batch, after
+// a state key this member wrote later than lastRev (in a write that had not
+// landed yet) is taken as its own.
 func (j *journalIndex) copiedOut(b []Write) {
 	j.copying = false
 	for _, fw := range b {
@@ -377,7 +401,14 @@ func (j *journalIndex) copiedOut(b []Write) {
 		default:
 			err = ErrAbandoned
 		}
-		if err != nil && !errors.Is(err, fencing.ErrFenced) {
+		var not notCopied
+		if errors.As(err, &not) {
+			if js := j.slots[fw.copies[0].h.js.slot]; js == fw.copies[0].h.js {
+				js.lastRev = max(js.lastRev, not.stateRev)
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, errTakenOver) {
 			continue
 		}
 		for _, c := range fw.copies {
@@ -425,6 +456,9 @@ func (j *journalIndex) landed(p *plan) {
 		if _, tracked := j.lastWrite[key]; tracked || len(fw.Records) > 0 {
 			j.lastWrite[key] = p.batch
 		}
+		if s, ok := j.byLeader[key]; ok && j.slots[s].claim == fw.Claim {
+			j.slots[s].lastRev = max(j.slots[s].lastRev, p.revs[key])
+		}
 		for _, r := range fw.Records {
 			if js := j.slots[r.Slot]; js != nil && js.claim == fw.Claim && *r.Stored.Seq > js.newest {
 				js.newest, js.limit = *r.Stored.Seq, r.Limit
@@ -449,7 +483,7 @@ func (j *journalIndex) landed(p *plan) {
 		j.entries[p.entry%int64(j.size)] = e
 	}
 	for _, fw := range p.landed {
-		if s, ok := j.byLeader[fw.Claim.LeaderKey]; ok && fw.Handover && j.slots[s].claim == fw.Claim {
+		if s, ok := j.byLeader[fw.Claim.LeaderKey]; ok && fw.Handover && j.slots[s].claim == fw.Claim && p.copiedAll(fw.Claim) {
 			j.drop(s)
 		}
 	}
@@ -461,4 +495,23 @@ func (j *journalIndex) drop(s shard.Slot) {
 		delete(j.lastWrite, js.claim.LeaderKey)
 		delete(j.slots, s)
 	}
+}
+
+// copiedAll reports whether the handover of claim in p made every copy it
+// planned. One that could not (its records could not be read back) leaves
+// its slot's records needed: they are copied before their entries are
+// reused (copyBatch).
+func (p *plan) copiedAll(claim fencing.Claim) bool {
+	return len(p.handoverOps[claim]) == len(p.handover[claim])
+}
+
+// errTakenOver answers a copy whose slot a newer holder has taken over.
+var errTakenOver = errors.New("fenced: copy not needed: the slot was taken over")
+
+// notCopied answers a copy refused because the slot's state key was put
+// after the slot's lastRev, by this member (stateRev: when).
+type notCopied struct{ stateRev int64 }
+
+func (e notCopied) Error() string {
+	return fmt.Sprintf("fenced: copy refused: the state key was put at revision %d", e.stateRev)
 }

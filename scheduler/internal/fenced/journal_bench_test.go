@@ -36,7 +36,7 @@ func BenchmarkJournalIndex(b *testing.B) {
 				ws = append(ws, Write{Claim: claims[s], Records: []Record{r}})
 			}
 			p := j.take(ws, batch, nil) // no handovers
-			p.committed(ws)
+			p.committed(ws, batch)
 			j.landed(p)
 		}
 		runtime.GC()

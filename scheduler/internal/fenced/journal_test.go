@@ -2,6 +2,7 @@ package fenced
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -77,10 +78,10 @@ func journalSeqs(t *testing.T, cli *clientv3.Client, m string, n int) []int64 {
 }
 
 // A batch's records share one journal key. Before an entry is reused, its
-// records still among their slot's newest committed are copied to the slot's ring, in a transaction of their own: with the
-// state if the record is the slot's newest write taken, without it
-// otherwise; a record whose claim has ended is not copied, and does not
-// hold up the batch.
+// records still among their slot's newest committed are copied to the
+// slot's ring, in a transaction of their own: with the state if the record
+// is the slot's newest write committed, without it otherwise; also after
+// the record's claim ended, while nobody has taken the slot over.
 func TestJournalCopiesRecordsStillNewestWhenReused(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
@@ -128,7 +129,7 @@ func TestJournalCopiesRecordsStillNewestWhenReused(t *testing.T) {
 	}
 
 	d = write(cb, journalRecord(b, 1, 2))
-	commitNext(t, w) // entry 1: b1 (a1 is not among a's newest)
+	commitNext(t, w) // entry 1: b1 (a1, still among a's newest committed, copied first)
 	answered(d)
 	if _, err := cli.Delete(context.Background(), cb.LeaderKey); err != nil { // b's claim ends
 		t.Fatal(err)
@@ -140,10 +141,10 @@ func TestJournalCopiesRecordsStillNewestWhenReused(t *testing.T) {
 		t.Fatalf("a2 in the ring: %+v; want it with its state (copied before a3 was taken)", r)
 	}
 	d = write(ca, journalRecord(a, 4, 2))
-	commitNext(t, w) // entry 1 again: b1 is b's newest, but b's claim ended
+	commitNext(t, w) // entry 1 again: b1 is b's newest; b's claim ended, but nobody took b over
 	answered(d)
-	if r := ringRecord(t, cli, b, 1, 2); r != nil {
-		t.Fatalf("b1 copied under an ended claim: %+v", r)
+	if r := ringRecord(t, cli, b, 1, 2); r == nil || r.State == nil || *r.Seq != 1 {
+		t.Fatalf("b1 in the ring: %+v; want it with its state: nobody else has read it", r)
 	}
 	if seqs := journalSeqs(t, cli, "m", 1); len(seqs) != 1 || seqs[0] != 4 {
 		t.Fatalf("entry 1 holds %v; want a4 alone", seqs)
@@ -275,10 +276,11 @@ func TestReusingAFullEntryCopiesEveryRecord(t *testing.T) {
 }
 
 // failingKV fails, while failing is set, every commit that puts a journal
-// entry: etcd unreachable for a batch of records, not for the copies.
+// entry: etcd unreachable for a batch of records, not for the copies; and
+// while failReads is set, every read of journal entries (a copy's read-back).
 type failingKV struct {
 	clientv3.KV
-	failing atomic.Bool
+	failing, failReads atomic.Bool
 }
 
 func (f *failingKV) Txn(ctx context.Context) clientv3.Txn {
@@ -298,8 +300,8 @@ func (t *failingTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 }
 func (t *failingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
 	for _, op := range ops {
-		if op.IsPut() && strings.HasPrefix(string(op.KeyBytes()), keyspace.Journals("c")) {
-			t.fail = t.kv.failing.Load()
+		if strings.HasPrefix(string(op.KeyBytes()), keyspace.Journals("c")) {
+			t.fail = t.fail || op.IsPut() && t.kv.failing.Load() || op.IsGet() && t.kv.failReads.Load()
 		}
 	}
 	t.Txn = t.Txn.Then(ops...)
@@ -350,5 +352,101 @@ func TestAnEntryIsReusedOnlyAfterItsSlotsNewerRecordsLanded(t *testing.T) {
 	}
 	if r := ringRecord(t, cli, a, 0, limit); r == nil || r.State == nil || r.State.HistorySeq != 1 {
 		t.Fatalf("a0 in the ring: %+v; want it with its state: a's newest committed, its entry reused", r)
+	}
+}
+
+// A copy is guarded by the slot's state key, not by its claim: after the
+// claim ended it still lands while no newer holder has put the slot's state
+// (so the record stays readable, in the ring, once its entry is reused),
+// and it is dropped, without holding the writer up, once one has (the
+// record is the new holder's). A state key put later by this member itself
+// (a write that had not landed when the copy was planned) does not stop the
+// copy: it goes in the next copy batch.
+func TestACopyLandsAfterTheClaimEndedUntilANewerHolderTookOver(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	free, taken, own, filler := shard.Slot{Job: "j"}, shard.Slot{Job: "j", Partition: 1}, shard.Slot{Job: "j", Partition: 2}, shard.Slot{Job: "f"}
+	cFree, cTaken, cOwn, cFiller := heldClaim(t, cli, "/leader/free"), heldClaim(t, cli, "/leader/taken"), heldClaim(t, cli, "/leader/own"), heldClaim(t, cli, "/leader/filler")
+	w := NewWriter(cli)
+	w.index = newIndex("c", "m", 3)
+	const limit = 1
+	write := func(c fencing.Claim, recs ...Record) {
+		t.Helper()
+		done := make(chan error, 1)
+		w.Enqueue(Write{Claim: c, Records: recs, Done: done})
+		commitNext(t, w)
+		if err := kiratest.Receive(t, done, 10*time.Second, "the write's answer"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putState := func(s shard.Slot, token fencing.Token) {
+		t.Helper()
+		data, _ := json.Marshal(history.SlotState{Token: token, Member: "other"})
+		if _, err := cli.Put(ctx, keyspace.State("c", s), string(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(cFree, journalRecord(free, 0, limit))        // entry 0
+	write(cTaken, journalRecord(taken, 0, limit))      // entry 1
+	write(cOwn, journalRecord(own, 0, limit))          // entry 2
+	for _, c := range []fencing.Claim{cFree, cTaken} { // their claims end
+		if _, err := cli.Delete(ctx, c.LeaderKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putState(taken, cTaken.Token+100)               // a newer holder took taken over
+	putState(own, cOwn.Token)                       // as this member's own state write would
+	write(cFiller, journalRecord(filler, 0, limit)) // entry 0 reused: free0 copied
+	if r := ringRecord(t, cli, free, 0, limit); r == nil || r.State == nil {
+		t.Fatalf("free0 in the ring: %+v; want it with its state, its claim ended but nobody took it over", r)
+	}
+	write(cFiller, journalRecord(filler, 1, limit)) // entry 1 reused: taken0 dropped
+	if r := ringRecord(t, cli, taken, 0, limit); r != nil {
+		t.Fatalf("taken0 copied after a newer holder took the slot over: %+v", r)
+	}
+	if seqs := journalSeqs(t, cli, "m", 1); len(seqs) != 1 || seqs[0] != 1 {
+		t.Fatalf("entry 1 holds %v; want filler1 alone", seqs)
+	}
+	write(cFiller, journalRecord(filler, 2, limit)) // entry 2 reused: own0 copied on a second try
+	if r := ringRecord(t, cli, own, 0, limit); r == nil || r.State == nil {
+		t.Fatalf("own0 in the ring: %+v; want it, after its state key put by this member", r)
+	}
+}
+
+// A handover whose copies could not be made (the read-back of its records
+// failed) still hands the slot over, and leaves the slot's records needed:
+// they are copied before their entry is reused, not dropped with it.
+func TestAHandoverThatCouldNotCopyLeavesItsRecordsToCopy(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	kv := &failingKV{KV: cli}
+	a, filler := shard.Slot{Job: "j"}, shard.Slot{Job: "f"}
+	ca, cf := heldClaim(t, cli, "/leader/a"), heldClaim(t, cli, "/leader/f")
+	w := NewWriter(kv)
+	w.index = newIndex("c", "m", 2)
+	write := func(fw Write) {
+		t.Helper()
+		fw.Done = make(chan error, 1)
+		w.Enqueue(fw)
+		commitNext(t, w)
+		if err := kiratest.Receive(t, fw.Done, 10*time.Second, "the write's answer"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(Write{Claim: ca, Records: []Record{journalRecord(a, 0, 2)}}) // entry 0
+	kv.failReads.Store(true)
+	write(Write{Claim: ca, Ops: []clientv3.Op{clientv3.OpDelete(ca.LeaderKey)}, Handover: true})
+	kv.failReads.Store(false)
+	if resp, _ := cli.Get(context.Background(), ca.LeaderKey); len(resp.Kvs) != 0 {
+		t.Fatal("the handover did not delete the leader key")
+	}
+	if r := ringRecord(t, cli, a, 0, 2); r != nil {
+		t.Fatalf("a0 in the ring after a handover that could not read it back: %+v", r)
+	}
+	write(Write{Claim: cf, Records: []Record{journalRecord(filler, 0, 2)}}) // entry 1
+	write(Write{Claim: cf, Records: []Record{journalRecord(filler, 1, 2)}}) // entry 0 reused
+	if r := ringRecord(t, cli, a, 0, 2); r == nil || r.State != nil {
+		t.Fatalf("a0 in the ring: %+v; want it, copied before its entry was reused (without its state: the handover was a's newest write)", r)
 	}
 }

@@ -2,6 +2,7 @@ package fenced
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -37,7 +40,12 @@ type Write struct {
 	// Held by TestWriterQueuesALastWriteWhenFull.
 	Last   bool
 	queued time.Time // set by Enqueue
-	copies []copyOf  // a copy batch's write: the records it copies (fill)
+	// A copy batch's write: the records it copies (fill), committed while
+	// guard holds rather than the claim (copyBatch), and its slot's state
+	// key, read when guard fails.
+	copies   []copyOf
+	guard    clientv3.Cmp
+	stateKey string
 }
 
 // linger is the longest the writer holds lazy writes, while nothing else is
@@ -447,7 +455,55 @@ func (w *Writer) commitBatch(ctx context.Context, b []Write, t *taken) {
 			return // copied again with the next batch
 		}
 	}
+	if p := t.plan; p != nil && p.copy {
+		w.commitCopies(ctx, b)
+		return
+	}
 	w.commit(ctx, b, t.plan)
+}
+
+// commitCopies commits copy batch b in one transaction if every guard
+// holds, else each copy on its own, answering a copy whose guard fails
+// with errTakenOver if the slot's state key holds a newer token than the
+// copy's claim, else with notCopied.
+func (w *Writer) commitCopies(ctx context.Context, b []Write) {
+	cmps := make([]clientv3.Cmp, 0, len(b))
+	var ops []clientv3.Op
+	for _, fw := range b {
+		cmps = append(cmps, fw.guard)
+		ops = append(ops, fw.Ops...)
+	}
+	resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err == nil && resp.Succeeded {
+		for _, fw := range b {
+			reply(fw, nil)
+		}
+		return
+	}
+	for _, fw := range b {
+		resp, err := w.kv.Txn(ctx).If(fw.guard).Then(fw.Ops...).Else(clientv3.OpGet(fw.stateKey)).Commit()
+		switch {
+		case err != nil:
+			reply(fw, fmt.Errorf("fenced: copy: %w", err))
+		case resp.Succeeded:
+			reply(fw, nil)
+		default:
+			reply(fw, refusedCopy(fw.Claim, resp.Responses[0].GetResponseRange().Kvs))
+		}
+	}
+}
+
+// refusedCopy is the answer to a copy under claim whose guard failed, the
+// slot's state key being kvs.
+func refusedCopy(claim fencing.Claim, kvs []*mvccpb.KeyValue) error {
+	if len(kvs) == 0 {
+		return notCopied{}
+	}
+	var st history.SlotState
+	if err := json.Unmarshal(kvs[0].Value, &st); err == nil && st.Token > claim.Token {
+		return errTakenOver
+	}
+	return notCopied{stateRev: kvs[0].ModRevision}
 }
 
 func fenceCompare(c fencing.Claim) clientv3.Cmp {
@@ -538,7 +594,7 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 	switch {
 	case err == nil && resp.Succeeded:
 		if p != nil {
-			p.committed(b)
+			p.committed(b, resp.Header.Revision)
 		}
 		for _, fw := range b {
 			reply(fw, nil)
