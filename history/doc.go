@@ -19,13 +19,14 @@
 //
 // A new holder wins the slot only after the previous leader key is gone,
 // so every write fenced by it committed before. The new holder then reads
-// the state key, the ring and the journals as of a revision after its win,
-// and no place loses the previous holder's newest state before that: a
-// writer reuses a journal entry only after copying the records still among
-// their slot's newest of the slots it still holds (the slots it handed
-// over have their state in the state key since the resign), a member that
-// lost its lease commits nothing, and a departed member's journal is deleted only once every slot
-// in it has a state key of a later holder, and only as it was read.
+// the journals, and the state key and the ring at the same revision, after
+// its win, and no place loses the previous holder's newest state before
+// that: a writer reuses a journal entry only after copying the records
+// still among their slot's newest committed to the ring, also after their
+// claim ended, until a newer holder has put the slot's state key (which it
+// does after its read); a record moves from a journal to the ring, never
+// out of both; and a departed member's journal is deleted only once every
+// slot in it has a state key of a later holder, and only as it was read.
 //
 // The path a record takes through the journals, and where each step is:
 // go doc ./journal.
@@ -43,7 +44,8 @@
 //     after it (the writer keeps each slot's writes in order), a full writer
 //     queue never refuses that last write, and the next holder reads the
 //     journals after its win. Held by TestTakeoverReadsTheJournalsAfterItsWin,
-//     TestResignCarriesTheLastState, TestSlotGivenUpDuringItsTakeoverWritesNoState,
+//     TestResignCarriesTheLastState, TestLateCreateEventLeavesAResigningKeyToItsResign,
+//     TestSlotGivenUpDuringItsTakeoverWritesNoState,
 //     TestReleasedSlotRetractsItsAheadRecord, TestWriterQueuesALastWriteWhenFull
 //     and the chaos suite's TestGracefulStopDuringARunUnderLoad and
 //     TestRollingRestart, judged by the strict checker (chaos.Check:
@@ -53,7 +55,11 @@
 //     next holder as above; an earlier holder's record put again later does
 //     not pass for a newer state (the highest token wins); compaction keeps
 //     every key's latest version. Held by TestNewestStateIsTheHighestTokensNewest,
-//     TestSweepSparesAJournalWrittenSinceItsRead, TestFailoverCatchUp and the
+//     TestSweepSparesAJournalWrittenSinceItsRead, TestFailoverCatchUp,
+//     TestAnEntryIsReusedOnlyAfterItsSlotsNewerRecordsLanded,
+//     TestACopyLandsAfterTheClaimEndedUntilANewerHolderTookOver,
+//     TestAHandoverThatCouldNotCopyLeavesItsRecordsToCopy,
+//     TestTakeoverFindsARecordMovedToTheRingWhileItReads and the
 //     chaos suite's faults (kill -9, SIGSTOP, a cut member, a stalled member,
 //     quorum loss, the etcd leader killed, compaction, defragmentation) under
 //     the strict checker, which also watches every state etcd commits and
@@ -68,12 +74,11 @@
 //     across handovers and takeovers, with no sequence number reused: a
 //     resign copies the slot's 64 newest journaled records to its ring, and
 //     the next holder copies every other one among the newest history_limit
-//     it finds in journals, in as many writes as it takes. Held by
+//     it finds in journals, in as many writes as it takes; the older ones a
+//     resign did not copy, the old holder copies before it reuses their
+//     entries, unless the next holder has read them by then. Held by
 //     TestTakeoverCopiesEveryRecordOfTheLimit,
+//     TestRecordsAHandoverLeftAreCopiedBeforeTheirEntriesAreReused,
 //     TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken and
-//     TestHistoryKeepsItsLimitAndTrimsWhenLowered. Not held: after a resign,
-//     the old holder no longer copies the slot's older records out of its
-//     journal before reusing their entries, so a slot keeping more than 64
-//     records whose next holder reads the journals only after 1,024 more
-//     transactions of the old holder loses the older ones.
+//     TestHistoryKeepsItsLimitAndTrimsWhenLowered.
 package history

@@ -8,9 +8,11 @@
 //     with its slot's state as of its write and still committed only while
 //     its slot's claim holds; the encoding is history.EncodeJournal.
 //  2. Kept. Before the writer reuses an entry it copies the records still
-//     among their slots' newest to the slots' rings (keyspace.HistoryEntry);
-//     a resign copies its slot's newest records and puts its state key in the
-//     transaction that deletes the leader key.
+//     among their slots' newest committed to the slots' rings
+//     (keyspace.HistoryEntry), also after their claim ended, until a newer
+//     holder has taken the slot over; a resign copies its slot's newest
+//     records and puts its state key in the transaction that deletes the
+//     leader key.
 //  3. Read by a new holder. scheduler.readTakeover reads the journals
 //     through a Cache (SlotsNow), after the win, and the slot's state key,
 //     ring and triggers at the same revision (scheduler/takeoverreads.go);

@@ -411,6 +411,9 @@ func (j *journalIndex) copiedOut(b []Write) {
 		if err != nil && !errors.Is(err, errTakenOver) {
 			continue
 		}
+		if errors.Is(err, errTakenOver) && j.slots[fw.copies[0].h.js.slot] == fw.copies[0].h.js {
+			j.drop(fw.copies[0].h.js.slot) // none of its records is needed here any more
+		}
 		for _, c := range fw.copies {
 			if e := &j.entries[c.entry%int64(j.size)]; e.number == c.entry {
 				e.records = slices.DeleteFunc(e.records, func(o held) bool { return o == c.h })
@@ -497,12 +500,15 @@ func (j *journalIndex) drop(s shard.Slot) {
 	}
 }
 
-// copiedAll reports whether the handover of claim in p made every copy it
-// planned. One that could not (its records could not be read back) leaves
-// its slot's records needed: they are copied before their entries are
-// reused (copyBatch).
+// copiedAll reports whether the handover of claim in p copied every record
+// of its slot still needed: it made every copy it planned, and planned
+// fewer than maxHandoverCopies. One that did not (its records could not be
+// read back, or the slot keeps more) leaves its slot's records needed: they
+// are copied before their entries are reused, unless the next holder has
+// taken the slot over by then (copyBatch).
 func (p *plan) copiedAll(claim fencing.Claim) bool {
-	return len(p.handoverOps[claim]) == len(p.handover[claim])
+	planned := len(p.handover[claim])
+	return len(p.handoverOps[claim]) == planned && planned < maxHandoverCopies
 }
 
 // errTakenOver answers a copy whose slot a newer holder has taken over.

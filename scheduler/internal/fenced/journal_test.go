@@ -450,3 +450,38 @@ func TestAHandoverThatCouldNotCopyLeavesItsRecordsToCopy(t *testing.T) {
 		t.Fatalf("a0 in the ring: %+v; want it, copied before its entry was reused (without its state: the handover was a's newest write)", r)
 	}
 }
+
+// A slot keeping more records than a handover copies has its older ones
+// copied before their entries are reused, while nobody has taken it over:
+// the ring ends with all of its history_limit newest.
+func TestRecordsAHandoverLeftAreCopiedBeforeTheirEntriesAreReused(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	a, filler := shard.Slot{Job: "j"}, shard.Slot{Job: "f"}
+	ca, cf := heldClaim(t, cli, "/leader/a"), heldClaim(t, cli, "/leader/f")
+	const records, limit = maxHandoverCopies + 6, 100
+	w := NewWriter(cli)
+	w.index = newIndex("c", "m", records+1) // the next entry is free when the handover goes
+	for seq := range int64(records) {
+		w.Enqueue(Write{Claim: ca, Records: []Record{journalRecord(a, seq, limit)}})
+		commitNext(t, w)
+	}
+	done := make(chan error, 1)
+	w.Enqueue(Write{Claim: ca, Ops: []clientv3.Op{clientv3.OpDelete(ca.LeaderKey)}, Handover: true, Done: done})
+	commitNext(t, w)
+	if err := kiratest.Receive(t, done, 10*time.Second, "the handover's answer"); err != nil {
+		t.Fatal(err)
+	}
+	if r := ringRecord(t, cli, a, 0, limit); r != nil {
+		t.Fatalf("a0 copied by the handover: %+v; want only the %d newest", r, maxHandoverCopies)
+	}
+	for seq := range int64(records - maxHandoverCopies + 1) { // the free entry, then those of a0 to a5
+		w.Enqueue(Write{Claim: cf, Records: []Record{journalRecord(filler, seq, limit)}})
+		commitNext(t, w)
+	}
+	for seq := range int64(records) {
+		if r := ringRecord(t, cli, a, seq, limit); r == nil {
+			t.Fatalf("a%d is not in the ring", seq)
+		}
+	}
+}
