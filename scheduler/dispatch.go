@@ -26,11 +26,11 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 		case f.cause == history.CauseManual:
 			// An explicit request runs now, whatever the overlap policy.
 		case f.cause == history.CauseSchedule && sl.job.spec.Misfire == config.MisfireFireAll &&
-			(sl.owed.owesMisfires() || sl.lastMisfire || sl.unrecorded.Load() > 0 && s.writer.Stalled()):
+			(sl.owed.owesMisfires() || sl.lastMisfire || s.startFailing(sl)):
 			// Under fire-all a fire is a misfire, not an overlap, while the
 			// slot's misfires (a takeover's catch-ups and unfinished retry) wait
-			// or run, or while etcd fails or hangs recording the slot's previous
-			// start (the fire is then a misfire itself; not when etcd is merely
+			// or run, or while etcd fails, refuses or hangs recording the
+			// slot's previous start (the fire is then a misfire itself; not when etcd is merely
 			// slow, where each backlog fire's own start write would feed a
 			// spiral): it joins the backlog. The fires that join are not
 			// misfires, so a slot whose runs outlast its period falls behind by
@@ -38,9 +38,10 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 			// TestFireDuringCatchUpJoinsTheBacklog,
 			// TestFireDuringTakeoverRetryJoinsTheBacklog,
 			// TestFireAfterTheMisfiresIsAnOverlap,
-			// TestFiresDueWhileEtcdStallsAreMisfires, and for the other
+			// TestFiresDueWhileEtcdStallsAreMisfires,
+			// TestFireDueAfterARefusedStartIsAMisfire, and for the other
 			// policies TestFireDuringTakeoverBacklogIsAnOverlapUnlessFireAll.
-			f.misfire = sl.unrecorded.Load() > 0 && s.writer.Stalled()
+			f.misfire = s.startFailing(sl)
 			sl.owed.backlog = append(sl.owed.backlog, f)
 			s.emit(Event{Kind: Queued, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Cause: f.cause, Attempt: f.attempt, At: now})
 			return
@@ -63,6 +64,13 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 		}
 	}
 	s.start(sl, f)
+}
+
+// startFailing reports whether etcd fails the slot's starts: it refused
+// one whose result the loop has not taken yet, or one waits while the
+// writer is stalled.
+func (s *Scheduler) startFailing(sl *slot) bool {
+	return sl.refused.Load() > 0 || sl.unrecorded.Load() > 0 && s.writer.Stalled()
 }
 
 // skip records a fire that was not started. While a run of the slot waits

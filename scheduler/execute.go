@@ -28,7 +28,7 @@ func (s *Scheduler) start(sl *slot, f fire) { s.startAt(sl, f, time.Time{}) }
 // built here, on the loop: off the fire's instant when the fire is armed.
 func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 	r := &run{s: s, slot: sl.id, fire: f, exec: s.execution(sl, f), executor: sl.job.executor, timeout: sl.job.spec.Timeout,
-		due: f.scheduled.Add(sl.job.spec.JitterOffset(sl.id)), unrecorded: &sl.unrecorded}
+		due: f.scheduled.Add(sl.job.spec.JitterOffset(sl.id)), unrecorded: &sl.unrecorded, refused: &sl.refused}
 	r.slow = slowStart(r.executor)
 	r.recorded, r.armed = s.recordStart(sl, f, at, r.slow)
 	r.number, r.ctx, r.cancel = s.addRun(sl)
@@ -111,6 +111,7 @@ type run struct {
 	recorded   chan error    // the answer of the write that records the start
 	armed      *armedRun     // nil unless armed ahead of its time
 	unrecorded *atomic.Int32 // the slot's count of runs waiting for their start record
+	refused    *atomic.Int32 // the slot's count of runs whose start etcd refused (slot.refused)
 	ctx        context.Context
 	cancel     context.CancelFunc
 	span       trace.Span // started at arming for an armed run, else at the start
@@ -195,6 +196,9 @@ func (r *run) startRecorded(fr *finishedRun, err error) {
 		fr.res = jobs.Result{Outcome: jobs.Failed, Err: err}
 		if errors.Is(err, fencing.ErrFenced) {
 			fr.res.Outcome = jobs.Fenced
+		} else {
+			fr.refused = true
+			r.refused.Add(1) // before the loop can take the result
 		}
 		fr.notStarted = true
 	case r.ctx.Err() != nil:

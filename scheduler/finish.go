@@ -22,6 +22,7 @@ type finishedRun struct {
 	started    time.Time
 	finished   time.Time
 	notStarted bool   // its start could not be recorded, so it did not run
+	refused    bool   // etcd refused its start (counted in slot.refused)
 	traceID    string // the execution's trace, if its span is recorded
 }
 
@@ -79,6 +80,9 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 	sl, ok := s.slots[fr.slot]
 	if !ok {
 		return
+	}
+	if fr.refused {
+		sl.refused.Add(-1)
 	}
 	if cancel, ok := sl.runs[fr.run]; ok {
 		cancel()

@@ -345,6 +345,34 @@ func TestFiresDueWhileEtcdStallsAreMisfires(t *testing.T) {
 	}
 }
 
+// A fire due after etcd refused the slot's previous start, before the loop
+// has taken that run's result, is due while etcd fails: under fire-all it
+// joins the backlog as a misfire, rather than being skipped as an overlap
+// with a run that never started. The test plays the loop: the scheduler is
+// built but not run.
+func TestFireDueAfterARefusedStartIsAMisfire(t *testing.T) {
+	cat := catalog("refused", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: config.MisfireFireAll}))
+	s, _ := unrunScheduler(t, cat)
+	sl := s.slots[shard.Slot{Job: "tick"}]
+	if sl == nil || sl.job.spec.Overlap != config.OverlapSkip {
+		t.Fatalf("slot %+v; want tick/0 with overlap skip", sl)
+	}
+	sl.stage = leading
+	sl.runs = map[uint64]context.CancelFunc{1: func() {}} // the run whose start etcd refused
+	sl.refused.Store(1)
+	f := fire{scheduled: sec(20), cause: history.CauseSchedule, attempt: 1, id: jobs.ExecutionID("tick", 0, sec(20))}
+	s.dispatch(sl, f, sec(20))
+	if len(sl.owed.backlog) != 1 || !sl.owed.backlog[0].misfire {
+		t.Fatalf("backlog %+v; want the fire of 12:00:20, a misfire", sl.owed.backlog)
+	}
+	sl.refused.Store(0) // the loop took the result: a later fire is an overlap again
+	sl.owed.backlog = nil
+	s.dispatch(sl, fire{scheduled: sec(30), cause: history.CauseSchedule, attempt: 1, id: jobs.ExecutionID("tick", 0, sec(30))}, sec(30))
+	if len(sl.owed.backlog) != 0 {
+		t.Fatalf("backlog %+v; want the fire of 12:00:30 skipped as an overlap", sl.owed.backlog)
+	}
+}
+
 // The same for the retry of a fire the previous holder started and never
 // finished: a fire that falls due while it runs joins the backlog under
 // fire-all. The case: the killed holder recorded the next fire's start

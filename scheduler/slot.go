@@ -27,8 +27,8 @@ func (s stage) String() string {
 }
 
 // slot is one slot's life on this member. The scheduler's loop goroutine
-// owns every field but two: unrecorded, which its runs' goroutines count
-// down, and an armed run's fate, which a compare-and-swap decides between
+// owns every field but three: unrecorded and refused, which its runs'
+// goroutines count, and an armed run's fate, which a compare-and-swap decides between
 // the loop and the run (see armedRun).
 type slot struct {
 	id    shard.Slot
@@ -76,6 +76,11 @@ type slot struct {
 	// unrecorded counts this slot's runs still waiting for etcd to record
 	// their start (decremented by their goroutines).
 	unrecorded atomic.Int32
+	// refused counts this slot's runs whose start etcd refused (other than
+	// by the fence) whose result the loop has not taken yet: a fire due
+	// meanwhile is due while etcd fails (see dispatch). Incremented by the
+	// runs' goroutines, decremented by the loop (runEnded).
+	refused atomic.Int32
 	// carried are the history records of fires skipped while a run of the
 	// slot waited for its start to be recorded: they go with the slot's next
 	// record, the last of them in its key (see skip and recordOps).
