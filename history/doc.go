@@ -45,6 +45,7 @@
 //     queue never refuses that last write, and the next holder reads the
 //     journals after its win. Held by TestTakeoverReadsTheJournalsAfterItsWin,
 //     TestResignCarriesTheLastState, TestLateCreateEventLeavesAResigningKeyToItsResign,
+//     TestGracefulStopWritesTheLastDrainedSlotsState,
 //     TestSlotGivenUpDuringItsTakeoverWritesNoState,
 //     TestReleasedSlotRetractsItsAheadRecord, TestWriterQueuesALastWriteWhenFull
 //     and the chaos suite's TestGracefulStopDuringARunUnderLoad and

@@ -16,6 +16,7 @@ import (
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -500,6 +501,34 @@ func TestStopWithRunInFlightHandsIdleSlotsOverAtOnce(t *testing.T) {
 	g.open()
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The last slot to drain on a graceful stop is not resigned (the lease
+// revoke that follows ends it, with every other key of the member): its
+// state as the member leaves it, the run just finished, is written to its
+// state key before the member leaves, so a next holder that reads it sees
+// the fire finished whatever the member's journal holds.
+func TestGracefulStopWritesTheLastDrainedSlotsState(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("lastdrain", withDefaults(config.Job{Name: "long", Schedule: "@every 10s", Handler: "gate"}))
+	rec := newRecorder()
+	g := newGate()
+	a := startNode(t, cli, cat, rec, jobs.Handlers{"gate": g.handler}, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now, grace: time.Minute})
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	clock.Advance(10 * time.Second)
+	g.waitEntered(t, "long running on a")
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.stop() }()
+	g.open()
+	if err := kiratest.Receive(t, stopped, 30*time.Second, "a's graceful stop"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := stateKey(t, cli, "lastdrain", shard.Slot{Job: "long"})
+	if st.Member != a.id || !st.Finished.Equal(sec(10)) || st.Unfinished() {
+		t.Fatalf("the state key after a's stop: %+v; want a's, with the fire of 12:00:10 finished", st)
 	}
 }
 
