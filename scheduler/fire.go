@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"container/heap"
+	"github.com/kira-scheduler/kira/config"
 	"time"
 
 	"github.com/kira-scheduler/kira/history"
@@ -71,6 +72,10 @@ func (s *Scheduler) fireDue() {
 		scheduled := f.scheduled
 		next := sl.job.schedule.Next(scheduled)
 		if !next.IsZero() && !next.Add(sl.job.spec.JitterOffset(sl.id)).After(now) {
+			if sl.job.spec.Misfire == config.MisfireFireAll {
+				s.queueBehind(sl, f, now)
+				continue
+			}
 			// The loop fell behind (a stalled process, a jumped clock): the
 			// fires in between are skipped, not burst through, and recorded
 			// as one skip record standing for all of them.
@@ -96,9 +101,17 @@ func (sl *slot) scheduledFire() fire {
 // loop fell behind on, as one skip record (history.Record.Repeats), counting
 // at most maxBehindCount of them. Held by TestFiresFallenBehindAreRecorded.
 func (s *Scheduler) skipBehind(sl *slot, first, now time.Time) {
+	s.skipFires(sl, first, now.Add(time.Nanosecond), now)
+}
+
+// skipFires records the slot's fires from first until before (and not
+// after now), as one skip record, counting at most maxBehindCount of them;
+// it returns the fire after the last it counted.
+func (s *Scheduler) skipFires(sl *slot, first, before, now time.Time) time.Time {
 	jitter := sl.job.spec.JitterOffset(sl.id)
 	last, n := first, 1
-	for t := sl.job.schedule.Next(first); !t.IsZero() && !t.Add(jitter).After(now) && n < maxBehindCount; t = sl.job.schedule.Next(t) {
+	t := sl.job.schedule.Next(first)
+	for ; !t.IsZero() && !t.Add(jitter).After(now) && t.Before(before) && n < maxBehindCount; t = sl.job.schedule.Next(t) {
 		last, n = t, n+1
 	}
 	f := fire{scheduled: first, cause: history.CauseSchedule, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, first)}
@@ -107,6 +120,38 @@ func (s *Scheduler) skipBehind(sl *slot, first, now time.Time) {
 		r.Repeats, r.LastScheduledTime = n-1, &last
 	}
 	s.recordSkipped(sl, r)
+	return t
+}
+
+// queueBehind is fell-behind under fire-all: fire f and the slot's fires
+// due since, within its catchup_window, join the slot's backlog in order as
+// misfires and run one at a time, as a takeover's catch-ups do; older ones
+// are recorded as skipped, as are those past maxBehindCount. Held by
+// TestFiresFallenBehindRunUnderFireAll.
+func (s *Scheduler) queueBehind(sl *slot, f fire, now time.Time) {
+	jitter, oldest := sl.job.spec.JitterOffset(sl.id), now.Add(-sl.job.spec.CatchupWindow)
+	due := func(t time.Time) bool { return !t.IsZero() && !t.Add(jitter).After(now) }
+	t := f.scheduled
+	if t.Before(oldest) {
+		t = s.skipFires(sl, t, oldest, now)
+		if t.Before(oldest) { // more than maxBehindCount before the window
+			t = sl.job.schedule.Next(oldest.Add(-time.Nanosecond))
+		}
+	}
+	for n := 0; due(t); t, n = sl.job.schedule.Next(t), n+1 {
+		if n == maxBehindCount {
+			s.skipFires(sl, t, now.Add(time.Nanosecond), now)
+			break
+		}
+		q := fire{scheduled: t, cause: history.CauseSchedule, attempt: 1, id: jobs.ExecutionID(sl.id.Job, sl.id.Partition, t), misfire: true}
+		sl.owed.backlog = append(sl.owed.backlog, q)
+		s.emit(Event{Kind: Queued, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, q), Cause: q.cause, Attempt: q.attempt, At: now})
+	}
+	s.scheduleNext(sl, now)
+	if sl.nextScheduled.IsZero() {
+		s.unschedule(sl)
+	}
+	s.startWaiting(sl, now)
 }
 
 // maxBehindCount bounds the fires one skip record of a loop that fell

@@ -953,3 +953,34 @@ func TestFiresFallenBehindAreRecorded(t *testing.T) {
 		return false
 	})
 }
+
+// Under fire-all a loop that fell behind runs the fires it passed, in
+// order, one at a time, as a takeover's catch-ups: within the job's
+// catchup_window (here 26 s from 12:00:45.5, so :10 is recorded as skipped); a fire-all job
+// promises every fire, and a process paused for a moment must not drop
+// them.
+func TestFiresFallenBehindRunUnderFireAll(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("behindall", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop",
+		Misfire: config.MisfireFireAll, CatchupWindow: 26 * time.Second}))
+	rec := newRecorder()
+	n := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	clock.Advance(45 * time.Second) // past the fires at :10 to :40 at once
+	waitKind(t, rec, "the fires within the window", 3, func(e Event) bool { return e.Kind == Finished })
+	var ran []time.Time
+	for _, e := range started(rec.all(), n.id) {
+		ran = append(ran, e.Execution.ScheduledTime)
+	}
+	if want := []time.Time{sec(20), sec(30), sec(40)}; !slices.EqualFunc(ran, want, time.Time.Equal) {
+		t.Fatalf("ran %v; want %v, in order", ran, want)
+	}
+	skips := count(rec.all(), func(e Event) bool {
+		return e.Kind == Skipped && e.Reason == "fell behind schedule" && e.Execution.ScheduledTime.Equal(sec(10))
+	})
+	if skips != 1 {
+		t.Fatalf("%d skips of :10; want it skipped once, before the catchup_window", skips)
+	}
+}

@@ -146,8 +146,9 @@ func TestRandomWriterFaults(t *testing.T) {
 	}
 	if !rep.OK() {
 		for _, e := range rec.all() {
-			if e.Kind == Skipped || e.Kind == Queued || e.Kind == Lost || e.Kind == Released || e.Kind == Acquired {
-				t.Logf("%s %s %s token %d member %.8s scheduled %s: %s", e.At.Format("15:04:05.000"), e.Kind, e.Slot, e.Token, e.Member, e.Execution.ScheduledTime.Format("15:04:05"), e.Reason)
+			if e.Kind != Notified && e.Kind != NotifyFailed {
+				t.Logf("%s %s %s token %d member %.8s scheduled %s attempt %d %s %s: %s %v", e.At.Format("15:04:05.000"), e.Kind, e.Slot, e.Token, e.Member,
+					e.Execution.ScheduledTime.Format("15:04:05.000"), e.Attempt, e.Cause, e.Result.Outcome, e.Reason, e.Result.Err)
 			}
 		}
 	}
