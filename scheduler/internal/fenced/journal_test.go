@@ -485,3 +485,34 @@ func TestRecordsAHandoverLeftAreCopiedBeforeTheirEntriesAreReused(t *testing.T) 
 		}
 	}
 }
+
+// A copy that etcd fails holds up the records waiting for its entry as
+// their own commit failing would: the writer counts as stalled, so the
+// scheduler takes fires due meanwhile for misfires, not overlaps.
+func TestWriterIsStalledWhileItsCopiesFail(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	kv := &failingKV{KV: cli}
+	a := shard.Slot{Job: "j"}
+	ca := heldClaim(t, cli, "/leader/a")
+	w := NewWriter(kv)
+	w.index = newIndex("c", "m", 1)
+	w.Enqueue(Write{Claim: ca, Records: []Record{journalRecord(a, 0, 2)}})
+	commitNext(t, w) // entry 0
+	kv.failReads.Store(true)
+	w.Enqueue(Write{Claim: ca, Records: []Record{journalRecord(a, 1, 2)}})
+	b, tk := w.next() // a0 to copy before entry 0 is reused: its read-back fails
+	if tk.plan == nil || !tk.plan.copy {
+		t.Fatalf("took %+v; want the copy of a0", b)
+	}
+	w.commitBatch(context.Background(), b, tk)
+	w.land(b, tk)
+	if !w.Stalled() {
+		t.Fatal("the writer is not stalled while the copy its records wait for fails")
+	}
+	kv.failReads.Store(false)
+	commitNext(t, w)
+	if w.Stalled() {
+		t.Fatal("the writer is still stalled once the copy and the records committed")
+	}
+}

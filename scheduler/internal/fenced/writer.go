@@ -448,7 +448,7 @@ func (w *Writer) commitBatch(ctx context.Context, b []Write, t *taken) {
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	if p := t.plan; p != nil && (p.copy || p.handover != nil) {
-		if err := w.index.fill(ctx, w.kv, b, p); err != nil && p.copy {
+		if err := w.tracked(func() error { return w.index.fill(ctx, w.kv, b, p) }); err != nil && p.copy {
 			for _, fw := range b {
 				reply(fw, fmt.Errorf("fenced: reading back the records to copy: %w", err))
 			}
@@ -473,7 +473,7 @@ func (w *Writer) commitCopies(ctx context.Context, b []Write) {
 		cmps = append(cmps, fw.guard)
 		ops = append(ops, fw.Ops...)
 	}
-	resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err := w.send(w.kv.Txn(ctx).If(cmps...).Then(ops...))
 	if err == nil && resp.Succeeded {
 		for _, fw := range b {
 			reply(fw, nil)
@@ -481,7 +481,7 @@ func (w *Writer) commitCopies(ctx context.Context, b []Write) {
 		return
 	}
 	for _, fw := range b {
-		resp, err := w.kv.Txn(ctx).If(fw.guard).Then(fw.Ops...).Else(clientv3.OpGet(fw.stateKey)).Commit()
+		resp, err := w.send(w.kv.Txn(ctx).If(fw.guard).Then(fw.Ops...).Else(clientv3.OpGet(fw.stateKey)))
 		switch {
 		case err != nil:
 			reply(fw, fmt.Errorf("fenced: copy: %w", err))
@@ -575,22 +575,7 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 	if p != nil && p.entry >= 0 {
 		ops = append(ops, w.index.entryPut(p, append(slices.Clip(p.landed), b...)))
 	}
-	w.mu.Lock()
-	w.seq++
-	id, began := w.seq, time.Now()
-	w.since[id] = began
-	w.mu.Unlock()
-	resp, err := w.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
-	w.mu.Lock()
-	delete(w.since, id)
-	if err == nil {
-		w.landed = time.Now()
-		if began.After(w.overtook) {
-			w.overtook = began
-		}
-	}
-	w.mu.Unlock()
-	w.failing.Store(err != nil)
+	resp, err := w.send(w.kv.Txn(ctx).If(cmps...).Then(ops...))
 	switch {
 	case err == nil && resp.Succeeded:
 		if p != nil {
@@ -608,6 +593,40 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 		reply(b[0], fmt.Errorf("%w: state write for %s", fencing.ErrFenced, b[0].Claim.LeaderKey))
 	}
 	return true
+}
+
+// send commits txn, tracked (see tracked).
+func (w *Writer) send(txn clientv3.Txn) (resp *clientv3.TxnResponse, err error) {
+	err = w.tracked(func() error {
+		resp, err = txn.Commit()
+		return err
+	})
+	return resp, err
+}
+
+// tracked makes request, one of the writer's requests to etcd (a commit,
+// or the read-back of a copy), keeping what Stalled reads: the requests in
+// flight and when each began, when one last succeeded, whether etcd fails
+// them. A copy that etcd fails or hangs holds up the records waiting for
+// its entry, so it counts as their commit would.
+func (w *Writer) tracked(request func() error) error {
+	w.mu.Lock()
+	w.seq++
+	id, began := w.seq, time.Now()
+	w.since[id] = began
+	w.mu.Unlock()
+	err := request()
+	w.mu.Lock()
+	delete(w.since, id)
+	if err == nil {
+		w.landed = time.Now()
+		if began.After(w.overtook) {
+			w.overtook = began
+		}
+	}
+	w.mu.Unlock()
+	w.failing.Store(err != nil)
+	return err
 }
 
 func reply(fw Write, err error) {
