@@ -228,6 +228,7 @@ func soakPlots(s *bench.Soak) []*plot.Plot {
 			rss[i] = append(rss[i], plotter.XY{X: at, Y: x.RSSBytes[i] / 1e6})
 		}
 	}
+	mem.Legend.Top = false // the members' lines run along the top
 	addLine(db, "database file", file, 0, false)
 	addLine(db, "in use", inUse, 1, false)
 	for i, xys := range rss {
