@@ -89,8 +89,8 @@ const (
 // Stored is a history record as etcd stores it: the record, and the
 // slot's state as of the write that stored it. So a run's result and the
 // start of the slot's next fire recorded ahead are one key written, not a
-// record and a state (docs/benchmarks.md, "a record carries the slot's
-// state"). The state key is written only by writes without a record (a
+// record and a state (docs/benchmarks.md#decisions-the-writer-and-etcd). The
+// state key is written only by writes without a record (a
 // start not recorded with a result, a retraction). The slot's state is the
 // newest by etcd revision (NewestState).
 type Stored struct {

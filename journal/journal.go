@@ -48,8 +48,8 @@ import (
 // It keeps each entry as etcd holds it, indexed by slot, and decodes only
 // the records asked for: a takeover under load asks for a few slots of
 // journals that hold hundreds of thousands of records, of which a second's
-// entries changed since the last read (docs/benchmarks.md, "a takeover's
-// journal read"; BenchmarkCacheRefresh).
+// entries changed since the last read
+// (docs/benchmarks.md#a-takeovers-journal-read; BenchmarkCacheRefresh).
 type Cache struct {
 	kv      clientv3.KV
 	cluster string

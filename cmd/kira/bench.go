@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/bench"
+	"github.com/kira-scheduler/kira/bench/charts"
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdnode"
@@ -53,6 +55,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	fs.DurationVar(&f.soakEvery, "soak-every", 15*time.Second, "soak: sampling interval")
 	fs.BoolVar(&f.etcdFast, "etcd-fast", false, "with no --etcd: tune the embedded etcd as the tests do (no fsync, 20 ms ticks) instead of as kira run does")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
+	fs.StringVar(&f.plot, "plot", "", "write SVG charts of what the run measured into this directory: lateness.svg (p50, p99 and fires started against fires a second), failover.svg (each failover and handover trial), soak.svg (etcd's database and the members' memory over time)")
 	fs.StringVar(&f.heapProfile, "heapprofile", "", "write a heap profile to this file while the rebalance's members hold their idle slots (go tool pprof)")
 	return cmd
 }
@@ -65,7 +68,7 @@ type benchFlags struct {
 	http                                        bool // --output-bytes was given
 	trials, rebalance, outputBytes              int
 	output                                      output
-	cpuProfile, heapProfile, overlap            string
+	cpuProfile, heapProfile, overlap, plot      string
 }
 
 func (c *cli) bench(f benchFlags) error {
@@ -156,6 +159,13 @@ func (c *cli) bench(f benchFlags) error {
 	rep, err := bench.Run(ctx, cfg, func(s string) { fmt.Fprintln(stderr, "bench:", s) })
 	if rep != nil {
 		f.output.print(stdout, rep, func(w io.Writer) error { printBench(w, rep); return nil })
+		if f.plot != "" {
+			paths, perr := charts.Write(f.plot, rep)
+			for _, p := range paths {
+				fmt.Fprintln(stderr, "bench: wrote", p)
+			}
+			err = errors.Join(err, perr)
+		}
 	}
 	return err
 }
