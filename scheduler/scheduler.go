@@ -27,8 +27,8 @@ const DefaultGrace = 30 * time.Second
 
 // DefaultArmAhead is Config.ArmAhead's default: long enough for a busy
 // member to arm a whole second's fires before their instant while sharing
-// its cores with other members and etcd (docs/benchmarks.md, "arm fires
-// 300 ms ahead"). Held by TestArmedFireStartsAtItsInstantAndGoesWithTheSlot.
+// its cores with other members and etcd
+// (docs/benchmarks.md#decisions-firing-on-time). Held by TestArmedFireStartsAtItsInstantAndGoesWithTheSlot.
 const DefaultArmAhead = 300 * time.Millisecond
 
 // TracerName is the instrumentation scope of the scheduler's spans.
