@@ -171,12 +171,12 @@ func printHistory(w io.Writer, recs []history.Record) error {
 	return tw.Flush()
 }
 
-// catalogFile is the -f flag of apply and diff: a file, or - for
-// standard input.
+// catalogFile is the -f flag of apply and diff: a file, a directory of
+// them (config.LintDir), or - for standard input.
 type catalogFile struct{ path string }
 
 func (f *catalogFile) register(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "catalog YAML file, or - for standard input (required)")
+	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "catalog YAML file, a directory whose *.yaml and *.yml files make one catalog, or - for standard input (required)")
 	cmd.MarkFlagRequired("filename")
 	cmd.MarkFlagFilename("filename", "yaml", "yml")
 }
@@ -194,7 +194,7 @@ func (f *catalogFile) load(c *cli, cmd *cobra.Command) (*config.Catalog, error) 
 		}
 		cat, warnings, err = config.Lint("<stdin>", data)
 	} else {
-		cat, warnings, err = config.LoadLint(f.path)
+		cat, warnings, err = config.LoadLintPath(f.path)
 	}
 	printWarnings(c.stderr, warnings)
 	if err != nil {
@@ -224,9 +224,10 @@ func (c *cli) applyCmd() *cobra.Command {
 	var dryRun, force bool
 	var out output
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
+		Use:   "apply -f FILE|DIR",
 		Short: "Store a catalog unless the stored one changed since it was read; the members converge to it without restart",
-		Long: "Stores the catalog of FILE, as kira apply's, if the stored catalog is still the one it compared against:\n" +
+		Long: "Stores the catalog of FILE (or of DIR: its *.yaml and *.yml files merged), as kira apply's, if the stored\n" +
+			"catalog is still the one it compared against:\n" +
 			"the file's revision: (as kira catalog -o yaml writes it), or, without one, the stored catalog read\n" +
 			"just before. Otherwise nothing is written, and it exits 1 with what changed meanwhile; --force stores anyway.",
 		Args: exactArgs(0),
