@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -253,84 +252,20 @@ func (c *cli) applyCmd() *cobra.Command {
 }
 
 // applied is what kira apply did.
-type applied struct {
-	Cluster string   `json:"cluster"`
-	Changes []string `json:"changes"` // as kira apply --dry-run lists them
-	Written bool     `json:"written"`
-	// Revision is the stored catalog's: the new one when Written.
-	Revision int64 `json:"revision"`
-	DryRun   bool  `json:"dry_run"`
-}
+type applied config.Applied
 
-// apply stores cat unless it is the stored one, dryRun says not to, or the
-// stored catalog is no longer the one cat was compared against (its
-// Revision, else the one read here) and force is not given.
+// apply stores cat as config.Apply does, its conflict told as kira apply's.
 func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, dryRun, force bool) (*applied, error) {
-	prev, rev, err := c.stored(ctx, cli)
-	if err != nil {
-		return nil, err
-	}
-	res := &applied{Cluster: cat.Cluster, Changes: []string{}, Revision: rev, DryRun: dryRun}
-	for _, ch := range config.Diff(prev, cat) {
-		res.Changes = append(res.Changes, ch.String())
-	}
-	if len(res.Changes) == 0 {
-		return res, nil
-	}
-	expected := rev
-	switch {
-	case force:
-		expected = config.Force
-	case cat.Revision != 0 && cat.Revision != rev:
-		current, err := config.Read(ctx, cli, cat.Cluster, 0)
-		if err != nil {
-			return nil, c.unreachable(err)
-		}
-		return nil, c.conflict(ctx, cli, cat, &config.ConflictError{Expected: cat.Revision, Current: current})
-	}
-	if dryRun {
-		return res, nil
-	}
-	res.Revision, err = config.Put(ctx, cli, cat, config.Source{By: config.ByApply, At: time.Now().UTC()}, expected)
+	res, err := config.Apply(ctx, cli, cat, config.Source{By: config.ByApply, At: time.Now().UTC()}, dryRun, force)
 	var conflict *config.ConflictError
 	if errors.As(err, &conflict) {
-		return nil, c.conflict(ctx, cli, cat, conflict)
+		return nil, fmt.Errorf("kira apply: %v; nothing written.\n%sRead the catalog again (kira catalog -o yaml > FILE), make your change there and apply it; or apply with --force to overwrite the change made meanwhile.",
+			conflict, config.Meanwhile(ctx, cli, cat, conflict))
 	}
 	if err != nil {
 		return nil, c.unreachable(err)
 	}
-	res.Written = true
-	return res, nil
-}
-
-// conflict is kira apply's error when the stored catalog changed since the
-// revision cat was compared against: what changed meanwhile, and what to do.
-func (c *cli) conflict(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, e *config.ConflictError) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "kira apply: %v; nothing written.\n", e)
-	list := func(changes []config.Change) {
-		for _, ch := range changes {
-			fmt.Fprintf(&b, "  %s\n", ch)
-		}
-	}
-	switch {
-	case e.Current == nil:
-	case e.Current.Catalog == nil:
-		fmt.Fprintf(&b, "The catalog stored now (revision %d) cannot be read by this version of Kira.\n", e.Current.Revision)
-	case e.Expected <= 0:
-		fmt.Fprintf(&b, "Stored meanwhile (revision %d):\n", e.Current.Revision)
-		list(config.Diff(nil, e.Current.Catalog))
-	default:
-		if old, err := config.Read(ctx, cli, cat.Cluster, e.Expected); err != nil {
-			fmt.Fprintf(&b, "The catalog of revision %d cannot be read any more (%v); what the file would change now:\n", e.Expected, err)
-			list(config.Diff(e.Current.Catalog, cat))
-		} else {
-			fmt.Fprintf(&b, "Changed meanwhile (revision %d → %d):\n", e.Expected, e.Current.Revision)
-			list(config.Diff(old.Catalog, e.Current.Catalog))
-		}
-	}
-	b.WriteString("Read the catalog again (kira catalog -o yaml > FILE), make your change there and apply it; or apply with --force to overwrite the change made meanwhile.")
-	return errors.New(b.String())
+	return (*applied)(res), nil
 }
 
 func (a *applied) print(w io.Writer) error {
