@@ -14,8 +14,10 @@ import (
 // then ran Fence.Do on the same row would wait for itself.
 const DefaultStoreTable = "kira_http_fences"
 
-// StoreDB is what Store runs on: *pgxpool.Pool is. Each held request uses
-// one connection until it is answered.
+// StoreDB is what Store runs on: *pgxpool.Pool is. Each held request keeps
+// one connection until it is answered, so give the Store a pool of its own,
+// not the one the handlers write with: were that pool's connections all
+// held, a handler waiting for one would wait for itself.
 type StoreDB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
