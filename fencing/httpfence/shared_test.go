@@ -33,15 +33,15 @@ const envPostgres = "KIRA_TEST_POSTGRES"
 type storeKind struct {
 	name     string
 	shared   bool
-	newStore func(t *testing.T) Store
+	newStore func(t testing.TB) Store
 }
 
-func storeKinds(t *testing.T) []storeKind {
-	memory := storeKind{name: "memory", newStore: func(*testing.T) Store { return NewMemoryStore() }}
+func storeKinds() []storeKind {
+	memory := storeKind{name: "memory", newStore: func(testing.TB) Store { return NewMemoryStore() }}
 	etcd := storeKind{name: "etcd", shared: true}
 	var cluster *etcdtest.Cluster
 	prefix := fmt.Sprintf("/svc/fences/%d/", time.Now().UnixNano())
-	etcd.newStore = func(t *testing.T) Store {
+	etcd.newStore = func(t testing.TB) Store {
 		if cluster == nil {
 			cluster = etcdtest.Start(t)
 		}
@@ -51,7 +51,7 @@ func storeKinds(t *testing.T) []storeKind {
 	}
 	pg := storeKind{name: "postgres", shared: true}
 	table := fmt.Sprintf("http_fences_%d", time.Now().UnixNano())
-	pg.newStore = func(t *testing.T) Store {
+	pg.newStore = func(t testing.TB) Store {
 		s := pgfence.Store{DB: pgPool(t), Table: table}
 		if err := s.Create(context.Background()); err != nil {
 			t.Fatal(err)
@@ -63,7 +63,7 @@ func storeKinds(t *testing.T) []storeKind {
 
 // pgPool connects to the test server; without one the test skips, except
 // under CI, where a missing server is a failure.
-func pgPool(t *testing.T) *pgxpool.Pool {
+func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	url := os.Getenv(envPostgres)
 	if url == "" {
@@ -94,7 +94,7 @@ type replicas struct {
 	onWrite func(replica int, token string) // called inside a write's handler, if set
 }
 
-func startReplicas(t *testing.T, n int, newStore func(*testing.T) Store, onWrite func(replica int, token string)) *replicas {
+func startReplicas(t *testing.T, n int, newStore func(testing.TB) Store, onWrite func(replica int, token string)) *replicas {
 	t.Helper()
 	rs := &replicas{writes: make([]atomic.Int64, n), onWrite: onWrite}
 	var backends []*url.URL
@@ -151,7 +151,7 @@ func (rs *replicas) call(t *testing.T, path string, token fencing.Token) (int, s
 // the other and is refused. With a store in each replica's memory (the
 // control) it is accepted: the gap the shared stores close is real.
 func TestSharedStoreFencesReplicasAsOne(t *testing.T) {
-	for _, kind := range storeKinds(t) {
+	for _, kind := range storeKinds() {
 		t.Run(kind.name, func(t *testing.T) {
 			rs := startReplicas(t, 2, kind.newStore, nil)
 			if code, replica, _ := rs.call(t, "/write", 17); code != http.StatusOK || replica != "0" {
@@ -183,7 +183,7 @@ func TestSharedStoreFencesReplicasAsOne(t *testing.T) {
 // highest stored token, sampled meanwhile, never goes down and ends at the
 // highest token sent; every refusal names a higher token than the refused one.
 func TestConcurrentRaisesNeverLowerTheToken(t *testing.T) {
-	for _, kind := range storeKinds(t) {
+	for _, kind := range storeKinds() {
 		if !kind.shared {
 			continue
 		}
@@ -253,7 +253,7 @@ func TestConcurrentRaisesNeverLowerTheToken(t *testing.T) {
 // leader raises the fence through the other: the raise is answered only
 // after the old request is, as within one replica.
 func TestSharedStoreHoldsAcrossReplicas(t *testing.T) {
-	for _, kind := range storeKinds(t) {
+	for _, kind := range storeKinds() {
 		if !kind.shared {
 			continue
 		}
@@ -293,6 +293,30 @@ func TestSharedStoreHoldsAcrossReplicas(t *testing.T) {
 			defer mu.Unlock()
 			if len(order) != 2 || order[0] != "old write answered" {
 				t.Fatalf("order %v: the raise was answered while an older request was still running", order)
+			}
+		})
+	}
+}
+
+// What a guarded request costs with each store: one request at a time
+// through Guard.Wrap, the handler doing nothing (the store's round trips and
+// the hold are all the cost). Figures in docs/benchmarks.md.
+func BenchmarkGuardedRequest(b *testing.B) {
+	for _, kind := range storeKinds() {
+		store := kind.newStore(b) // once: b.Run calls its function once per b.N tried
+		b.Run(kind.name, func(b *testing.B) {
+			h := New(store, nil).Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			req := httptest.NewRequest(http.MethodPost, "/write", nil)
+			req.Header.Set(HeaderJob, "billing")
+			req.Header.Set(HeaderPartition, "3")
+			req.Header.Set(fencing.HeaderToken, "42")
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != http.StatusOK {
+					b.Fatalf("request: %d %s", w.Code, w.Body)
+				}
 			}
 		})
 	}
