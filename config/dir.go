@@ -8,15 +8,6 @@ import (
 	"sort"
 )
 
-// A catalog directory holds one catalog split over files: every *.yaml and
-// *.yml directly in it (not in subdirectories), read in name order. Each
-// file is a catalog document; their jobs: are concatenated, and each of the
-// other top-level settings (cluster:, membership:, notify:, revision:,
-// generation:) may be set in one file only. A job defined twice, in one file
-// or two, and a setting set in two files, are refused with both locations.
-// Every problem names the file, line and field (the field as in that file).
-// TestDirMergesFiles and TestDirConflicts hold it.
-
 // LoadLintPath is LoadLint of a file, or LintDir of a directory.
 func LoadLintPath(path string) (*Catalog, []Problem, error) {
 	info, err := os.Stat(path)
@@ -39,7 +30,14 @@ type part struct {
 	doc  *document
 }
 
-// LintDir is Lint of the catalog directory dir.
+// LintDir is Lint of the catalog directory dir: one catalog split over
+// files, every *.yaml and *.yml directly in it (not in subdirectories), read
+// in name order. Each file is a catalog document; their jobs: are concatenated, and each of the
+// other top-level settings (cluster:, membership:, notify:, revision:,
+// generation:) may be set in one file only. A job defined twice, in one file
+// or two, and a setting set in two files, are refused with both locations.
+// Every problem names the file, line and field (the field as in that file).
+// TestDirMergesFiles and TestDirConflicts hold it.
 func LintDir(dir string) (*Catalog, []Problem, error) {
 	files, err := catalogFiles(dir)
 	if err != nil {
