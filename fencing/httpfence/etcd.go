@@ -111,7 +111,7 @@ func (s *EtcdStore) Hold(ctx context.Context, resource string, token fencing.Tok
 }
 
 // liveSession returns the store's session, starting a new one when there is
-// none or the last one's lease was lost.
+// none or the last one's lease was lost (TestEtcdStoreOutlivesItsSession).
 func (s *EtcdStore) liveSession() (*concurrency.Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
