@@ -49,9 +49,9 @@ type Store interface {
 }
 
 // Holder is a Store that can keep an admission for as long as the request
-// runs: until release is called, no other admission of the resource (by any
-// replica sharing the store) completes. Release is nil unless admitted.
-// Guard.Wrap uses Hold when its store has it.
+// runs: until release is called, no other Hold of the resource (by any
+// replica sharing the store) returns. Release is nil unless admitted.
+// Guard.Wrap uses Hold when its store has it (TestSharedStoreHoldsAcrossReplicas).
 type Holder interface {
 	Store
 	Hold(ctx context.Context, resource string, token fencing.Token) (highest fencing.Token, admitted bool, release func(), err error)
