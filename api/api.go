@@ -10,6 +10,7 @@
 //	POST /v1/jobs/{job}/trigger?partition=            one run now of each slot, or one partition
 //	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
 //	POST /v1/jobs/{job}/resume
+//	PUT  /v1/catalog?dry_run=&force=                  store the catalog YAML of the body, as kira apply -f does
 //
 // Write actions need authentication (Auth): a bearer token compared in
 // constant time, or a client certificate verified by the server's TLS. With
@@ -18,6 +19,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -36,7 +38,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// MaxBodyBytes bounds a request's body; none of the endpoints needs one.
+// MaxBodyBytes bounds a request's body, but PUT /v1/catalog's: none of the
+// other endpoints needs one.
 const MaxBodyBytes = 64 << 10
 
 // requestTimeout bounds the etcd work of one request.
@@ -64,22 +67,24 @@ type Config struct {
 }
 
 // route is one endpoint: its pattern (as http.ServeMux reads it), whether
-// it writes, and its handler.
+// it writes, its handler, and the limit of its body (0: MaxBodyBytes).
 type route struct {
 	pattern string
 	writes  bool
 	handle  func(*server) handler
+	body    int64
 }
 
 var routes = []route{
-	{"GET /v1/status", false, func(s *server) handler { return s.status }},
-	{"GET /v1/jobs", false, func(s *server) handler { return s.jobs }},
-	{"GET /v1/jobs/{job}", false, func(s *server) handler { return s.jobDetail }},
-	{"GET /v1/jobs/{job}/executions", false, func(s *server) handler { return s.executions }},
-	{"GET /v1/jobs/{job}/executions/{id}", false, func(s *server) handler { return s.execution }},
-	{"POST /v1/jobs/{job}/trigger", true, func(s *server) handler { return s.trigger }},
-	{"POST /v1/jobs/{job}/pause", true, func(s *server) handler { return s.pause }},
-	{"POST /v1/jobs/{job}/resume", true, func(s *server) handler { return s.resume }},
+	{"GET /v1/status", false, func(s *server) handler { return s.status }, 0},
+	{"GET /v1/jobs", false, func(s *server) handler { return s.jobs }, 0},
+	{"GET /v1/jobs/{job}", false, func(s *server) handler { return s.jobDetail }, 0},
+	{"GET /v1/jobs/{job}/executions", false, func(s *server) handler { return s.executions }, 0},
+	{"GET /v1/jobs/{job}/executions/{id}", false, func(s *server) handler { return s.execution }, 0},
+	{"POST /v1/jobs/{job}/trigger", true, func(s *server) handler { return s.trigger }, 0},
+	{"POST /v1/jobs/{job}/pause", true, func(s *server) handler { return s.pause }, 0},
+	{"POST /v1/jobs/{job}/resume", true, func(s *server) handler { return s.resume }, 0},
+	{"PUT /v1/catalog", true, func(s *server) handler { return s.putCatalog }, config.MaxCatalogBytes},
 }
 
 // Routes are the API's endpoints as "METHOD /path" patterns; openapi.yaml
@@ -97,16 +102,20 @@ func Handler(cfg Config) http.Handler {
 	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster)}
 	mux := http.NewServeMux()
 	for _, r := range routes {
+		limit := r.body
+		if limit == 0 {
+			limit = MaxBodyBytes
+		}
 		if r.writes {
-			mux.HandleFunc(r.pattern, s.write(r.handle(s)))
+			mux.HandleFunc(r.pattern, s.write(s.serve(r.handle(s), limit)))
 		} else {
-			mux.HandleFunc(r.pattern, s.read(r.handle(s)))
+			mux.HandleFunc(r.pattern, s.read(s.serve(r.handle(s), limit)))
 		}
 	}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	return http.MaxBytesHandler(mux, MaxBodyBytes)
+	return mux
 }
 
 type server struct {
@@ -133,12 +142,15 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func writeError(w http.ResponseWriter, code int, msg string) { writeJSON(w, code, Error{Error: msg}) }
 
 // handler is an endpoint: it answers, or returns an error with its status.
+// r.Body is the whole body, already read (within the route's limit).
 type handler func(ctx context.Context, r *http.Request) (any, error)
 
-// statusError is an error with the HTTP status it answers with.
+// statusError is an error with the HTTP status it answers with, and the
+// body to answer (an Error of msg when nil).
 type statusError struct {
 	code int
 	msg  string
+	body any
 }
 
 func (e *statusError) Error() string { return e.msg }
@@ -147,16 +159,15 @@ func errorf(code int, format string, args ...any) error {
 	return &statusError{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-func (s *server) read(h handler) http.HandlerFunc {
+func (s *server) read(next http.HandlerFunc) http.HandlerFunc {
 	if !s.cfg.Auth.ProtectReads {
-		return s.serve(h)
+		return next
 	}
-	return s.write(h)
+	return s.write(next)
 }
 
 // write lets a request through only if it is authenticated (see Auth).
-func (s *server) write(h handler) http.HandlerFunc {
-	next := s.serve(h)
+func (s *server) write(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		a := s.cfg.Auth
 		switch {
@@ -183,22 +194,25 @@ func bearer(r *http.Request, token []byte) bool {
 	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), token) == 1
 }
 
-func (s *server) serve(h handler) http.HandlerFunc {
+func (s *server) serve(h handler, limit int64) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 		defer cancel()
-		_, err := io.Copy(io.Discard, r.Body) // no endpoint takes a body; MaxBytesHandler bounds it
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 		var v any
 		if err == nil {
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			v, err = h(ctx, r)
 		}
 		var se *statusError
 		var tooBig *http.MaxBytesError
 		switch {
+		case errors.As(err, &se) && se.body != nil:
+			writeJSON(w, se.code, se.body)
 		case errors.As(err, &se):
 			writeError(w, se.code, se.msg)
 		case errors.As(err, &tooBig):
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", MaxBodyBytes))
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", limit))
 		case errors.Is(err, config.ErrNoCatalog):
 			writeError(w, http.StatusNotFound, err.Error())
 		case err != nil:

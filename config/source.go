@@ -10,6 +10,7 @@ import (
 // How a catalog was stored (Source.By).
 const (
 	ByApply = "apply" // kira apply
+	ByAPI   = "api"   // PUT /v1/catalog
 	ByFile  = "file"  // a member's --catalog file, at its start
 )
 
@@ -48,6 +49,9 @@ func (s *Source) String() string {
 			gen = fmt.Sprintf("generation %d", s.Generation)
 		}
 		return fmt.Sprintf("member %s from its --catalog file %s (%s, %s) at %s", s.Member, s.File, s.Digest, gen, at)
+	}
+	if s.By == ByAPI {
+		return "PUT /v1/catalog at " + at
 	}
 	return "kira apply at " + at
 }

@@ -41,7 +41,7 @@ func Lint(file string, data []byte) (*Catalog, []Problem, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	v := validator{file: file, doc: doc}
+	v := validator{locate: doc.locator(file)}
 	cat := v.catalog(raw)
 	if len(v.problems) > 0 {
 		return nil, v.warnings, &Error{Problems: v.problems}
@@ -59,16 +59,14 @@ func LoadLint(path string) (*Catalog, []Problem, error) {
 }
 
 type validator struct {
-	file     string
-	doc      *document
+	locate   locator
 	problems []Problem
 	warnings []Problem
 }
 
 // warnf records a warning at path.
 func (v *validator) warnf(path fieldPath, format string, args ...any) {
-	line, col := v.doc.position(path)
-	v.warnings = append(v.warnings, Problem{File: v.file, Line: line, Column: col, Field: path.String(), Message: fmt.Sprintf(format, args...)})
+	v.warnings = append(v.warnings, v.locate.problem(path, fmt.Sprintf(format, args...)))
 }
 
 // references checks the ${NAME} references of s, at path: a malformed one
@@ -89,11 +87,7 @@ func (v *validator) references(path fieldPath, s string) bool {
 }
 
 func (v *validator) addf(path fieldPath, format string, args ...any) {
-	line, col := v.doc.position(path)
-	v.problems = append(v.problems, Problem{
-		File: v.file, Line: line, Column: col, Field: path.String(),
-		Message: fmt.Sprintf(format, args...),
-	})
+	v.problems = append(v.problems, v.locate.problem(path, fmt.Sprintf(format, args...)))
 }
 
 func (v *validator) catalog(raw rawCatalog) *Catalog {
@@ -132,7 +126,7 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 		j := v.job(jp, rj)
 		if j.Name != "" {
 			if first, dup := seen[j.Name]; dup {
-				v.addf(jp.child("name"), "duplicate job name %q (first defined at jobs[%d])", j.Name, first)
+				v.addf(jp.child("name"), "duplicate job name %q (first defined at %s)", j.Name, v.locate.where(root("jobs").index(first).child("name")))
 			} else {
 				seen[j.Name] = i
 			}

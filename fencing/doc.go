@@ -19,7 +19,9 @@
 //   - pgfence: PostgreSQL fenced upserts (row fence) and a per-slot fence row
 //     (slot fence), each with a Raise for the new leader to run on acquire.
 //   - httpfence: net/http middleware that keeps the highest token per
-//     resource and answers 409 Conflict to older ones.
+//     resource and answers 409 Conflict to older ones; the tokens live in
+//     memory, or in etcd (httpfence.EtcdStore) or PostgreSQL (pgfence.Store)
+//     shared by a service's replicas.
 //
 // Every guard reports a refused write as ErrFenced.
 package fencing

@@ -136,7 +136,7 @@ func (e exitCode) Unwrap() error { return e.err }
 func (c *cli) diffCmd() *cobra.Command {
 	var file catalogFile
 	cmd := &cobra.Command{
-		Use:   "diff -f FILE",
+		Use:   "diff -f FILE|DIR",
 		Short: "Show what kira apply -f FILE would change; exit 0 when nothing, 1 when something, 2 on error (as kubectl diff)",
 		Long: "Shows, as a unified diff of the two catalogs written out in full, what kira apply -f FILE would change.\n" +
 			"Exit 0: no difference; 1: a difference; 2: an error. The diff program is diff -u -N, or $KIRA_EXTERNAL_DIFF\n" +

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -171,12 +170,12 @@ func printHistory(w io.Writer, recs []history.Record) error {
 	return tw.Flush()
 }
 
-// catalogFile is the -f flag of apply and diff: a file, or - for
-// standard input.
+// catalogFile is the -f flag of apply and diff: a file, a directory of
+// them (config.LintDir), or - for standard input.
 type catalogFile struct{ path string }
 
 func (f *catalogFile) register(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "catalog YAML file, or - for standard input (required)")
+	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "catalog YAML file, a directory whose *.yaml and *.yml files make one catalog, or - for standard input (required)")
 	cmd.MarkFlagRequired("filename")
 	cmd.MarkFlagFilename("filename", "yaml", "yml")
 }
@@ -194,7 +193,7 @@ func (f *catalogFile) load(c *cli, cmd *cobra.Command) (*config.Catalog, error) 
 		}
 		cat, warnings, err = config.Lint("<stdin>", data)
 	} else {
-		cat, warnings, err = config.LoadLint(f.path)
+		cat, warnings, err = config.LoadLintPath(f.path)
 	}
 	printWarnings(c.stderr, warnings)
 	if err != nil {
@@ -224,9 +223,10 @@ func (c *cli) applyCmd() *cobra.Command {
 	var dryRun, force bool
 	var out output
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
+		Use:   "apply -f FILE|DIR",
 		Short: "Store a catalog unless the stored one changed since it was read; the members converge to it without restart",
-		Long: "Stores the catalog of FILE, as kira apply's, if the stored catalog is still the one it compared against:\n" +
+		Long: "Stores the catalog of FILE (or of DIR: its *.yaml and *.yml files merged), as kira apply's, if the stored\n" +
+			"catalog is still the one it compared against:\n" +
 			"the file's revision: (as kira catalog -o yaml writes it), or, without one, the stored catalog read\n" +
 			"just before. Otherwise nothing is written, and it exits 1 with what changed meanwhile; --force stores anyway.",
 		Args: exactArgs(0),
@@ -252,84 +252,20 @@ func (c *cli) applyCmd() *cobra.Command {
 }
 
 // applied is what kira apply did.
-type applied struct {
-	Cluster string   `json:"cluster"`
-	Changes []string `json:"changes"` // as kira apply --dry-run lists them
-	Written bool     `json:"written"`
-	// Revision is the stored catalog's: the new one when Written.
-	Revision int64 `json:"revision"`
-	DryRun   bool  `json:"dry_run"`
-}
+type applied config.Applied
 
-// apply stores cat unless it is the stored one, dryRun says not to, or the
-// stored catalog is no longer the one cat was compared against (its
-// Revision, else the one read here) and force is not given.
+// apply stores cat as config.Apply does, its conflict told as kira apply's.
 func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, dryRun, force bool) (*applied, error) {
-	prev, rev, err := c.stored(ctx, cli)
-	if err != nil {
-		return nil, err
-	}
-	res := &applied{Cluster: cat.Cluster, Changes: []string{}, Revision: rev, DryRun: dryRun}
-	for _, ch := range config.Diff(prev, cat) {
-		res.Changes = append(res.Changes, ch.String())
-	}
-	if len(res.Changes) == 0 {
-		return res, nil
-	}
-	expected := rev
-	switch {
-	case force:
-		expected = config.Force
-	case cat.Revision != 0 && cat.Revision != rev:
-		current, err := config.Read(ctx, cli, cat.Cluster, 0)
-		if err != nil {
-			return nil, c.unreachable(err)
-		}
-		return nil, c.conflict(ctx, cli, cat, &config.ConflictError{Expected: cat.Revision, Current: current})
-	}
-	if dryRun {
-		return res, nil
-	}
-	res.Revision, err = config.Put(ctx, cli, cat, config.Source{By: config.ByApply, At: time.Now().UTC()}, expected)
+	res, err := config.Apply(ctx, cli, cat, config.Source{By: config.ByApply, At: time.Now().UTC()}, dryRun, force)
 	var conflict *config.ConflictError
 	if errors.As(err, &conflict) {
-		return nil, c.conflict(ctx, cli, cat, conflict)
+		return nil, fmt.Errorf("kira apply: %v; nothing written.\n%sRead the catalog again (kira catalog -o yaml > FILE), make your change there and apply it; or apply with --force to overwrite the change made meanwhile.",
+			conflict, config.Meanwhile(ctx, cli, cat, conflict))
 	}
 	if err != nil {
 		return nil, c.unreachable(err)
 	}
-	res.Written = true
-	return res, nil
-}
-
-// conflict is kira apply's error when the stored catalog changed since the
-// revision cat was compared against: what changed meanwhile, and what to do.
-func (c *cli) conflict(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, e *config.ConflictError) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "kira apply: %v; nothing written.\n", e)
-	list := func(changes []config.Change) {
-		for _, ch := range changes {
-			fmt.Fprintf(&b, "  %s\n", ch)
-		}
-	}
-	switch {
-	case e.Current == nil:
-	case e.Current.Catalog == nil:
-		fmt.Fprintf(&b, "The catalog stored now (revision %d) cannot be read by this version of Kira.\n", e.Current.Revision)
-	case e.Expected <= 0:
-		fmt.Fprintf(&b, "Stored meanwhile (revision %d):\n", e.Current.Revision)
-		list(config.Diff(nil, e.Current.Catalog))
-	default:
-		if old, err := config.Read(ctx, cli, cat.Cluster, e.Expected); err != nil {
-			fmt.Fprintf(&b, "The catalog of revision %d cannot be read any more (%v); what the file would change now:\n", e.Expected, err)
-			list(config.Diff(e.Current.Catalog, cat))
-		} else {
-			fmt.Fprintf(&b, "Changed meanwhile (revision %d → %d):\n", e.Expected, e.Current.Revision)
-			list(config.Diff(old.Catalog, e.Current.Catalog))
-		}
-	}
-	b.WriteString("Read the catalog again (kira catalog -o yaml > FILE), make your change there and apply it; or apply with --force to overwrite the change made meanwhile.")
-	return errors.New(b.String())
+	return (*applied)(res), nil
 }
 
 func (a *applied) print(w io.Writer) error {

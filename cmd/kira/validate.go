@@ -25,13 +25,14 @@ func (c *cli) validateCmd() *cobra.Command {
 	var next int
 	var out output
 	cmd := &cobra.Command{
-		Use:   "validate FILE",
+		Use:   "validate FILE|DIR",
 		Short: "Check a catalog without running it",
 		Long: "Checks a catalog without running it: exit 1 and every problem with file:line when invalid.\n" +
+			"A directory is one catalog made of its *.yaml and *.yml files (a setting or a job defined twice is refused).\n" +
 			"With --next N, prints each job's next N fire times as the scheduler will fire them.",
 		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			cat, warnings, err := config.LoadLint(args[0])
+			cat, warnings, err := config.LoadLintPath(args[0])
 			printWarnings(c.stderr, warnings)
 			if err != nil {
 				return err

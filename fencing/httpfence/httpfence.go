@@ -10,9 +10,13 @@
 //
 // Requests of one resource are serialised inside the middleware: the token
 // check and the handler's work happen under one lock, so an old request that
-// was admitted cannot still be running when a newer token is admitted. (With
-// several replicas of the service, share the Store and do the write under the
-// Store's own check, as pgfence does.)
+// was admitted cannot still be running when a newer token is admitted.
+//
+// MemoryStore fences one process. Several replicas of a service behind a load
+// balancer share a store: EtcdStore (here) or pgfence.Store. Both are
+// Holders, so the serialisation above spans the replicas too: a newer token's
+// admission on one replica waits until an older request admitted on another
+// has been answered.
 //
 // Raise the fence on acquire: point a job's fence_url at a path served by this
 // middleware (with a handler that does nothing). Kira calls it with the new
@@ -42,6 +46,15 @@ type Store interface {
 	// Admit records token for resource if it is not lower than the highest
 	// admitted so far, and returns the highest after the call.
 	Admit(ctx context.Context, resource string, token fencing.Token) (highest fencing.Token, admitted bool, err error)
+}
+
+// Holder is a Store that can keep an admission for as long as the request
+// runs: until release is called, no other Hold of the resource (by any
+// replica sharing the store) returns. Release is nil unless admitted.
+// Guard.Wrap uses Hold when its store has it (TestSharedStoreHoldsAcrossReplicas).
+type Holder interface {
+	Store
+	Hold(ctx context.Context, resource string, token fencing.Token) (highest fencing.Token, admitted bool, release func(), err error)
 }
 
 // MemoryStore is a Store in this process's memory.
@@ -123,7 +136,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		mu, _ := g.locks.LoadOrStore(resource, &sync.Mutex{})
 		mu.(*sync.Mutex).Lock()
 		defer mu.(*sync.Mutex).Unlock()
-		highest, ok, err := g.store.Admit(r.Context(), resource, token)
+		highest, ok, release, err := g.admit(r.Context(), resource, token)
 		if err != nil {
 			reject(w, http.StatusServiceUnavailable, Rejection{Error: "fence store: " + err.Error(), Resource: resource})
 			return
@@ -132,8 +145,18 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			reject(w, http.StatusConflict, Rejection{Error: "fenced", Resource: resource, Token: token, Highest: highest})
 			return
 		}
+		defer release()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// admit asks the store, holding the admission where the store can.
+func (g *Guard) admit(ctx context.Context, resource string, token fencing.Token) (fencing.Token, bool, func(), error) {
+	if h, ok := g.store.(Holder); ok {
+		return h.Hold(ctx, resource, token)
+	}
+	highest, ok, err := g.store.Admit(ctx, resource, token)
+	return highest, ok, func() {}, err
 }
 
 func reject(w http.ResponseWriter, code int, body Rejection) {

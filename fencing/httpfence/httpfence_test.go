@@ -7,10 +7,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kira-scheduler/kira/etcdtest"
+
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnoredGoroutines()...) }
 
 type service struct {
 	srv    *httptest.Server

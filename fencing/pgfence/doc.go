@@ -20,4 +20,7 @@
 // yet. Raise (on acquire) updates that row, and must wait for every
 // transaction still holding the share lock: once Raise has returned, no
 // transaction with an older token can commit.
+//
+// Store keeps httpfence's tokens in PostgreSQL, so that the replicas of an
+// HTTP service are fenced as one.
 package pgfence
