@@ -24,6 +24,10 @@ type gatedKV struct {
 	clientv3.KV
 	blocked chan struct{} // a commit reached the closed gate; nil: not told
 
+	// committed, if set, runs after every commit, once it is answered: a
+	// write of another member that lands right after.
+	committed func()
+
 	mu     sync.Mutex
 	gate   chan struct{} // nil while open
 	refuse error         // non-nil: every commit fails with it
@@ -84,7 +88,11 @@ func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
 			return nil, t.ctx.Err()
 		}
 	}
-	return t.Txn.Commit()
+	resp, err := t.Txn.Commit()
+	if t.kv.committed != nil {
+		t.kv.committed()
+	}
+	return resp, err
 }
 
 // startGatedNode starts a node on clock whose state writer commits through

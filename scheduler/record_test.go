@@ -286,32 +286,6 @@ func TestTakeoverReadsTheJournalsAfterItsWin(t *testing.T) {
 	}
 }
 
-// movingKV runs move once, right after the first transaction committed
-// through it: a write of another member that lands while a takeover reads.
-type movingKV struct {
-	clientv3.KV
-	once sync.Once
-	move func()
-}
-
-func (m *movingKV) Txn(ctx context.Context) clientv3.Txn {
-	return &movingTxn{Txn: m.KV.Txn(ctx), kv: m}
-}
-
-type movingTxn struct {
-	clientv3.Txn
-	kv *movingKV
-}
-
-func (t *movingTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
-func (t *movingTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
-func (t *movingTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
-func (t *movingTxn) Commit() (*clientv3.TxnResponse, error) {
-	resp, err := t.Txn.Commit()
-	t.kv.once.Do(t.kv.move)
-	return resp, err
-}
-
 // A record moves from its journal entry to the slot's ring (the previous
 // holder's writer copies it, then reuses the entry) while a new holder
 // reads the slot: reading the ring before the journals, the takeover found
@@ -334,7 +308,8 @@ func TestTakeoverFindsARecordMovedToTheRingWhileItReads(t *testing.T) {
 	if _, err := cli.Put(ctx, keyspace.JournalEntry("moved", "old", 0), string(history.EncodeJournal("old", []history.JournalItem{finished}))); err != nil {
 		t.Fatal(err)
 	}
-	kv := &movingKV{KV: cli, move: func() {
+	var once sync.Once
+	move := func() {
 		ring := keyspace.HistoryEntry("moved", slot, 0, 10)
 		if _, err := cli.Put(ctx, ring, string(history.Encode(finished.Stored, history.FormatJournal))); err != nil {
 			t.Error(err)
@@ -343,7 +318,8 @@ func TestTakeoverFindsARecordMovedToTheRingWhileItReads(t *testing.T) {
 		if _, err := cli.Put(ctx, keyspace.JournalEntry("moved", "old", 0), string(reused)); err != nil {
 			t.Error(err)
 		}
-	}}
+	}
+	kv := &gatedKV{KV: cli, committed: func() { once.Do(move) }} // after the takeover's first transaction
 	st, _, _, err := readAcquired(ctx, kv, "moved", slot)
 	if err != nil {
 		t.Fatal(err)
