@@ -2,10 +2,12 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/highwater"
 	"github.com/kira-scheduler/kira/shard"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -27,7 +29,7 @@ type raisedFence struct {
 func (s *Scheduler) raiseFences(sl *slot) {
 	s.setRaising(sl, true)
 	ctx, cancel := context.WithTimeout(sl.leadCtx, raiseTimeout)
-	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
+	id, fence, claim, hook, admit := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire, s.cfg.Admit
 	reads, journals := s.reads, s.journals
 	journals.Hold()
 	s.wg.Add(1)
@@ -35,7 +37,14 @@ func (s *Scheduler) raiseFences(sl *slot) {
 		defer s.wg.Done()
 		defer cancel()
 		ctx, span := s.slotSpan(ctx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
-		read, err := readTakeover(ctx, reads, id, journals)
+		var read acquiredRead
+		var err error
+		if admit != nil {
+			err = admit(int64(claim.Token))
+		}
+		if err == nil {
+			read, err = readTakeover(ctx, reads, id, journals)
+		}
 		journals.Release()
 		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)
@@ -89,7 +98,7 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 	}
 	if r.err != nil {
 		s.forgetTriggers(triggers)
-		s.cfg.Logger.Warn("could not raise the fence; giving the slot up", "slot", sl.id.String(), "token", sl.token.String(), "err", r.err)
+		s.raiseFailed(sl, r.err)
 		sl.backoff = true
 		s.endLeadership(sl, Released, "fence not raised: "+r.err.Error())
 		return
@@ -102,6 +111,24 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 		return
 	}
 	s.acquired(sl, r.read, triggers, now)
+}
+
+// raiseFailed logs why a won slot is given up before it fires. A fence
+// that refuses a newly won token has seen a higher one: a newer holder
+// took the slot meanwhile (rare: this member's lease ended while it raised),
+// or etcd's revision went back, and the log says so in the words of package
+// highwater. Held by TestRestoreWithoutBumpIsDetected.
+func (s *Scheduler) raiseFailed(sl *slot, err error) {
+	switch {
+	case errors.Is(err, highwater.ErrHeld):
+		// Said once by the mark; this comes back every campaignRetry.
+		s.cfg.Logger.Debug("slot won under a token at or below the high-water mark; giving it up", "slot", sl.id.String(), "token", sl.token.String(), "err", err)
+	case errors.Is(err, fencing.ErrFenced):
+		s.cfg.Logger.Error("the job's fence refused the newly won token "+sl.token.String()+": it has seen a higher token; unless a newer holder took the slot meanwhile, etcd's revision went back below a token already handed out (etcd restored without raising its revision): "+highwater.Fix,
+			"slot", sl.id.String(), "token", sl.token.String(), "err", err)
+	default:
+		s.cfg.Logger.Warn("could not raise the fence; giving the slot up", "slot", sl.id.String(), "token", sl.token.String(), "err", err)
+	}
 }
 
 // forgetTriggers unmarks triggers this member will not run (the slot is
