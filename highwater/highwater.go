@@ -55,30 +55,60 @@ func New(logger *slog.Logger) *Mark {
 	return &Mark{logger: logger}
 }
 
-// Observe takes the header of an answer of etcd.
+// Observe takes the header of an answer of etcd to a request sent after
+// every answer observed before: a test's, or one caller's, in turn.
 func (m *Mark) Observe(clusterID uint64, rev int64) {
+	m.observe(clusterID, rev, m.sent())
+}
+
+// sentMark is what the mark was when a request was sent: its answer
+// reflects at least that revision, unless etcd went back. Answers to
+// concurrent requests are observed in any order, so only an answer below
+// the mark at its own sending is a fall.
+type sentMark struct {
+	high  int64
+	falls int
+}
+
+func (m *Mark) sent() sentMark {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return sentMark{high: m.high, falls: m.falls}
+}
+
+func (m *Mark) observe(clusterID uint64, rev int64, at sentMark) {
 	if rev <= 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	seen, seenCluster := max(m.high, m.floor), m.clusterID
+	seen := max(m.high, m.floor)
 	switch {
 	case seen == 0:
 		m.clusterID, m.high = clusterID, rev
-	case rev < m.high || (clusterID != seenCluster && rev <= seen):
+	case at.falls != m.falls:
+		// Sent before the last fall: compared with nothing.
+		if clusterID == m.clusterID {
+			m.rise(rev)
+		}
+	case rev < at.high || (clusterID != m.clusterID && rev <= seen):
 		m.fall(clusterID, rev, seen)
-	case clusterID != seenCluster:
+	case clusterID != m.clusterID:
 		m.logger.Warn("etcd's cluster id changed, its revision did not go back: tokens still rise",
-			"cluster_id_before", fmt.Sprintf("%x", seenCluster), "cluster_id_now", fmt.Sprintf("%x", clusterID), "revision_before", seen, "revision_now", rev)
+			"cluster_id_before", fmt.Sprintf("%x", m.clusterID), "cluster_id_now", fmt.Sprintf("%x", clusterID), "revision_before", seen, "revision_now", rev)
 		m.clusterID, m.high = clusterID, rev
 	default:
-		m.high = rev
-		if m.floor > 0 && rev > m.floor && m.reason != "" {
-			m.reason = ""
-			m.logger.Warn("etcd's revision passed the high-water mark again: new tokens are above every token seen; holding ended",
-				"high_water_mark", m.floor, "revision_now", rev)
-		}
+		m.rise(rev)
+	}
+}
+
+// rise takes a revision of the current history. m.mu is held.
+func (m *Mark) rise(rev int64) {
+	m.high = max(m.high, rev)
+	if m.reason != "" && m.high > m.floor {
+		m.reason = ""
+		m.logger.Warn("etcd's revision passed the high-water mark again: new tokens are above every token seen; holding ended",
+			"high_water_mark", m.floor, "revision_now", m.high)
 	}
 }
 
@@ -130,12 +160,13 @@ func (m *Mark) State() (mark int64, falls int) {
 // answers; give it to the etcd client (grpc.WithChainUnaryInterceptor).
 func (m *Mark) Interceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		at := m.sent()
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if err != nil {
 			return err
 		}
 		if h := linearizableHeader(req, reply); h != nil {
-			m.Observe(h.ClusterId, h.Revision)
+			m.observe(h.ClusterId, h.Revision, at)
 		}
 		return nil
 	}
