@@ -72,6 +72,9 @@ type Config struct {
 	// QuotaBackendBytes is etcd's --quota-backend-bytes: past it etcd
 	// raises the NOSPACE alarm and refuses writes; 0 is etcd's default (2 GiB).
 	QuotaBackendBytes int64
+	// MinFreeDisk is kira etcd's --min-free-disk-bytes, for KeepSpace; etcd
+	// itself does not use it.
+	MinFreeDisk int64
 	// Client TLS (etcd's --cert-file, --key-file, --trusted-ca-file,
 	// --client-cert-auth): the listen client URLs must then be https.
 	ClientTLS TLS

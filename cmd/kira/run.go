@@ -120,7 +120,7 @@ func (c *cli) run(f runFlags) error {
 				"embedded-client-url": f.embeddedClient, "embedded-peer-url": f.embeddedPeer}, "or --etcd to join a running etcd"))
 		}
 		defer e.Close()
-		defer keepSpace(e, logger)()
+		defer keepSpace(e, etcdnode.DefaultMinFreeDisk, logger)()
 		useHostingEtcdGC(os.Getenv("GOGC"))
 		etcd = etcdclient.Config{Endpoints: etcdclient.SplitList(f.embeddedClient)}
 		logger.Info("started embedded etcd", "data_dir", f.dataDir, "client_url", f.embeddedClient)
