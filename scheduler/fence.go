@@ -117,7 +117,7 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 // that refuses a newly won token has seen a higher one: a newer holder
 // took the slot meanwhile (rare: this member's lease ended while it raised),
 // or etcd's revision went back, and the log says so in the words of package
-// highwater. Held by TestRestoreWithoutBumpIsDetected.
+// highwater. Held by TestRefusedTokensStartNothing.
 func (s *Scheduler) raiseFailed(sl *slot, err error) {
 	switch {
 	case errors.Is(err, highwater.ErrHeld):
