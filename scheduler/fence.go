@@ -29,7 +29,7 @@ type raisedFence struct {
 func (s *Scheduler) raiseFences(sl *slot) {
 	s.setRaising(sl, true)
 	ctx, cancel := context.WithTimeout(sl.leadCtx, raiseTimeout)
-	id, fence, claim, hook, admit := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire, s.cfg.Admit
+	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
 	reads, journals := s.reads, s.journals
 	journals.Hold()
 	s.wg.Add(1)
@@ -37,14 +37,7 @@ func (s *Scheduler) raiseFences(sl *slot) {
 		defer s.wg.Done()
 		defer cancel()
 		ctx, span := s.slotSpan(ctx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
-		var read acquiredRead
-		var err error
-		if admit != nil {
-			err = admit(int64(claim.Token))
-		}
-		if err == nil {
-			read, err = readTakeover(ctx, reads, id, journals)
-		}
+		read, err := readTakeover(ctx, reads, id, journals)
 		journals.Release()
 		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)
@@ -120,9 +113,6 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 // highwater. Held by TestRefusedTokensStartNothing.
 func (s *Scheduler) raiseFailed(sl *slot, err error) {
 	switch {
-	case errors.Is(err, highwater.ErrHeld):
-		// Said once by the mark; this comes back every campaignRetry.
-		s.cfg.Logger.Debug("slot won under a token at or below the high-water mark; giving it up", "slot", sl.id.String(), "token", sl.token.String(), "err", err)
 	case errors.Is(err, fencing.ErrFenced):
 		s.cfg.Logger.Error("the job's fence refused the newly won token "+sl.token.String()+": it has seen a higher token; unless a newer holder took the slot meanwhile, etcd's revision went back below a token already handed out (etcd restored without raising its revision): "+highwater.Fix,
 			"slot", sl.id.String(), "token", sl.token.String(), "err", err)

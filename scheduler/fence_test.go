@@ -196,16 +196,15 @@ func (l *lockedLog) String() string {
 }
 
 // A slot won under a token Admit refuses (at or below the member's
-// high-water mark) starts nothing: no state read, no fence, no execution;
-// it is campaigned for again, and fires once a token is admitted. A fence
-// that refuses a newly won token (it has seen a higher one) is logged at
-// ERROR in the words of a revision that went back.
+// high-water mark) is not led at all: no event, no state read, no fence, no
+// execution; it is campaigned for again, and fires once a token is
+// admitted. A fence that refuses a newly won token (it has seen a higher
+// one) is logged at ERROR in the words of a revision that went back.
 func TestRefusedTokensStartNothing(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	var mu sync.Mutex
-	var admitted, refusedByFence fencing.Token
-	asked := 0
+	var held, refusedByFence, admitted fencing.Token
 	logs := &lockedLog{}
 	cat := catalog("admit", config.Job{Name: "sync", Schedule: "@every 1s", Handler: "noop"})
 	rec := newRecorder()
@@ -215,7 +214,8 @@ func TestRefusedTokensStartNothing(t *testing.T) {
 		Admit: func(token int64) error {
 			mu.Lock()
 			defer mu.Unlock()
-			if asked++; asked == 1 { // the first win only
+			if held == 0 { // the first win only
+				held = fencing.Token(token)
 				return fmt.Errorf("%w: token %d", highwater.ErrHeld, token)
 			}
 			return nil
@@ -234,17 +234,18 @@ func TestRefusedTokensStartNothing(t *testing.T) {
 	evs := rec.waitFor(t, "an execution after a refused token and a refused fence", 20*time.Second, func(evs []Event) bool {
 		return count(evs, func(e Event) bool { return e.Kind == Finished && e.Result.Outcome == jobs.Succeeded }) > 0
 	})
-	var held fencing.Token
-	for _, e := range evs {
-		if e.Kind == Released && strings.Contains(e.Reason, "held: etcd's revision went back") && held == 0 {
-			held = e.Token
-		}
-		if (e.Kind == Started || e.Kind == Raised) && e.Token <= refusedByFence {
-			t.Errorf("%s under token %d, refused (by Admit up to %d, by the fence at %d)", e.Kind, e.Token, held, refusedByFence)
-		}
-	}
+	mu.Lock()
+	defer mu.Unlock()
 	if held == 0 || refusedByFence <= held || admitted <= refusedByFence {
 		t.Fatalf("held %d, refused by the fence %d, then admitted %d: want each above the one before", held, refusedByFence, admitted)
+	}
+	for _, e := range evs {
+		if e.Token == held {
+			t.Errorf("an event of the refused token %d: %s %s", held, e.Kind, e.Reason)
+		}
+		if (e.Kind == Started || e.Kind == Raised) && e.Token <= refusedByFence {
+			t.Errorf("%s under token %d, refused by the fence", e.Kind, e.Token)
+		}
 	}
 	if out := logs.String(); !strings.Contains(out, "level=ERROR msg=\"the job's fence refused the newly won token") || !strings.Contains(out, "kira etcd snapshot restore") {
 		t.Fatalf("the refused fence is not logged at ERROR with the fix:\n%s", out)

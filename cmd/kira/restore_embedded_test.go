@@ -43,8 +43,8 @@ func TestEmbeddedEtcdRestore(t *testing.T) {
 		t.Fatalf("snapshot save: exit %d: %s", code, out)
 	}
 	stop(member) // a restart after the snapshot: new lease, new tokens
-	member = run("d0")
 	floor := maxToken(readRuns(t, log))
+	member = run("d0")
 	kiratest.WaitUntil(t, "every slot to fire under a new token", 30*time.Second, func() bool { return everySlotRanAbove(readRuns(t, log), floor) })
 	stop(member)
 	mark, err := os.ReadFile(filepath.Join(dir, "d0", highwater.FileName))

@@ -100,13 +100,13 @@ func TestRestoreWithoutBumpIsDetected(t *testing.T) {
 	}
 	// New leases after the snapshot, as after any rolling restart: the
 	// restored etcd knows none of them.
+	floor := maxToken(readRuns(t, log))
 	for i := range members {
 		if code := members[i].proc.Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
 			t.Fatalf("SIGTERM of m%d: exit %d", i, code)
 		}
 		members[i] = startRollbackMember(t, cat, client, fmt.Sprintf("m%d", i), filepath.Join(dir, fmt.Sprintf("m%d", i)))
 	}
-	floor := maxToken(readRuns(t, log))
 	kiratest.WaitUntil(t, "every slot to fire under a new token", 30*time.Second, func() bool { return everySlotRanAbove(readRuns(t, log), floor) })
 	time.Sleep(5 * time.Second) // fires raise the revision well past the snapshot's
 
