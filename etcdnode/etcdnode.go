@@ -15,7 +15,6 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 )
 
 // Tuning chooses how an embedded etcd trades durability for speed.
@@ -108,9 +107,11 @@ func (c Config) Embed() (*embed.Config, error) {
 	if c.LogLevel != "" {
 		cfg.LogLevel = c.LogLevel
 	}
-	if c.Quiet {
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	lg, err := etcdLogger(c, os.Stderr)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: --log-level %q: %w", c.LogLevel, err)
 	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	// Every execution writes a history record, so an etcd that never
 	// compacts fills its quota and then refuses every write.
 	cfg.AutoCompactionMode = "periodic"
@@ -118,7 +119,6 @@ func (c Config) Embed() (*embed.Config, error) {
 	if cfg.AutoCompactionRetention == "" {
 		cfg.AutoCompactionRetention = DefaultCompactionRetention
 	}
-	var err error
 	if cfg.ListenClientUrls, err = ParseURLs("listen-client-urls", c.ListenClientURLs); err != nil {
 		return nil, err
 	}

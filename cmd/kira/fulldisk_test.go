@@ -146,3 +146,51 @@ func TestFullDiskUnderTheEmbeddedEtcd(t *testing.T) {
 		"--embedded-peer-url", peer, "--http", addr)
 	expectFullDiskLoudThenRecovered(t, fs, member, member, addr, runs)
 }
+
+// Without the guard (--min-free-disk-bytes 0) a filesystem filled at once
+// stops etcd at its next write: kira etcd says why in plain words, and
+// started again once space is freed, it serves its data and the member
+// fires again, with nothing run twice.
+func TestFullDiskWithoutTheGuardSaysWhyEtcdStopped(t *testing.T) {
+	fs := sizedFS(t, 256)
+	dir := t.TempDir()
+	client, peer := freeURLs(t)
+	args := []string{"etcd", "--name", "full", "--data-dir", filepath.Join(fs, "etcd"), "--listen-client-urls", client,
+		"--listen-peer-urls", peer, "--min-free-disk-bytes", "0"}
+	etcd := start(t, args...)
+	runs := filepath.Join(dir, "runs.log")
+	catalog := writeFile(t, dir, "c.yaml", fmt.Sprintf(fullDiskCatalog, runs))
+	member := start(t, "run", "--catalog", catalog, "--etcd", client)
+	kiratest.WaitUntil(t, "every slot to fire", 30*time.Second, func() bool { return len(readRuns(t, runs)) >= 8 })
+	junk := filepath.Join(fs, "junk")
+	f, err := os.Create(junk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = f.Write(make([]byte, 16<<20))
+	}
+	f.Close()
+	kiratest.WaitUntil(t, "etcd to stop on the full disk", 30*time.Second, etcd.Exited)
+	if want := "etcd member full stops: the filesystem of its data directory is full"; !strings.Contains(etcd.Output(), want) {
+		t.Fatalf("kira etcd did not say %q:\n%s", want, etcd.Output())
+	}
+	if err := os.Remove(junk); err != nil {
+		t.Fatal(err)
+	}
+	before := len(readRuns(t, runs))
+	start(t, args...)
+	kiratest.WaitUntil(t, "every slot to fire once etcd is started again", 60*time.Second, func() bool {
+		return everySlotRanAbove4(readRuns(t, runs)[before:])
+	})
+	ran := map[string]bool{}
+	for _, r := range readRuns(t, runs) {
+		if ran[r.id] {
+			t.Errorf("execution %s ran twice", r.id)
+		}
+		ran[r.id] = true
+	}
+	if member.Exited() {
+		t.Fatalf("kira run exited:\n%s", member.Output())
+	}
+}
