@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,4 +148,17 @@ func TestMarkOutlastsARestart(t *testing.T) {
 	if _, err := Load(file, nil); err == nil || !strings.Contains(err.Error(), file) {
 		t.Fatalf("a bad file: %v", err)
 	}
+}
+
+// What a member pays on each answer of etcd: the mark read at the
+// request's sending and updated at its answer, from many goroutines.
+func BenchmarkObserveAnswer(b *testing.B) {
+	mark := New(slog.New(slog.DiscardHandler))
+	var rev atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			at := mark.sent()
+			mark.observe(1, rev.Add(1), at)
+		}
+	})
 }
