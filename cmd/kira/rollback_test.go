@@ -130,13 +130,15 @@ func TestRestoreWithoutBumpIsDetected(t *testing.T) {
 		t.Fatalf("restore: exit %d: %s", code, out)
 	}
 	stop := make(chan struct{})
+	stopOnce := sync.OnceFunc(func() { close(stop) })
 	readyz := watchReadyz(members, stop)
+	t.Cleanup(func() { stopOnce(); readyz() }) // a test that fails first still stops the pollers
 	start(t, etcdArgs(filepath.Join(dir, "r0"))...)
 	restarted := time.Now()
 	kiratest.WaitUntil(t, "every slot to fire again after the restore", 60*time.Second,
 		func() bool { return everySlotRanAbove(readRuns(t, log)[len(before):], 0) })
 	t.Logf("every slot fired again %s after etcd started (high-water marks from %d; tokens before up to %d)", time.Since(restarted).Round(time.Millisecond), lowestMark, maxToken(before))
-	close(stop)
+	stopOnce()
 	reasons := readyz()
 	for i, m := range members {
 		out := m.proc.Output()
