@@ -16,7 +16,8 @@ import (
 // after, taking kira run with its embedded etcd along. Either way such an
 // entry is followed by a line saying, in plain words, that etcd stops and
 // why: a full disk (etcd exits on a write that finds no space) names the
-// fix. Held by TestFullDiskWithoutTheGuardSaysWhyEtcdStopped (cmd/kira).
+// fix. Held by TestFullDiskWithoutTheGuardSaysWhyEtcdStopped (cmd/kira) and
+// TestQuietEtcdStillSaysWhyItStops.
 func etcdLogger(c Config, stderr io.Writer) (*zap.Logger, error) {
 	wrap := zap.WrapCore(func(core zapcore.Core) zapcore.Core { return stopNotice{core, c.Name, stderr} })
 	if c.Quiet {
