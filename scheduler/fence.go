@@ -114,7 +114,7 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 func (s *Scheduler) raiseFailed(sl *slot, err error) {
 	switch {
 	case errors.Is(err, fencing.ErrFenced):
-		s.cfg.Logger.Error("the job's fence refused the newly won token "+sl.token.String()+": it has seen a higher token; unless a newer holder took the slot meanwhile, etcd's revision went back below a token already handed out (etcd restored without raising its revision): "+highwater.Fix,
+		s.cfg.Logger.Error("a fence refused the newly won token "+sl.token.String()+": it has seen a higher token; unless a newer holder took the slot meanwhile, etcd's revision went back below a token already handed out (etcd restored without raising its revision): "+highwater.Fix,
 			"slot", sl.id.String(), "token", sl.token.String(), "err", err)
 	default:
 		s.cfg.Logger.Warn("could not raise the fence; giving the slot up", "slot", sl.id.String(), "token", sl.token.String(), "err", err)

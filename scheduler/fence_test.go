@@ -247,7 +247,7 @@ func TestRefusedTokensStartNothing(t *testing.T) {
 			t.Errorf("%s under token %d, refused by the fence", e.Kind, e.Token)
 		}
 	}
-	if out := logs.String(); !strings.Contains(out, "level=ERROR msg=\"the job's fence refused the newly won token") || !strings.Contains(out, "kira etcd snapshot restore") {
+	if out := logs.String(); !strings.Contains(out, "level=ERROR msg=\"a fence refused the newly won token") || !strings.Contains(out, "kira etcd snapshot restore") {
 		t.Fatalf("the refused fence is not logged at ERROR with the fix:\n%s", out)
 	}
 }
