@@ -27,6 +27,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // The environment variables each setting is also read from.
@@ -133,12 +134,14 @@ func (c Config) credentials() (user, password string, err error) {
 	return "", "", fmt.Errorf("etcd: --user %s has no password: give --password-file, %s or --user %s:PASSWORD", user, EnvPassword, user)
 }
 
-// New connects to etcd. Connecting is lazy: use Check for an answer.
-func New(c Config) (*clientv3.Client, error) {
+// New connects to etcd, with opts added to the gRPC dial options (an
+// interceptor, say). Connecting is lazy: use Check for an answer.
+func New(c Config, opts ...grpc.DialOption) (*clientv3.Client, error) {
 	cfg, err := c.ClientConfig()
 	if err != nil {
 		return nil, err
 	}
+	cfg.DialOptions = append(cfg.DialOptions, opts...)
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)

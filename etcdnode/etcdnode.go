@@ -15,7 +15,6 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 )
 
 // Tuning chooses how an embedded etcd trades durability for speed.
@@ -72,6 +71,9 @@ type Config struct {
 	// QuotaBackendBytes is etcd's --quota-backend-bytes: past it etcd
 	// raises the NOSPACE alarm and refuses writes; 0 is etcd's default (2 GiB).
 	QuotaBackendBytes int64
+	// MinFreeDisk is kira etcd's --min-free-disk-bytes, for KeepSpace; etcd
+	// itself does not use it.
+	MinFreeDisk int64
 	// Client TLS (etcd's --cert-file, --key-file, --trusted-ca-file,
 	// --client-cert-auth): the listen client URLs must then be https.
 	ClientTLS TLS
@@ -105,9 +107,11 @@ func (c Config) Embed() (*embed.Config, error) {
 	if c.LogLevel != "" {
 		cfg.LogLevel = c.LogLevel
 	}
-	if c.Quiet {
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	lg, err := etcdLogger(c, os.Stderr)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: --log-level %q: %w", c.LogLevel, err)
 	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	// Every execution writes a history record, so an etcd that never
 	// compacts fills its quota and then refuses every write.
 	cfg.AutoCompactionMode = "periodic"
@@ -115,7 +119,6 @@ func (c Config) Embed() (*embed.Config, error) {
 	if cfg.AutoCompactionRetention == "" {
 		cfg.AutoCompactionRetention = DefaultCompactionRetention
 	}
-	var err error
 	if cfg.ListenClientUrls, err = ParseURLs("listen-client-urls", c.ListenClientURLs); err != nil {
 		return nil, err
 	}

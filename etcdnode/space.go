@@ -30,16 +30,27 @@ const SpaceCheckInterval = 2 * time.Second
 // none.) It returns when ctx ends. kira etcd and kira run's embedded etcd
 // run it; held by TestKeepSpaceWaitsForTheCompactionToFinish and
 // TestNoSpaceRecoversByItself (cmd/kira).
-func KeepSpace(ctx context.Context, e *embed.Etcd, logger *slog.Logger) {
+//
+// It also raises the alarm itself while the filesystem of etcd's data has
+// less than minFreeDisk bytes free (0: never), and disarms it once space is
+// back (diskGuard).
+func KeepSpace(ctx context.Context, e *embed.Etcd, minFreeDisk int64, logger *slog.Logger) {
 	tick := time.NewTicker(SpaceCheckInterval)
 	defer tick.Stop()
+	disk := time.NewTicker(DiskCheckInterval)
+	defer disk.Stop()
+	guard := newDiskGuard(e, minFreeDisk)
 	var defraggedAt int64 // the compacted revision at the last defragment
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-disk.C:
+			guard.check(ctx, e, logger)
 		case <-tick.C:
-			defraggedAt = recoverSpace(ctx, e, logger, defraggedAt)
+			if !guard.raised { // a defragment needs space: none while the disk is full
+				defraggedAt = recoverSpace(ctx, e, logger, defraggedAt)
+			}
 		}
 	}
 }

@@ -68,7 +68,7 @@ func TestKeepSpaceWaitsForTheCompactionToFinish(t *testing.T) {
 
 	keeping, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { etcdnode.KeepSpace(keeping, e, slog.New(slog.DiscardHandler)); close(done) }()
+	go func() { etcdnode.KeepSpace(keeping, e, 0, slog.New(slog.DiscardHandler)); close(done) }()
 	defer func() {
 		stop()
 		select {

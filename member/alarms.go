@@ -58,7 +58,7 @@ func (a *alarms) set(now []string, logger *slog.Logger) {
 	for _, name := range now {
 		if !slices.Contains(before, name) {
 			logger.Error("etcd raised the "+name+" alarm: it refuses every write, so no execution can start until it is disarmed",
-				"alarm", name, "fix", "free space (compact, defragment), then etcdctl alarm disarm; kira etcd does it by itself once compaction has freed space")
+				"alarm", name, "fix", "free space: etcd's database (compact, defragment) or the filesystem under etcd's data directory; then etcdctl alarm disarm. kira etcd and kira run's embedded etcd do it by themselves once compaction or the operator has freed space")
 		}
 	}
 	for _, name := range before {

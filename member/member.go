@@ -25,6 +25,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/highwater"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/membership"
@@ -32,6 +33,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 )
 
 // Config is what a member needs. Etcd's endpoints, and Cluster or
@@ -67,6 +69,11 @@ type Config struct {
 	// fileNotStored is the notice of an earlier incarnation's storeFile,
 	// which a rejoin (Catalog no longer set) publishes again.
 	fileNotStored string
+	// HighWater, if set, is the highest etcd revision the member has seen
+	// (in a file, to outlast the process): every incarnation feeds it and
+	// starts nothing under a token it holds back (highwater.Mark.Admit). Run
+	// makes one in memory if it is nil.
+	HighWater *highwater.Mark
 	// Tracing, if set, gives each incarnation the tracer provider of its
 	// spans, so that their resource can name the member id; the returned
 	// function flushes it and is called once the incarnation has stopped.
@@ -89,6 +96,9 @@ const leaveTimeout = 5 * time.Second
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.HighWater == nil {
+		cfg.HighWater = highwater.New(cfg.Logger)
 	}
 	r := &rejoiner{cfg: cfg}
 	for {
@@ -131,7 +141,7 @@ type rejoiner struct {
 // releases any etcd call the incarnation left pending on an unreachable
 // server.
 func (r *rejoiner) incarnate(ctx context.Context) error {
-	cli, err := etcdclient.New(r.cfg.Etcd)
+	cli, err := etcdclient.New(r.cfg.Etcd, grpc.WithChainUnaryInterceptor(r.cfg.HighWater.Interceptor()))
 	if err != nil {
 		return etcdclient.Explain(r.cfg.Etcd, keyspace.Cluster(r.cfg.cluster()), fmt.Errorf("member: %w", err))
 	}
@@ -287,6 +297,9 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 		sc.Logger = cfg.Logger
 	}
 	sc.CatalogRevision = catRev
+	if cfg.HighWater != nil && sc.Admit == nil {
+		sc.Admit = cfg.HighWater.Admit
+	}
 	s, err := scheduler.New(m, views, cat, sc)
 	if err != nil {
 		m.Leave(context.Background())

@@ -233,6 +233,16 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 		}
 		return
 	}
+	if s.cfg.Admit != nil {
+		if err := s.cfg.Admit(r.election.Rev()); err != nil {
+			// Not led at all (no event): the mark said so once; this comes
+			// back every campaignRetry. Held by TestRefusedTokensStartNothing.
+			s.cfg.Logger.Debug("won a slot under a token Admit refuses; giving it up", "slot", sl.id.String(), "token", r.election.Rev(), "err", err)
+			sl.backoff = true
+			s.resignAsync(sl, r.election, err.Error())
+			return
+		}
+	}
 	now := s.cfg.Clock.Now()
 	sl.stage = leading
 	sl.election = r.election

@@ -77,7 +77,9 @@
 // fence_url or fence_command, then Config.OnAcquire, each given the new
 // claim. If they fail, the slot is given up and campaigned for again after a
 // pause. So an ex-leader cannot slip a write in between the new leader's
-// acquisition and its first execution.
+// acquisition and its first execution. Before all that, Config.Admit may
+// refuse the token (package highwater: etcd's revision went back, and the
+// token may have named another holder): the slot is then not led at all.
 //
 // # What a slot remembers
 //

@@ -2,10 +2,12 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/highwater"
 	"github.com/kira-scheduler/kira/shard"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -89,7 +91,7 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 	}
 	if r.err != nil {
 		s.forgetTriggers(triggers)
-		s.cfg.Logger.Warn("could not raise the fence; giving the slot up", "slot", sl.id.String(), "token", sl.token.String(), "err", r.err)
+		s.raiseFailed(sl, r.err)
 		sl.backoff = true
 		s.endLeadership(sl, Released, "fence not raised: "+r.err.Error())
 		return
@@ -102,6 +104,21 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 		return
 	}
 	s.acquired(sl, r.read, triggers, now)
+}
+
+// raiseFailed logs why a won slot is given up before it fires. A fence
+// that refuses a newly won token has seen a higher one: a newer holder
+// took the slot meanwhile (rare: this member's lease ended while it raised),
+// or etcd's revision went back, and the log says so in the words of package
+// highwater. Held by TestRefusedTokensStartNothing.
+func (s *Scheduler) raiseFailed(sl *slot, err error) {
+	switch {
+	case errors.Is(err, fencing.ErrFenced):
+		s.cfg.Logger.Error("a fence refused the newly won token "+sl.token.String()+": it has seen a higher token; unless a newer holder took the slot meanwhile, etcd's revision went back below a token already handed out (etcd restored without raising its revision): "+highwater.Fix,
+			"slot", sl.id.String(), "token", sl.token.String(), "err", err)
+	default:
+		s.cfg.Logger.Warn("could not raise the fence; giving the slot up", "slot", sl.id.String(), "token", sl.token.String(), "err", err)
+	}
 }
 
 // forgetTriggers unmarks triggers this member will not run (the slot is

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/fencing/httpfence"
+	"github.com/kira-scheduler/kira/highwater"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
@@ -171,5 +174,80 @@ func TestConflictGivesTheSlotUp(t *testing.T) {
 	}
 	if fencedToken == 0 || !released || okToken <= fencedToken {
 		t.Fatalf("fenced with %d, released %v, then succeeded with %d; want a release and a higher token", fencedToken, released, okToken)
+	}
+}
+
+// lockedLog is a log written by the scheduler's goroutines and read by the test.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A slot won under a token Admit refuses (at or below the member's
+// high-water mark) is not led at all: no event, no state read, no fence, no
+// execution; it is campaigned for again, and fires once a token is
+// admitted. A fence that refuses a newly won token (it has seen a higher
+// one) is logged at ERROR in the words of a revision that went back.
+func TestRefusedTokensStartNothing(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	var mu sync.Mutex
+	var held, refusedByFence, admitted fencing.Token
+	logs := &lockedLog{}
+	cat := catalog("admit", config.Job{Name: "sync", Schedule: "@every 1s", Handler: "noop"})
+	rec := newRecorder()
+	startNodeWith(t, cli, cat, rec, Config{
+		Handlers: jobs.Handlers{"noop": noop},
+		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
+		Admit: func(token int64) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if held == 0 { // the first win only
+				held = fencing.Token(token)
+				return fmt.Errorf("%w: token %d", highwater.ErrHeld, token)
+			}
+			return nil
+		},
+		OnAcquire: func(_ context.Context, _ shard.Slot, c fencing.Claim) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if refusedByFence == 0 {
+				refusedByFence = c.Token
+				return fmt.Errorf("%w: the resource saw a higher token", fencing.ErrFenced)
+			}
+			admitted = c.Token
+			return nil
+		},
+	})
+	evs := rec.waitFor(t, "an execution after a refused token and a refused fence", 20*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Finished && e.Result.Outcome == jobs.Succeeded }) > 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if held == 0 || refusedByFence <= held || admitted <= refusedByFence {
+		t.Fatalf("held %d, refused by the fence %d, then admitted %d: want each above the one before", held, refusedByFence, admitted)
+	}
+	for _, e := range evs {
+		if e.Token == held {
+			t.Errorf("an event of the refused token %d: %s %s", held, e.Kind, e.Reason)
+		}
+		if (e.Kind == Started || e.Kind == Raised) && e.Token <= refusedByFence {
+			t.Errorf("%s under token %d, refused by the fence", e.Kind, e.Token)
+		}
+	}
+	if out := logs.String(); !strings.Contains(out, "level=ERROR msg=\"a fence refused the newly won token") || !strings.Contains(out, "kira etcd snapshot restore") {
+		t.Fatalf("the refused fence is not logged at ERROR with the fix:\n%s", out)
 	}
 }

@@ -62,6 +62,11 @@ type Config struct {
 	// before the first execution. If it fails, nothing runs: the slot is given
 	// up and campaigned for again after a pause. Its ctx ends when the slot is lost.
 	OnAcquire func(ctx context.Context, slot shard.Slot, claim fencing.Claim) error
+	// Admit, if set, is asked first each time this member wins a slot
+	// (package highwater's Mark.Admit): if it refuses the token, the slot
+	// is not led at all (no event, nothing read or run): its key is deleted
+	// and it is campaigned for again after a pause.
+	Admit func(token int64) error
 	// CatalogRevision is the etcd revision of the catalog given to New, if
 	// it was stored (0 otherwise).
 	CatalogRevision int64

@@ -31,6 +31,7 @@ func registerEtcdFlags(fs *pflag.FlagSet, c *etcdnode.Config) {
 	fs.Int64Var(&c.QuotaBackendBytes, "quota-backend-bytes", 0, "raise the NOSPACE alarm (writes refused) when the database reaches this size; 0 is etcd's default, 2 GiB. Kira defragments and disarms by itself once compaction has freed space")
 	fs.StringVar(&c.AutoCompactionRetention, "auto-compaction-retention", etcdnode.DefaultCompactionRetention,
 		"keep this much history of revisions (periodic auto-compaction); 0 keeps every revision, and the database then grows until etcd's quota stops all writes")
+	fs.Int64Var(&c.MinFreeDisk, "min-free-disk-bytes", etcdnode.DefaultMinFreeDisk, "raise the NOSPACE alarm (writes refused, nothing starts) while the filesystem of --data-dir has less free space than this, and disarm it once there is half as much again: etcd stops on a write that finds the disk full; 0 turns this off")
 	fs.StringVar(&c.ClientTLS.CertFile, "cert-file", "", "path to the client server TLS cert file (the client URLs must be https://)")
 	fs.StringVar(&c.ClientTLS.KeyFile, "key-file", "", "path to the client server TLS key file")
 	fs.StringVar(&c.ClientTLS.TrustedCAFile, "trusted-ca-file", "", "path to the client server TLS trusted CA cert file")
@@ -62,10 +63,10 @@ func (cl *cli) etcdCmd() *cobra.Command {
 
 // keepSpace runs etcdnode.KeepSpace on e until the returned function is
 // called.
-func keepSpace(e *embed.Etcd, logger *slog.Logger) func() {
+func keepSpace(e *embed.Etcd, minFreeDisk int64, logger *slog.Logger) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { etcdnode.KeepSpace(ctx, e, logger); close(done) }()
+	go func() { etcdnode.KeepSpace(ctx, e, minFreeDisk, logger); close(done) }()
 	return func() { cancel(); <-done }
 }
 
@@ -92,7 +93,7 @@ func runEtcd(c etcdnode.Config, configFile string, stderr io.Writer) error {
 			"listen-client-urls": c.ListenClientURLs, "listen-peer-urls": c.ListenPeerURLs}, "as etcd does"))
 	}
 	fmt.Fprintf(stderr, "kira etcd: member %s serving clients on %s\n", e.Config().Name, strings.Join(etcdnode.ClientURLs(e), ","))
-	stopKeeping := keepSpace(e, slog.New(slog.NewTextHandler(stderr, nil)))
+	stopKeeping := keepSpace(e, c.MinFreeDisk, slog.New(slog.NewTextHandler(stderr, nil)))
 	defer e.Close()
 	defer stopKeeping()
 	select {

@@ -138,6 +138,10 @@ func (r *runner) serveHTTP(h httpFlags, etcd etcdclient.Config, cluster string) 
 	// the cluster: its lease proven alive.
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	ready := func(w http.ResponseWriter, _ *http.Request) {
+		if why := r.highWater.Holding(); why != "" {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+			return
+		}
 		inc := r.current.Load()
 		if inc == nil || !inc.Ready(time.Now()) {
 			http.Error(w, "not ready: no trusted lease or not yet in the member views (joining, or etcd unreachable)", http.StatusServiceUnavailable)

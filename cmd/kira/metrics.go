@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kira-scheduler/kira/highwater"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/member"
 	"github.com/kira-scheduler/kira/scheduler"
@@ -198,6 +199,29 @@ func (n incarnationGauges) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(periodDesc, prometheus.GaugeValue, after.Sub(next).Seconds(), j.Name)
 		}
 	}
+}
+
+// watchHighWater adds the series of the member's high-water mark: the
+// highest etcd revision it has seen, how often etcd's revision went back
+// below it, and whether it holds new work for that. Held by
+// TestRestoreWithoutBumpIsDetected.
+func (m *metrics) watchHighWater(mark *highwater.Mark) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kira_etcd_revision_high_water", Help: "The highest etcd revision this member has seen in etcd's linearizable answers (its high-water mark).",
+		}, func() float64 { mark, _ := mark.State(); return float64(mark) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "kira_etcd_revision_rollbacks_total", Help: "Times this member saw etcd's revision go back below its high-water mark (etcd restored without raising its revision, or replaced): fencing tokens may be handed out twice.",
+		}, func() float64 { _, falls := mark.State(); return float64(falls) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kira_etcd_revision_rollback_holding", Help: "1 while this member starts nothing because etcd's revision went back and has not passed its high-water mark again.",
+		}, func() float64 {
+			if mark.Holding() != "" {
+				return 1
+			}
+			return 0
+		}),
+	)
 }
 
 func (m *metrics) observe(e scheduler.Event) {

@@ -330,7 +330,8 @@ func checkDocumentedQueries(t *testing.T, prom *promServer) {
 			t.Errorf("%s: %v, want %v", q, got, wantVec)
 		}
 	}
-	for _, q := range []string{`sum by (kira_job, partition) (kira_slot_leader) > 1`, `max(kira_etcd_alarm{alarm="NOSPACE"}) == 1`} {
+	for _, q := range []string{`sum by (kira_job, partition) (kira_slot_leader) > 1`, `max(kira_etcd_alarm{alarm="NOSPACE"}) == 1`,
+		`max(kira_etcd_revision_rollback_holding) == 1`} {
 		if vec := prom.mustQuery(t, q); len(vec) != 0 {
 			t.Errorf("%s on a healthy cluster: %v, want nothing", q, vec)
 		}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/kira-scheduler/kira/highwater"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/member"
 	"github.com/kira-scheduler/kira/scheduler"
@@ -29,6 +31,7 @@ import (
 
 type runFlags struct {
 	catalog, dataDir, name       string
+	dataDirSet                   bool // --data-dir given: with --etcd, it keeps only the high-water mark
 	http                         httpFlags
 	embeddedClient, embeddedPeer string
 	grace                        time.Duration
@@ -47,12 +50,15 @@ func (c *cli) runCmdInto(f *runFlags) *cobra.Command {
 		Use:   "run",
 		Short: "Run a member: with --etcd, of the cluster there; without, on an embedded single-node etcd",
 		Args:  exactArgs(0),
-		RunE:  func(*cobra.Command, []string) error { return c.run(*f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.dataDirSet = cmd.Flags().Changed("data-dir")
+			return c.run(*f)
+		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.catalog, "catalog", "", "catalog YAML file, stored at start only if no catalog is stored or the stored one came from a --catalog file of a lower generation: (docs/catalog.md); the stored catalog runs. Without it, the stored catalog of --cluster runs")
 	cmd.MarkFlagFilename("catalog", "yaml", "yml")
-	fs.StringVar(&f.dataDir, "data-dir", "./kira-data", "data directory of the embedded etcd")
+	fs.StringVar(&f.dataDir, "data-dir", "./kira-data", "data directory of the embedded etcd, and of the member's high-water mark (the highest etcd revision it has seen, "+highwater.FileName+"); with --etcd, only if given")
 	fs.StringVar(&f.name, "name", "", "human-readable member name (default: the hostname; the member id adds a UUID to the hostname)")
 	f.http.register(fs)
 	fs.StringVar(&f.embeddedClient, "embedded-client-url", "http://127.0.0.1:2379", "client URL of the embedded etcd")
@@ -114,14 +120,22 @@ func (c *cli) run(f runFlags) error {
 				"embedded-client-url": f.embeddedClient, "embedded-peer-url": f.embeddedPeer}, "or --etcd to join a running etcd"))
 		}
 		defer e.Close()
-		defer keepSpace(e, logger)()
+		defer keepSpace(e, etcdnode.DefaultMinFreeDisk, logger)()
 		useHostingEtcdGC(os.Getenv("GOGC"))
 		etcd = etcdclient.Config{Endpoints: etcdclient.SplitList(f.embeddedClient)}
 		logger.Info("started embedded etcd", "data_dir", f.dataDir, "client_url", f.embeddedClient)
 	}
 
 	r := &runner{logger: logger}
+	if r.highWater, err = loadHighWater(f, len(c.etcdConfig("").Endpoints) > 0, logger); err != nil {
+		return err
+	}
+	markCtx, stopMark := context.WithCancel(context.Background())
+	markDone := make(chan struct{})
+	go func() { defer close(markDone); r.highWater.Run(markCtx) }()
+	defer func() { stopMark(); <-markDone }()
 	r.metrics = newMetrics(r.current.Load)
+	r.metrics.watchHighWater(r.highWater)
 	if f.http.addr != "" {
 		stopHTTP, err := r.serveHTTP(f.http, etcd, c.cluster)
 		if err != nil {
@@ -141,6 +155,7 @@ func (c *cli) run(f runFlags) error {
 			Handlers:       jobs.Builtin(),
 		},
 		OnIncarnation: r.current.Store,
+		HighWater:     r.highWater,
 	}
 	if traces != nil {
 		cfg.Tracing = traces.forMember
@@ -158,10 +173,28 @@ func (c *cli) run(f runFlags) error {
 // runner is what kira run serves beside its member: metrics, logs and the
 // health of the current incarnation.
 type runner struct {
-	logger  *slog.Logger
-	metrics *metrics
-	current atomic.Pointer[member.Incarnation]
-	counted countedLog
+	logger    *slog.Logger
+	highWater *highwater.Mark
+	metrics   *metrics
+	current   atomic.Pointer[member.Incarnation]
+	counted   countedLog
+}
+
+// loadHighWater is the member's high-water mark: in --data-dir, the
+// embedded etcd's, or with --etcd one given on purpose; otherwise in
+// memory, forgotten at a restart (docs/operations.md says what that misses).
+func loadHighWater(f runFlags, external bool, logger *slog.Logger) (*highwater.Mark, error) {
+	if external && !f.dataDirSet {
+		return highwater.New(logger), nil
+	}
+	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("kira run: --data-dir: %w", err)
+	}
+	m, err := highwater.Load(filepath.Join(f.dataDir, highwater.FileName), logger)
+	if err != nil {
+		return nil, fmt.Errorf("kira run: %w", err)
+	}
+	return m, nil
 }
 
 // countedLog logs a kind of event that can come by the thousand a second
