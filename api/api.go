@@ -10,6 +10,8 @@
 //	POST /v1/jobs/{job}/trigger?partition=            one run now of each slot, or one partition
 //	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
 //	POST /v1/jobs/{job}/resume
+//	GET  /v1/timeline?since=&bucket=&job=&offset=&limit=  executions and holders over time, per slot or per time bucket (operator.Timeline)
+//	GET  /v1/health                                   what is wrong and what to do (operator.Health)
 //
 // Write actions need authentication (Auth): a bearer token compared in
 // constant time, or a client certificate verified by the server's TLS. With
@@ -80,6 +82,8 @@ var routes = []route{
 	{"POST /v1/jobs/{job}/trigger", true, func(s *server) handler { return s.trigger }},
 	{"POST /v1/jobs/{job}/pause", true, func(s *server) handler { return s.pause }},
 	{"POST /v1/jobs/{job}/resume", true, func(s *server) handler { return s.resume }},
+	{"GET /v1/timeline", false, func(s *server) handler { return s.timeline }},
+	{"GET /v1/health", false, func(s *server) handler { return s.health }},
 }
 
 // Routes are the API's endpoints as "METHOD /path" patterns; openapi.yaml
