@@ -35,6 +35,7 @@ import (
 	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
+	"github.com/klauspost/compress/gzhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -110,7 +111,10 @@ func Handler(cfg Config) http.Handler {
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	return http.MaxBytesHandler(mux, MaxBodyBytes)
+	// Answers over 1 KB go gzipped to a client that accepts it: the
+	// dashboard's timeline of thousands of slots shrinks tenfold or more
+	// (TestTimelineIsGzipped).
+	return gzhttp.GzipHandler(http.MaxBytesHandler(mux, MaxBodyBytes))
 }
 
 type server struct {

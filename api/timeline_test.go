@@ -1,9 +1,12 @@
 package api
 
 import (
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -153,6 +156,50 @@ func TestTimeline(t *testing.T) {
 		var e Error
 		if code := call(t, c, "GET", srv.URL+"/v1/timeline"+tc.query, "", "", &e); code != tc.want || e.Error == "" {
 			t.Errorf("GET /v1/timeline%s: %d %+v; want %d and an error", tc.query, code, e, tc.want)
+		}
+	}
+}
+
+// An answer over 1 KB goes gzipped to a client that accepts gzip, and
+// plain to one that does not.
+func TestTimelineIsGzipped(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	cat, err := config.Parse("c.yaml", []byte("cluster: c\njobs:\n  - {name: wide, schedule: \"@every 1s\", partitions: 60, command: [\"true\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := config.Store(context.Background(), cli, cat); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "c"}))
+	defer srv.Close()
+	raw := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer raw.CloseIdleConnections()
+	for _, accept := range []string{"gzip", ""} {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/timeline?job=wide", nil)
+		if accept != "" {
+			req.Header.Set("Accept-Encoding", accept)
+		}
+		resp, err := raw.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := io.Reader(resp.Body)
+		if accept != "" {
+			if resp.Header.Get("Content-Encoding") != "gzip" {
+				t.Fatalf("Accept-Encoding: gzip answered with Content-Encoding %q", resp.Header.Get("Content-Encoding"))
+			}
+			if body, err = gzip.NewReader(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+		} else if resp.Header.Get("Content-Encoding") != "" {
+			t.Fatalf("no Accept-Encoding answered with Content-Encoding %q", resp.Header.Get("Content-Encoding"))
+		}
+		var tl operator.Timeline
+		err = json.NewDecoder(body).Decode(&tl)
+		resp.Body.Close()
+		if err != nil || len(tl.Jobs) != 1 || len(tl.Jobs[0].Slots) != 60 {
+			t.Fatalf("Accept-Encoding %q: %v %+v", accept, err, tl.Jobs)
 		}
 	}
 }

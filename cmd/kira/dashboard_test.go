@@ -23,7 +23,7 @@ import (
 
 // chromium is the browser the dashboard test drives: Debian's, which
 // .ci/run installs.
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
 		if _, err := os.Stat(p); err == nil {
 			return p
@@ -52,7 +52,8 @@ jobs:
 // members. The timeline shows every slot of tick with its holder (split
 // 4/4/4) and the failed marks of broken; after a kill -9 of a member, a
 // slot it held shows its band followed by the new holder's with a newer
-// token; the keyboard reaches a failed mark and shows its details; a member record with nobody campaigning behind it raises the
+// token; the keyboard reaches a failed mark and shows its details; a job
+// of 24 partitions, summed per time bucket, lists its slots once opened; a member record with nobody campaigning behind it raises the
 // health banner's leaderless line, which clears when its lease goes; a
 // click on pause in the tables is obeyed. The screenshot of the timeline is
 // kept in the test's temp dir (and where KIRA_DASHBOARD_SCREENSHOT says:
@@ -185,6 +186,13 @@ func TestDashboardInABrowser(t *testing.T) {
 	if tip := page(`(() => { const t = document.getElementById("tip"); return t.hidden ? "" : t.textContent; })()`); !strings.Contains(tip, "failed") || !strings.Contains(tip, "exit code1") || !strings.Contains(tip, "UTC") {
 		t.Fatalf("the details of a focused mark of broken: %q", tip)
 	}
+	// A job of more partitions than are shown one by one opens on a click.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.job[data-job="report"] > button`))); err != nil {
+		t.Fatal(err)
+	}
+	kiratest.WaitUntil(t, "report's 24 slots listed once opened", 20*time.Second, func() bool {
+		return page(`String(document.querySelectorAll('#timeline svg[data-job="report"][data-partition]').length)`) == "24"
+	})
 	// A member record with no campaigning member behind it (what a member
 	// whose scheduler hung would leave): the split gives it slots that
 	// nobody then leads, and the banner must say so, until its lease is revoked.
