@@ -2,6 +2,7 @@ package operator
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -16,7 +17,8 @@ type Problem struct {
 // maxNamed bounds how many slots or members one problem names.
 const maxNamed = 10
 
-// Health is what is wrong in st: slots of the catalog nobody leads, members
+// Health is what is wrong in st: slots of the catalog nobody leads (but
+// for those of jobs placed on no member, said once per job), members
 // running another catalog revision than the stored one, jobs whose
 // placement matches no member. Two leaders of one slot cannot be seen
 // here: etcd's election has one leader by construction, and a member that
@@ -26,7 +28,7 @@ func Health(st *Status) []Problem {
 	out := []Problem{}
 	var leaderless []string
 	for _, s := range st.Slots {
-		if s.Owner == "" {
+		if s.Owner == "" && !slices.Contains(st.Unplaced, s.Job) { // an unplaced job's slots are its own line
 			leaderless = append(leaderless, fmt.Sprintf("%s/%d", s.Job, s.Partition))
 		}
 	}

@@ -20,7 +20,7 @@ func TestHealthNamesWhatToDo(t *testing.T) {
 		t.Fatalf("healthy cluster: %+v", p)
 	}
 	sick := &Status{CatalogRevision: 7, Members: []membership.Record{{ID: "m1", Name: "one", CatalogRevision: 7}, {ID: "m2", CatalogRevision: 5}},
-		Slots: []SlotStatus{{Job: "a", Owner: "m1", Token: 9}, {Job: "a", Partition: 1}}, Unplaced: []string{"gpu"}}
+		Slots: []SlotStatus{{Job: "a", Owner: "m1", Token: 9}, {Job: "a", Partition: 1}, {Job: "gpu"}}, Unplaced: []string{"gpu"}}
 	p := Health(sick)
 	if len(p) != 3 {
 		t.Fatalf("problems %+v", p)
