@@ -119,7 +119,7 @@ func readRecordsUnder(ctx context.Context, kv clientv3.KV, journals *journal.Cac
 	if err != nil {
 		return nil, err
 	}
-	var ring []history.Slotted
+	ring := make([]history.Slotted, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		if st, s, ok := decodeRing(cluster, prefix, kv); ok {
 			ring = append(ring, history.Slotted{Slot: s, Stored: st, Revision: kv.ModRevision})

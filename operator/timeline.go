@@ -148,11 +148,7 @@ func ReadTimeline(ctx context.Context, kv clientv3.KV, journals *journal.Cache, 
 	if err != nil {
 		return nil, err
 	}
-	bySlot := map[shard.Slot][]history.Record{}
-	for _, r := range recs {
-		s := shard.Slot{Job: r.Job, Partition: r.Partition}
-		bySlot[s] = append(bySlot[s], r)
-	}
+	bySlot := recordsBySlot(recs)
 	for _, j := range rows {
 		jt := JobTimeline{Job: j.Name, Schedule: j.Schedule, Partitions: j.Partitions, Paused: slices.Contains(st.Paused, j.Name),
 			Detail: q.Job != "" || j.Partitions <= DetailPartitions, Slots: []SlotTimeline{}, Buckets: []Bucket{}}
@@ -312,6 +308,27 @@ func sortedBuckets(buckets map[int64]*Bucket) []Bucket {
 	out := make([]Bucket, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, *buckets[k])
+	}
+	return out
+}
+
+// recordsBySlot groups recs by slot. A slot's records come in one run (as
+// history.Gather answers them), which is kept in place rather than copied;
+// a slot met again in a later run is appended to.
+func recordsBySlot(recs []history.Record) map[shard.Slot][]history.Record {
+	out := map[shard.Slot][]history.Record{}
+	for i := 0; i < len(recs); {
+		s := shard.Slot{Job: recs[i].Job, Partition: recs[i].Partition}
+		j := i + 1
+		for j < len(recs) && recs[j].Job == s.Job && recs[j].Partition == s.Partition {
+			j++
+		}
+		if prev, ok := out[s]; ok {
+			out[s] = append(prev, recs[i:j]...)
+		} else {
+			out[s] = recs[i:j:j]
+		}
+		i = j
 	}
 	return out
 }
