@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/kira-scheduler/kira/etcdtest"
@@ -52,7 +54,7 @@ jobs:
 // members. The timeline shows every slot of tick with its holder (split
 // 4/4/4) and the failed marks of broken; after a kill -9 of a member, a
 // slot it held shows its band followed by the new holder's with a newer
-// token; the keyboard reaches a failed mark and shows its details; a job
+// token; it turns dark with the browser's preference; the keyboard reaches a failed mark and shows its details; a job
 // of 24 partitions, summed per time bucket, lists its slots once opened; a member record with nobody campaigning behind it raises the
 // health banner's leaderless line, which clears when its lease goes; a
 // click on pause in the tables is obeyed. The screenshot of the timeline is
@@ -179,6 +181,34 @@ func TestDashboardInABrowser(t *testing.T) {
 		os.WriteFile(out, shot, 0o644)
 	}
 
+	// Dark mode follows the browser's preference.
+	darkMode := func(on bool) {
+		features := []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "light"}}
+		if on {
+			features[0].Value = "dark"
+		}
+		if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: features})
+			return err
+		})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	background := func() string { return page(`getComputedStyle(document.body).backgroundColor`) }
+	darkMode(true)
+	if bg := background(); bg != "rgb(22, 23, 26)" {
+		t.Fatalf("the page's background in dark mode: %s", bg)
+	}
+	if dark, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+		os.WriteFile(filepath.Join(dir, "dashboard-dark.png"), dark, 0o600)
+		if out := os.Getenv("KIRA_DASHBOARD_SCREENSHOT_DARK"); out != "" {
+			os.WriteFile(out, dark, 0o644)
+		}
+	}
+	darkMode(false)
+	if bg := background(); bg != "rgb(255, 255, 255)" {
+		t.Fatalf("the page's background in light mode: %s", bg)
+	}
 	// The keyboard reaches a mark and shows its details.
 	if err := chromedp.Do(ctx, chromedp.Focus(chromedp.CSS(`#timeline svg[data-job="broken"]`)), chromedp.KeyEvent(kb.ArrowLeft)); err != nil {
 		t.Fatal(err)
