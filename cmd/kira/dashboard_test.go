@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,14 +53,18 @@ jobs:
 
 // The dashboard, in a real headless browser against three kira run
 // members. The timeline shows every slot of tick with its holder (split
-// 4/4/4) and the failed marks of broken; after a kill -9 of a member, a
+// 4/4/4) and the failed marks of broken; after a kill -9 of a member, each
 // slot it held shows its band followed by the new holder's with a newer
-// token; it turns dark with the browser's preference; the keyboard reaches a failed mark and shows its details; a job
-// of 24 partitions, summed per time bucket, lists its slots once opened; a member record with nobody campaigning behind it raises the
-// health banner's leaderless line, which clears when its lease goes; a
-// click on pause in the tables is obeyed. The screenshot of the timeline is
-// kept in the test's temp dir (and where KIRA_DASHBOARD_SCREENSHOT says:
-// docs/dashboard.png comes from it).
+// token; it turns dark with the browser's preference; the keyboard reaches
+// a failed mark and shows its details; a job of 24 partitions, summed per
+// time bucket, lists its slots once opened; a member record with nobody
+// campaigning behind it raises the health banner's leaderless line, which
+// clears when its lease goes; after a SIGTERM of a second member its slots
+// show the handover under newer tokens; a click on pause in the tables is
+// obeyed and the timeline says the job is paused. The screenshot of the
+// timeline (after the kill -9) is kept in the test's temp dir (and where
+// KIRA_DASHBOARD_SCREENSHOT says: docs/dashboard.png comes from it; the
+// dark one where KIRA_DASHBOARD_SCREENSHOT_DARK says).
 func TestDashboardInABrowser(t *testing.T) {
 	browser := chromium(t)
 	etcd := etcdtest.Start(t)
@@ -122,43 +127,56 @@ func TestDashboardInABrowser(t *testing.T) {
 	if p := page(`document.getElementById("health").textContent`); p != "" {
 		t.Fatalf("the health banner of a healthy cluster: %q", p)
 	}
-	// The slots b holds, with their tokens, before its kill -9.
-	held := map[int]int64{}
-	for _, r := range strings.Fields(page(`[...document.querySelectorAll('#timeline svg[data-job="tick"][data-owner-name="b"]')].map((s) => s.dataset.partition + ":" + s.dataset.token).join(" ")`)) {
-		var p int
-		var tok int64
-		fmt.Sscanf(r, "%d:%d", &p, &tok)
-		held[p] = tok
+	// heldBy is the tick slots the member named holds, with their tokens.
+	heldBy := func(name string) map[int]int64 {
+		held := map[int]int64{}
+		for _, r := range strings.Fields(page(fmt.Sprintf(`[...document.querySelectorAll('#timeline svg[data-job="tick"][data-owner-name="%s"]')].map((s) => s.dataset.partition + ":" + s.dataset.token).join(" ")`, name))) {
+			var p int
+			var tok int64
+			fmt.Sscanf(r, "%d:%d", &p, &tok)
+			held[p] = tok
+		}
+		return held
 	}
+	// waitTakenOver waits for the timeline to show each slot of held (those
+	// from held, with their tokens) in from's band and then in the band of
+	// another member under a newer token, and for the split want.
+	waitTakenOver := func(from string, held map[int]int64, want map[string]int) {
+		t.Helper()
+		if !kiratest.Poll(45*time.Second, func() bool {
+			o := owners()
+			for name, n := range want {
+				if o[name] != n {
+					return false
+				}
+			}
+			for p, old := range held {
+				hs := holders(p)
+				n := len(hs)
+				if n < 2 || hs[n-2] != fmt.Sprintf("%s:%d", from, old) {
+					return false
+				}
+				var name string
+				var tok int64
+				if _, err := fmt.Sscanf(strings.Replace(hs[n-1], ":", " ", 1), "%s %d", &name, &tok); err != nil || name == from || tok <= old {
+					return false
+				}
+			}
+			return true
+		}) {
+			var seen []string
+			for p := range held {
+				seen = append(seen, fmt.Sprintf("%d: %v", p, holders(p)))
+			}
+			t.Fatalf("the timeline did not show each of %s's slots %v taken over under a newer token: owners %v, holders %v", from, held, owners(), seen)
+		}
+	}
+	held := heldBy("b")
 	if len(held) != 4 {
 		t.Fatalf("b holds %v of tick", held)
 	}
 	members["b"].Cmd.Process.Kill()
-	if !kiratest.Poll(45*time.Second, func() bool {
-		o := owners()
-		if o["a"] != 6 || o["c"] != 6 {
-			return false
-		}
-		for p, old := range held {
-			hs := holders(p)
-			n := len(hs)
-			if n < 2 || hs[n-2] != fmt.Sprintf("b:%d", old) {
-				return false
-			}
-			var name string
-			var tok int64
-			if _, err := fmt.Sscanf(strings.Replace(hs[n-1], ":", " ", 1), "%s %d", &name, &tok); err != nil || name == "b" || tok <= old {
-				return false
-			}
-		}
-		return true
-	}) {
-		var seen []string
-		for p := range held {
-			seen = append(seen, fmt.Sprintf("%d: %v", p, holders(p)))
-		}
-		t.Fatalf("the timeline did not show each of b's slots %v taken over by a or c under a newer token: owners %v, holders %v", held, owners(), seen)
-	}
+	waitTakenOver("b", held, map[string]int{"a": 6, "c": 6})
 
 	// Three fires of each new holder, for the screenshot.
 	kiratest.WaitUntil(t, "three marks of each new holder's token", 20*time.Second, func() bool {
@@ -245,6 +263,22 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	kiratest.WaitUntil(t, "the banner gone once the slots are led again", 20*time.Second, func() bool { return banner() == "" })
 
+	// A graceful stop: c's slots handed to a, under newer tokens.
+	kiratest.WaitUntil(t, "tick split 6/6 again after the ghost", 20*time.Second, func() bool { o := owners(); return o["a"] == 6 && o["c"] == 6 })
+	held = heldBy("c")
+	kiratest.WaitUntil(t, "c's band on each slot it holds", 20*time.Second, func() bool {
+		for p, tok := range held {
+			if hs := holders(p); len(hs) == 0 || hs[len(hs)-1] != fmt.Sprintf("c:%d", tok) {
+				return false
+			}
+		}
+		return true
+	})
+	if code := members["c"].Stop(t, syscall.SIGTERM, 30*time.Second); code != 0 {
+		t.Fatalf("SIGTERM of c: exit %d", code)
+	}
+	waitTakenOver("c", held, map[string]int{"a": 12})
+
 	const table = `(id) => [...document.querySelectorAll("#" + id + " tbody tr")].map((tr) => [...tr.cells].map((c) => c.textContent).join("|")).join("\n")`
 	if err := chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`#tab-tables`)),
@@ -259,5 +293,11 @@ func TestDashboardInABrowser(t *testing.T) {
 	kiratest.WaitUntil(t, "the click on pause obeyed", 15*time.Second, func() bool {
 		paused, err := operator.IsPaused(context.Background(), etcd.Client(t), "dash", "tick")
 		return err == nil && paused && strings.Contains(page(fmt.Sprintf("(%s)(%q)", table, "jobs")), "tick (paused)")
+	})
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#tab-timeline`))); err != nil {
+		t.Fatal(err)
+	}
+	kiratest.WaitUntil(t, "the timeline to say tick is paused", 15*time.Second, func() bool {
+		return page(`(() => { const p = document.querySelector('.job[data-job="tick"] .paused'); return p ? p.textContent : ""; })()`) == "paused"
 	})
 }
