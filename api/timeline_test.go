@@ -117,27 +117,36 @@ func TestTimeline(t *testing.T) {
 		t.Fatalf("health of a healthy cluster: %d %+v", code, problems)
 	}
 
-	// The slot of tick that a leads: after a's crash, b takes it under a newer token.
-	st, err := operator.ReadStatus(context.Background(), cli, "tl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The slot of tick that a leads once the split has settled (one each),
+	// and a's band on it: after a's crash, b takes it under a newer token.
 	var aID string
-	for _, m := range st.Members {
-		if m.Name == "a" {
-			aID = m.ID
-		}
-	}
 	slot := -1
 	var oldToken int64
-	for _, s := range st.Slots {
-		if s.Job == "tick" && s.Owner == aID {
-			slot, oldToken = s.Partition, s.Token
+	kiratest.WaitUntil(t, "tick split one slot each, a's band on its slot", 30*time.Second, func() bool {
+		st, err := operator.ReadStatus(context.Background(), cli, "tl")
+		if err != nil {
+			return false
 		}
-	}
-	if slot < 0 {
-		t.Fatalf("a leads no slot of tick: %+v", st.Slots)
-	}
+		for _, m := range st.Members {
+			if m.Name == "a" {
+				aID = m.ID
+			}
+		}
+		slot = -1
+		for _, s := range st.Slots {
+			if s.Job == "tick" && s.Owner == aID {
+				if slot >= 0 {
+					return false // a leads both
+				}
+				slot, oldToken = s.Partition, s.Token
+			}
+		}
+		if slot < 0 {
+			return false
+		}
+		hs := job(get("?since=5m"), "tick").Slots[slot].Holders
+		return len(hs) > 0 && hs[len(hs)-1].Member == aID && hs[len(hs)-1].Token == oldToken
+	})
 	crashA()
 	kiratest.WaitUntil(t, "a's slot held by b under a newer token, after a, in the timeline", 30*time.Second, func() bool {
 		hs := job(get("?since=5m"), "tick").Slots[slot].Holders
