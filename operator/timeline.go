@@ -64,7 +64,8 @@ type JobTimeline struct {
 	Detail  bool           `json:"detail"`
 	Slots   []SlotTimeline `json:"slots"`
 	Buckets []Bucket       `json:"buckets"`
-	// Led counts the slots that have a leader now.
+	// Led counts the slots answered (all, or the page of them asked for)
+	// that have a leader now.
 	Led int `json:"led"`
 }
 
@@ -150,33 +151,38 @@ func ReadTimeline(ctx context.Context, kv clientv3.KV, journals *journal.Cache, 
 	}
 	bySlot := recordsBySlot(recs)
 	for _, j := range rows {
-		jt := JobTimeline{Job: j.Name, Schedule: j.Schedule, Partitions: j.Partitions, Paused: slices.Contains(st.Paused, j.Name),
-			Detail: q.Job != "" || j.Partitions <= DetailPartitions, Slots: []SlotTimeline{}, Buckets: []Bucket{}}
-		partitions := make([]int, j.Partitions)
-		for p := range partitions {
-			partitions[p] = p
-		}
-		if q.Job != "" {
-			partitions = page(partitions, q.Offset, q.Limit)
-		}
-		buckets := map[int64]*Bucket{}
-		for _, p := range partitions {
-			s := shard.Slot{Job: j.Name, Partition: p}
-			now, _ := st.Slot(j.Name, p)
-			if now.Owner != "" {
-				jt.Led++
-			}
-			slot := slotTimeline(p, now, bySlot[s], q)
-			if jt.Detail {
-				jt.Slots = append(jt.Slots, slot)
-			} else {
-				addToBuckets(buckets, slot, q)
-			}
-		}
-		jt.Buckets = sortedBuckets(buckets)
-		tl.Jobs = append(tl.Jobs, jt)
+		tl.Jobs = append(tl.Jobs, jobTimeline(st, j, bySlot, q))
 	}
 	return tl, nil
+}
+
+// jobTimeline is job j's part of a timeline: its slots in detail (those
+// the query's page holds, when it names the job), or summed per bucket.
+func jobTimeline(st *Status, j config.Job, bySlot map[shard.Slot][]history.Record, q TimelineQuery) JobTimeline {
+	jt := JobTimeline{Job: j.Name, Schedule: j.Schedule, Partitions: j.Partitions, Paused: slices.Contains(st.Paused, j.Name),
+		Detail: q.Job != "" || j.Partitions <= DetailPartitions, Slots: []SlotTimeline{}, Buckets: []Bucket{}}
+	partitions := make([]int, j.Partitions)
+	for p := range partitions {
+		partitions[p] = p
+	}
+	if q.Job != "" {
+		partitions = page(partitions, q.Offset, q.Limit)
+	}
+	buckets := map[int64]*Bucket{}
+	for _, p := range partitions {
+		now, _ := st.Slot(j.Name, p)
+		if now.Owner != "" {
+			jt.Led++
+		}
+		slot := slotTimeline(p, now, bySlot[shard.Slot{Job: j.Name, Partition: p}], q)
+		if jt.Detail {
+			jt.Slots = append(jt.Slots, slot)
+		} else {
+			addToBuckets(buckets, slot, q)
+		}
+	}
+	jt.Buckets = sortedBuckets(buckets)
+	return jt
 }
 
 // ErrNoJob is returned for a query of a job the stored catalog does not have.
