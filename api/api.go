@@ -11,6 +11,8 @@
 //	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
 //	POST /v1/jobs/{job}/resume
 //	PUT  /v1/catalog?dry_run=&force=                  store the catalog YAML of the body, as kira apply -f does
+//	GET  /v1/timeline?since=&bucket=&job=&offset=&limit=  executions and holders over time, per slot or per time bucket (operator.Timeline)
+//	GET  /v1/health                                   what is wrong and what to do (operator.Health)
 //
 // Write actions need authentication (Auth): a bearer token compared in
 // constant time, or a client certificate verified by the server's TLS. With
@@ -35,6 +37,7 @@ import (
 	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
+	"github.com/klauspost/compress/gzhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -85,6 +88,8 @@ var routes = []route{
 	{"POST /v1/jobs/{job}/pause", true, func(s *server) handler { return s.pause }, 0},
 	{"POST /v1/jobs/{job}/resume", true, func(s *server) handler { return s.resume }, 0},
 	{"PUT /v1/catalog", true, func(s *server) handler { return s.putCatalog }, config.MaxCatalogBytes},
+	{"GET /v1/timeline", false, func(s *server) handler { return s.timeline }, 0},
+	{"GET /v1/health", false, func(s *server) handler { return s.health }, 0},
 }
 
 // Routes are the API's endpoints as "METHOD /path" patterns; openapi.yaml
@@ -115,7 +120,10 @@ func Handler(cfg Config) http.Handler {
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	// Answers over 1 KB go gzipped to a client that accepts it: the
+	// dashboard's timeline of thousands of slots shrinks tenfold or more
+	// (TestTimelineIsGzipped).
+	return gzhttp.GzipHandler(mux)
 }
 
 type server struct {

@@ -1,9 +1,12 @@
 // Package dashboard is the page every member serves at / (kira run
-// --http): members and the slots each leads, every job with its slots'
-// owners and tokens, a warning for slots without a leader, paused jobs,
-// recent executions with their lateness, and buttons for trigger, pause and
-// resume. It is a client of the API (package api) and refreshes every
-// second; it is embedded in the binary and loads nothing from elsewhere.
+// --http): first a timeline of every slot's executions, coloured by
+// outcome, over the holder and fencing token its records show
+// (GET /v1/timeline), under a health banner saying what is wrong and what
+// to do (GET /v1/health); then, in a second tab, tables of the members,
+// jobs, slots and recent executions with buttons for trigger, pause and
+// resume. It is a client of the API (package api), embedded in the binary,
+// and loads nothing from elsewhere. TestDashboardInABrowser in cmd/kira
+// drives it in Chromium.
 package dashboard
 
 import (

@@ -104,17 +104,28 @@ type Slotted struct {
 // its newest state names), as its ring alone would hold. Records without a
 // Seq, written before journals, are kept as their ring holds them.
 func Gather(ring, journal []Slotted) []Record {
-	bySlot := map[shard.Slot][]Stored{}
+	// Two passes, so that each slot's records are one allocation: a
+	// dashboard gathers every slot's (BenchmarkDashboardAt10000Slots).
+	count := map[shard.Slot]int{}
 	var order []shard.Slot
 	for _, all := range [][]Slotted{ring, journal} {
 		for _, r := range all {
-			if _, ok := bySlot[r.Slot]; !ok {
+			if count[r.Slot] == 0 {
 				order = append(order, r.Slot)
+			}
+			count[r.Slot]++
+		}
+	}
+	bySlot := make(map[shard.Slot][]Stored, len(order))
+	for _, all := range [][]Slotted{ring, journal} {
+		for _, r := range all {
+			if bySlot[r.Slot] == nil {
+				bySlot[r.Slot] = make([]Stored, 0, count[r.Slot])
 			}
 			bySlot[r.Slot] = append(bySlot[r.Slot], r.Stored)
 		}
 	}
-	var out []Record
+	out := make([]Record, 0, len(ring)+len(journal))
 	for _, s := range order {
 		for _, st := range newestOnce(bySlot[s]) {
 			out = append(out, st.Records()...)
@@ -125,8 +136,8 @@ func Gather(ring, journal []Slotted) []Record {
 
 // newestOnce is a slot's records each once, cut to the slot's limit.
 func newestOnce(all []Stored) []Stored {
-	var seqd, old []Stored
-	seen := map[int64]bool{}
+	seqd, old := make([]Stored, 0, len(all)), []Stored(nil)
+	seen := make(map[int64]bool, len(all))
 	var newest int64 = -1
 	limit := 0
 	for _, st := range all {

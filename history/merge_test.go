@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,5 +43,33 @@ func TestNewestStateIsTheHighestTokensNewest(t *testing.T) {
 		if err != nil || !st.Started.Equal(c.want) {
 			t.Errorf("%s: started %v (err %v); want %v", c.name, st.Started, err, c.want)
 		}
+	}
+}
+
+// Gather keeps each record once (a record in its ring and in a journal),
+// a slot's records with a Seq cut to the limit its newest state names,
+// records without a Seq as the ring holds them, and each slot's records
+// together, slots in the order first met.
+func TestGatherKeepsEachRecordOnceWithinTheLimit(t *testing.T) {
+	a, b := shard.Slot{Job: "j", Partition: 0}, shard.Slot{Job: "j", Partition: 1}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := func(s shard.Slot, seq int64, limit int) Slotted {
+		st := Stored{Record: Record{Job: s.Job, Partition: s.Partition, ExecutionID: fmt.Sprint(s.Partition, "-", seq), ScheduledTime: t0.Add(time.Duration(seq) * time.Second)}}
+		if seq >= 0 {
+			st.Seq = &seq
+		}
+		if limit > 0 {
+			st.State = &SlotState{HistoryLimit: limit}
+		}
+		return Slotted{Slot: s, Stored: st}
+	}
+	ring := []Slotted{rec(a, 1, 2), rec(b, -1, 0), rec(a, 2, 2), rec(a, 3, 2)}
+	journal := []Slotted{rec(a, 3, 2), rec(a, 4, 2)}
+	var got []string
+	for _, r := range Gather(ring, journal) {
+		got = append(got, r.ExecutionID)
+	}
+	if want := "[0-4 0-3 1--1]"; fmt.Sprint(got) != want {
+		t.Fatalf("Gather = %v, want %s", got, want)
 	}
 }

@@ -106,11 +106,20 @@ func readRecords(ctx context.Context, kv clientv3.KV, journals *journal.Cache, c
 	if partition >= 0 {
 		prefix = keyspace.SlotHistory(cluster, shard.Slot{Job: job, Partition: partition})
 	}
+	return readRecordsUnder(ctx, kv, journals, cluster, prefix, func(s shard.Slot) bool {
+		return s.Job == job && (partition < 0 || s.Partition == partition)
+	})
+}
+
+// readRecordsUnder are the records in the rings under prefix and those of
+// the slots keep accepts in journals: keep must accept exactly the slots
+// whose rings are under prefix.
+func readRecordsUnder(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, prefix string, keep func(shard.Slot) bool) ([]history.Record, error) {
 	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
-	var ring []history.Slotted
+	ring := make([]history.Slotted, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		if st, s, ok := decodeRing(cluster, prefix, kv); ok {
 			ring = append(ring, history.Slotted{Slot: s, Stored: st, Revision: kv.ModRevision})
@@ -119,9 +128,7 @@ func readRecords(ctx context.Context, kv clientv3.KV, journals *journal.Cache, c
 	if journals == nil {
 		journals = journal.NewCache(kv, cluster)
 	}
-	inJournals, err := journals.Records(ctx, resp.Header.Revision, func(s shard.Slot) bool {
-		return s.Job == job && (partition < 0 || s.Partition == partition)
-	})
+	inJournals, err := journals.Records(ctx, resp.Header.Revision, keep)
 	if err != nil {
 		return nil, err
 	}
