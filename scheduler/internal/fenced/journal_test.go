@@ -516,3 +516,30 @@ func TestWriterIsStalledWhileItsCopiesFail(t *testing.T) {
 		t.Fatal("the writer is still stalled once the copy and the records committed")
 	}
 }
+
+// A writer whose member lost its lease abandons what is queued and stops,
+// even while records wait for a copy before their entry is reused: the
+// abandoned copy batch is not taken again and again (a member that lost its
+// lease never rejoined).
+func TestWriterStopsWhenItAbandonsACopy(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	a := shard.Slot{Job: "j"}
+	ca := heldClaim(t, cli, "/leader/a")
+	w := NewWriter(cli)
+	w.index = newIndex("c", "m", 1)
+	w.Enqueue(Write{Claim: ca, Records: []Record{journalRecord(a, 0, 2)}})
+	commitNext(t, w) // entry 0: a0, still needed
+	done := make(chan error, 1)
+	w.Enqueue(Write{Claim: ca, Records: []Record{journalRecord(a, 1, 2)}, Done: done}) // waits for a0's copy
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the lease is lost
+	stop := make(chan struct{})
+	close(stop)
+	stopped := make(chan struct{})
+	go func() { w.Run(ctx, stop); close(stopped) }()
+	kiratest.Receive(t, stopped, 10*time.Second, "the writer to stop")
+	if err := kiratest.Receive(t, done, time.Second, "a1's answer"); !errors.Is(err, ErrAbandoned) {
+		t.Fatalf("a1 answered %v; want ErrAbandoned", err)
+	}
+}

@@ -225,6 +225,13 @@ func (w *Writer) Run(ctx context.Context, stop <-chan struct{}) {
 	lingering := time.NewTimer(time.Hour)
 	defer lingering.Stop()
 	for {
+		if !stopping { // also while batches keep coming: a copy that fails is taken again
+			select {
+			case <-stop:
+				stopping = true
+			default:
+			}
+		}
 		if d := w.lingerLeft(); d > 0 && !stopping {
 			lingering.Reset(d)
 			select {
@@ -252,6 +259,9 @@ func (w *Writer) Run(ctx context.Context, stop <-chan struct{}) {
 				reply(fw, ErrAbandoned)
 			}
 			w.land(b, t)
+			// Everything queued goes with it: a copy batch abandoned is
+			// taken again as long as records wait for its entry.
+			w.abandonQueued()
 			continue
 		}
 		commits.Add(1)
@@ -261,6 +271,17 @@ func (w *Writer) Run(ctx context.Context, stop <-chan struct{}) {
 			w.land(b, t)
 		}()
 	}
+}
+
+// abandonQueued answers every queued write with ErrAbandoned and empties
+// the queue. Held by TestWriterStopsWhenItAbandonsACopy.
+func (w *Writer) abandonQueued() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fw := range w.queue {
+		reply(fw, ErrAbandoned)
+	}
+	w.queue, w.urgent = nil, 0
 }
 
 // ErrAbandoned answers the writes a member gave up when it lost its lease.
