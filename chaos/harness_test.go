@@ -38,7 +38,7 @@ var (
 	seedFlag           = flag.Uint64("chaos.seed", 0, "TestRandomFaults: the first schedule's seed (0: drawn from the clock)")
 	seedsFlag          = flag.Int("chaos.seeds", 1, "TestRandomFaults: how many schedules to run, seeds seed, seed+1, …")
 	faultsFlag         = flag.Int("chaos.faults", 5, "TestRandomFaults: faults per schedule")
-	journalFlag        = flag.Int("chaos.journal", 0, "TestRandomFaults: keys in each member's journal (0: kira run's default)")
+	journalFlag        = flag.Int("chaos.journal", 16, "TestRandomFaults: keys in each member's journal, few so they wrap round (0: kira run's default)")
 )
 
 func TestMain(m *testing.M) {

