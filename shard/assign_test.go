@@ -183,7 +183,8 @@ func clusterTotalsBounded(t *testing.T, rng *rand.Rand) {
 }
 
 // One big job: at 10,000 slots, a fourth member joining three moves at most
-// 30 % of the slots (ideal 25 %), and leaving moves at most as many.
+// 26 % of the slots (ideal 25 %; the documented bound is 30 %), and leaving
+// moves the same slots back.
 func TestFewMovesOneBigJob(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 39))
 	worst := 0.0
@@ -194,35 +195,53 @@ func TestFewMovesOneBigJob(t *testing.T) {
 		n, all := moved(mustAssign(t, three), mustAssign(t, four), four)
 		frac := float64(n) / float64(all)
 		worst = max(worst, frac)
-		if frac > 0.30 {
-			t.Fatalf("trial %d: %.3f of 10,000 slots moved on 3→4; want at most 0.30", trial, frac)
+		if frac > 0.26 {
+			t.Fatalf("trial %d: %.3f of 10,000 slots moved on 3→4; want at most 0.26", trial, frac)
 		}
 	}
 	t.Logf("3→4 at 10,000 slots: worst %.3f moved (ideal 0.25)", worst)
 }
 
-// Catalogs of jobs of 1 to 100 partitions (most real jobs), a fourth
-// member joining three or leaving again: averaged over random views, the
-// share of slots that change owner is at most 1.3 × the ideal (1/4).
+// Catalogs of up to 100 jobs of 1 to maxP partitions, a member joining N-1
+// (or leaving N): averaged over random views, the share of slots that change
+// owner against the ideal 1/N stays within each shape's bound: the goal of
+// 1.3 × for single-slot jobs and jobs of 1 to 100 partitions at 3→4 and 4→5;
+// elsewhere what exact per-job splits achieve (docs/benchmarks.md). Each bound
+// is within 0.05 of the figure, so a change that moves more fails here.
 func TestFewMovesManySmallJobs(t *testing.T) {
-	rng := rand.New(rand.NewPCG(6, 39))
-	var ratio float64
-	const trials = 100
-	for range trials {
-		view := memberIDs(rng, 4)
-		jobs := catalog(rng, 1+rng.IntN(100), 100, view)
-		three := slices.Clone(jobs)
-		for i := range three {
-			three[i].Members = view[:3]
+	for _, c := range []struct {
+		members, maxP int
+		bound         float64
+	}{
+		{4, 1, 1.20}, {4, 16, 1.40}, {4, 100, 1.20},
+		{5, 1, 1.30}, {5, 16, 1.60}, {5, 100, 1.30},
+		{8, 1, 1.45}, {8, 16, 1.90}, {8, 100, 1.60},
+	} {
+		rng := rand.New(rand.NewPCG(6, uint64(c.members*1000+c.maxP)))
+		ratio := movesOverIdeal(t, rng, c.members, c.maxP, 100)
+		t.Logf("%d→%d members, jobs of 1 to %d partitions: moved %.3f × the ideal on average", c.members-1, c.members, c.maxP, ratio)
+		if ratio > c.bound {
+			t.Errorf("%d→%d members, jobs of 1 to %d partitions: moved %.3f × the ideal on average; want at most %.2f", c.members-1, c.members, c.maxP, ratio, c.bound)
 		}
-		n, all := moved(mustAssign(t, three), mustAssign(t, jobs), jobs)
-		ratio += float64(n) / float64(all) * 4
 	}
-	ratio /= trials
-	t.Logf("small jobs, 3→4 members: moved %.3f × the ideal on average", ratio)
-	if ratio > 1.3 {
-		t.Fatalf("small jobs moved %.3f × the ideal on average; want at most 1.3", ratio)
+}
+
+// movesOverIdeal is the share of slots that change owner when the last of n
+// members joins, against the ideal 1/n, averaged over that many random views
+// (views) of up to 100 jobs of 1 to maxP partitions.
+func movesOverIdeal(tb testing.TB, rng *rand.Rand, n, maxP, views int) float64 {
+	var ratio float64
+	for range views {
+		view := memberIDs(rng, n)
+		jobs := catalog(rng, 1+rng.IntN(100), maxP, view)
+		fewer := slices.Clone(jobs)
+		for i := range fewer {
+			fewer[i].Members = view[:n-1]
+		}
+		m, all := moved(mustAssign(tb, fewer), mustAssign(tb, jobs), jobs)
+		ratio += float64(m) / float64(all) * float64(n)
 	}
+	return ratio / float64(views)
 }
 
 // The owners depend on the whole catalog, but little: adding a job to 500
@@ -290,6 +309,30 @@ func BenchmarkMoves(b *testing.B) {
 					for i := range fewer {
 						fewer[i].Members = view[:n-1]
 					}
+					m, all := moved(mustAssign(b, fewer), mustAssign(b, jobs), jobs)
+					ratio += float64(m) / float64(all) * float64(n)
+					views++
+				}
+				b.ReportMetric(ratio/float64(views), "moved/ideal")
+			})
+		}
+	}
+}
+
+// BenchmarkMovesOneJob reports the share of one job's P slots that change
+// owner when a member joins N-1, against the ideal 1/N, averaged over random
+// views: the cost of exact splits by job size.
+func BenchmarkMovesOneJob(b *testing.B) {
+	for _, n := range []int{4, 5, 8} {
+		for _, p := range []int{2, 4, 8, 16, 32, 64, 100, 400, 1000} {
+			b.Run(fmt.Sprintf("members=%d/partitions=%d", n, p), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(10, 39))
+				var ratio float64
+				views := 0
+				for b.Loop() {
+					view := memberIDs(rng, n)
+					jobs := []Job{{Name: fmt.Sprintf("job-%x", rng.Uint64()), Partitions: p, Members: view}}
+					fewer := []Job{{Name: jobs[0].Name, Partitions: p, Members: view[:n-1]}}
 					m, all := moved(mustAssign(b, fewer), mustAssign(b, jobs), jobs)
 					ratio += float64(m) / float64(all) * float64(n)
 					views++
