@@ -94,30 +94,15 @@ type Config struct {
 // DefaultJournalEntries is how many keys a member's journal has by default.
 const DefaultJournalEntries = fenced.DefaultJournalEntries
 
-// Scheduler runs, on one member, the slots the ring prefers it for.
+// Scheduler runs, on one member, the slots the view assigns it (shard.Assign).
+// Its fields are grouped by owner: set once by New, the loop's inbox, the
+// loop's own state, what readers off the loop use, and what mu guards.
 type Scheduler struct {
-	member *membership.Member
-	views  *membership.Views
-	cli    *clientv3.Client
-	cfg    Config
-	jobs   map[string]*job
-
-	// Fed by goroutines the loop owns; read only by the loop.
-	results chan campaignResult
-	// campaigning bounds the campaigns talking to etcd at once (see
-	// maxCampaigning); the others wait in line, in waiting (the loop's).
-	campaigning  chan struct{}
-	campaignsDue *campaignBell
-	waiting      []queuedCampaign
-	finished     *finishedRuns
-	resigned     chan resignedSlot
-	deleted      chan deletedKey
-	created      chan createdKey
-	raised       chan raisedFence
-	retries      chan retryFire
-	control      chan []controlEvent
-	stopped      chan struct{} // closed when Run no longer reads the channels above
-
+	// Set by New and never changed: what the scheduler works with.
+	member   *membership.Member
+	views    *membership.Views
+	cli      *clientv3.Client
+	cfg      Config
 	writer   *fenced.Writer
 	journals *journal.Cache // the journals, read for the slots taken at once
 	reads    *takeoverReads // the reads of the slots taken over, batched
@@ -126,19 +111,6 @@ type Scheduler struct {
 	// armedHook, if set (by tests, before Run), is called by the loop for
 	// each fire it arms.
 	armedHook func(shard.Slot)
-	// seenSelf is set once a view contained this member.
-	seenSelf bool
-	// historyFormat is the format records are written in: the newest that
-	// every member of the latest view reads (history.FormatCompact).
-	historyFormat int
-	// running counts executions in flight over all slots (the runs maps).
-	running int
-	// takingOver counts the slots raising their fence (TakingOver), for
-	// readers off the loop.
-	takingOver atomic.Int64
-	// stopping is set when Run's loop has returned: nothing is campaigned for
-	// any more, whatever the view says.
-	stopping bool
 	// cleanupCtx bounds the deletes of our own keys (resigns, abandoned
 	// candidacies); it is cancelled when the lease is lost, since the lease's
 	// revoke or expiry deletes them all anyway, and an etcd that cannot
@@ -146,29 +118,60 @@ type Scheduler struct {
 	cleanupCtx    context.Context
 	cancelCleanup context.CancelFunc
 
+	// The loop's inbox: fed by the goroutines the loop owns (and by the
+	// catalog's and the control keys' watches), read only by the loop.
+	results chan campaignResult
+	// campaigning bounds the campaigns talking to etcd at once (see
+	// maxCampaigning); the others wait in line, in waiting.
+	campaigning    chan struct{}
+	campaignsDue   *campaignBell
+	finished       *finishedRuns
+	resigned       chan resignedSlot
+	deleted        chan deletedKey
+	created        chan createdKey
+	raised         chan raisedFence
+	retries        chan retryFire
+	control        chan []controlEvent
 	catalogChanged chan struct{}
-	// Guarded by mu: the catalog waiting for the loop, and the one it runs.
-	nextCatalog    map[string]*job
-	nextCatalogRev int64
-	catalogRev     int64
-	specs          []config.Job    // the jobs of the catalog the loop runs
-	paused         map[string]bool // jobs paused with kira pause
+	stopped        chan struct{} // closed when Run no longer reads the channels above
+
+	// Owned by the loop: read and written only by its goroutine.
+	jobs    map[string]*job
+	slots   map[shard.Slot]*slot
+	heap    slotHeap
+	byKey   map[string]*slot // leader key → slot, for deletions seen by the watch
+	waiting []queuedCampaign // campaigns in line for a place (campaigning)
+	paused  map[string]bool  // jobs paused with kira pause
 	// triggering holds the manual triggers dispatched and not yet finished,
 	// so a trigger seen twice (a watch restarted) starts once.
 	triggering map[string]bool
-
-	slots map[shard.Slot]*slot
-	heap  slotHeap
-	byKey map[string]*slot // leader key → slot, for deletions seen by the watch
-	wg    sync.WaitGroup   // campaign, resign, execution and watch goroutines
-
 	// unplaced holds the jobs whose placement matched no member at the
-	// last view (the loop's).
+	// last view.
 	unplaced map[string]bool
+	// seenSelf is set once a view contained this member.
+	seenSelf bool
+	// historyFormat is the format records are written in: the newest that
+	// every member of the latest view reads (history.FormatCompact).
+	historyFormat int
+	// running counts executions in flight over all slots (the runs maps).
+	running int
+	// stopping is set when Run's loop has returned: nothing is campaigned for
+	// any more, whatever the view says.
+	stopping bool
 
-	mu       sync.Mutex
-	snapshot map[shard.Slot]fencing.Token
-	eligible map[string]int // Eligible's
+	// For readers off the loop.
+	takingOver atomic.Int64   // the slots raising their fence (TakingOver)
+	wg         sync.WaitGroup // campaign, resign, execution and watch goroutines
+
+	// Guarded by mu: the catalog waiting for the loop and the one it runs,
+	// and what the loop publishes for readers off it.
+	mu             sync.Mutex
+	nextCatalog    map[string]*job
+	nextCatalogRev int64
+	catalogRev     int64
+	specs          []config.Job // the jobs of the catalog the loop runs
+	snapshot       map[shard.Slot]fencing.Token
+	eligible       map[string]int // Eligible's
 }
 
 // New prepares a scheduler for cat on member; views must be running.

@@ -234,7 +234,7 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 }
 
 // Members joining one by one: every slot ends up led by exactly the member the
-// ring prefers; the first member releases what it is no longer preferred for;
+// assignment prefers; the first member releases what it is no longer preferred for;
 // etcd agrees: each slot's lowest election key is its leader's, with the token
 // as its create revision.
 func TestEachSlotLedOnceAndSpread(t *testing.T) {
