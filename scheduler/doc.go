@@ -53,6 +53,16 @@
 //	 ▲                                                                                   │
 //	 └──────── lease lost or trust window closed: cancel everything, start nothing ─────┘
 //
+// The stage is one of the four names above (slot.stage). Three phases of
+// leading are flags beside it, each a step the diagram passes through:
+//
+//	leading, raising   the takeover: state, ring and journals read, the
+//	                   fences raised (fence.go); nothing fires yet
+//	leading, removed   the catalog no longer has the job: released after
+//	                   its runs, then forgotten (catalog.go)
+//	resigning or idle, a fence refused the token, or Admit did: the next
+//	backoff            campaign waits campaignRetry (campaign.go)
+//
 // A member campaigns (concurrency.Election, one per slot, all on the
 // member's one session) only for the slots the assignment prefers it for
 // in its latest view, and resigns the others between executions. Views of
