@@ -18,6 +18,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/kiratest"
 	"go.uber.org/goleak"
 )
 
@@ -178,18 +179,11 @@ func TestCommandKilledWithItsGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := strings.TrimSpace(string(data))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	kiratest.WaitUntil(t, "the grandchild "+pid+" gone", 5*time.Second, func() bool {
 		// A killed, reaped grandchild has no /proc entry; a zombie shows state Z.
 		stat, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil || strings.Contains(string(stat), ") Z ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild %s survived the timeout", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	})
 
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	cancel2()

@@ -39,7 +39,7 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 	kiratest.Receive(t, entered, 10*time.Second, "entered")
 
 	clock.Advance(sec(20).Sub(clock.Now()) - DefaultArmAhead/2)
-	if s := <-armed; s != (shard.Slot{Job: "tick"}) {
+	if s := kiratest.Receive(t, armed, 10*time.Second, "the fire armed"); s != (shard.Slot{Job: "tick"}) {
 		t.Fatalf("armed %v", s)
 	}
 	select {
@@ -221,7 +221,7 @@ func TestStartCountSettlesWhenEmptyOrAfterItsHold(t *testing.T) {
 
 	c = newStartCount(10 * time.Millisecond)
 	c.Add(1)
-	<-c.settled() // the hold ends it; the fire never leaves
+	kiratest.Receive(t, c.settled(), 10*time.Second, "settled") // the hold ends it; the fire never leaves
 	if n := c.Load(); n != 1 {
 		t.Fatalf("count %d after the hold; want 1 (the hold settles, it does not forget)", n)
 	}

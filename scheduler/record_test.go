@@ -472,7 +472,7 @@ func TestLateCreateEventLeavesAResigningKeyToItsResign(t *testing.T) {
 	}
 	// Deleted at once, a key would be gone within milliseconds.
 	if kiratest.Poll(500*time.Millisecond, func() bool { return len(deleted) > 0 }) {
-		ev := <-deleted
+		ev := kiratest.Receive(t, deleted, time.Second, "the delete")
 		t.Fatalf("%s deleted at revision %d while its resign waits at the gate", ev.PrevKv.Key, ev.Kv.ModRevision)
 	}
 	gate.open()

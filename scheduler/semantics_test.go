@@ -499,7 +499,7 @@ func TestStopWithRunInFlightHandsIdleSlotsOverAtOnce(t *testing.T) {
 		})
 	}
 	g.open()
-	if err := <-stopped; err != nil {
+	if err := kiratest.Receive(t, stopped, 30*time.Second, "a's stop"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -892,7 +892,7 @@ func TestTriggerWhileTheFenceIsRaisedRunsOnce(t *testing.T) {
 		}
 		return nil
 	}}})
-	<-hooked // tick's state and triggers have been read
+	kiratest.Receive(t, hooked, 10*time.Second, "the hook") // tick's state and triggers have been read
 	late, err := operator.RequestRun(ctx, cli, "raising", []shard.Slot{{Job: "tick"}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/shard"
 )
 
@@ -43,16 +44,11 @@ func TestTakeoverReadsShareTransactions(t *testing.T) {
 	for p := range slots {
 		go readOne(p)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for queued := 0; queued < slots; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d reads queued of %d", queued, slots)
-		}
-		time.Sleep(time.Millisecond)
+	kiratest.WaitUntil(t, "every read queued", 10*time.Second, func() bool {
 		reads.mu.Lock()
-		queued = len(reads.queue)
-		reads.mu.Unlock()
-	}
+		defer reads.mu.Unlock()
+		return len(reads.queue) == slots
+	})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { reads.run(runCtx); close(done) }()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
 )
 
@@ -24,13 +25,8 @@ func TestSkipsAreCountedInTheLog(t *testing.T) {
 	os.WriteFile(catalog, []byte("cluster: skips\nmembership: {lease_ttl: 2s}\njobs:\n"+
 		"  - {name: slow, schedule: \"@every 1s\", partitions: 2, overlap: skip, command: [\"sleep\", \"30\"]}\n"), 0o600)
 	member := start(t, "run", "--catalog", catalog, "--etcd", etcd.Endpoints()[0], "--grace", "100ms")
-	deadline := time.Now().Add(30 * time.Second)
 	skipped := 0
-	for skipped < 8 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d skips recorded after 30 s; want 8:\n%s", skipped, member.Output())
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !kiratest.Poll(30*time.Second, func() bool {
 		recs, err := operator.ReadHistory(context.Background(), etcd.Client(t), "skips", "slow", -1, -1)
 		if err != nil {
 			t.Fatal(err)
@@ -41,6 +37,9 @@ func TestSkipsAreCountedInTheLog(t *testing.T) {
 				skipped += r.Fires()
 			}
 		}
+		return skipped >= 8
+	}) {
+		t.Fatalf("%d skips recorded after 30 s; want 8:\n%s", skipped, member.Output())
 	}
 	member.Stop(t, syscall.SIGTERM, 10*time.Second)
 	lines := strings.Count(member.Output(), `msg="fires skipped"`)
