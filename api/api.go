@@ -12,7 +12,8 @@
 //	POST /v1/jobs/{job}/resume
 //	PUT  /v1/catalog?dry_run=&force=                  store the catalog YAML of the body, as kira apply -f does
 //	GET  /v1/timeline?since=&bucket=&job=&offset=&limit=  executions and holders over time, per slot or per time bucket (operator.Timeline)
-//	GET  /v1/health                                   what is wrong and what to do (operator.Health)
+//	GET  /v1/health                                   what is wrong and what to do (operator.Health, etcd's alarms)
+//	GET  /v1/members                                  each live member: slots led, labels, version, lease (operator.ReadMembers)
 //
 // Write actions need authentication (Auth): a bearer token compared in
 // constant time, or a client certificate verified by the server's TLS. With
@@ -67,6 +68,12 @@ type Config struct {
 	KV      clientv3.KV
 	Cluster string
 	Auth    Auth
+	// Leases, if set, answers the members' lease countdowns
+	// (GET /v1/members); without it they are null.
+	Leases clientv3.Lease
+	// Maintenance, if set, answers etcd's raised alarms, which
+	// GET /v1/health lists; without it none are.
+	Maintenance clientv3.Maintenance
 }
 
 // route is one endpoint: its pattern (as http.ServeMux reads it), whether
@@ -90,6 +97,7 @@ var routes = []route{
 	{"PUT /v1/catalog", true, func(s *server) handler { return s.putCatalog }, config.MaxCatalogBytes},
 	{"GET /v1/timeline", false, func(s *server) handler { return s.timeline }, 0},
 	{"GET /v1/health", false, func(s *server) handler { return s.health }, 0},
+	{"GET /v1/members", false, func(s *server) handler { return s.members }, 0},
 }
 
 // Routes are the API's endpoints as "METHOD /path" patterns; openapi.yaml

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/operator"
@@ -73,5 +74,19 @@ func (s *server) health(ctx context.Context, _ *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return operator.Health(st), nil
+	problems := operator.Health(st)
+	if s.cfg.Maintenance != nil {
+		resp, err := s.cfg.Maintenance.AlarmList(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, a := range resp.Alarms {
+			if !slices.Contains(names, a.Alarm.String()) {
+				names = append(names, a.Alarm.String())
+			}
+		}
+		problems = append(operator.AlarmProblems(names), problems...)
+	}
+	return problems, nil
 }

@@ -156,7 +156,7 @@ func (r *runner) serveHTTP(h httpFlags, etcd etcdclient.Config, cluster string) 
 	mux.HandleFunc("/readyz", ready)
 	mux.HandleFunc("/healthz", ready)
 	mux.Handle("/metrics", promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{}))
-	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth}))
+	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth, Leases: cli, Maintenance: cli}))
 	mux.Handle("/", dashboard.Handler())
 	l, err := net.Listen("tcp", h.listenAddr())
 	if err != nil {
