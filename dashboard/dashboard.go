@@ -2,9 +2,11 @@
 // --http): first a timeline of every slot's executions, coloured by
 // outcome, over the holder and fencing token its records show
 // (GET /v1/timeline), under a health banner saying what is wrong and what
-// to do (GET /v1/health); then, in a second tab, tables of the members,
-// jobs, slots and recent executions with buttons for trigger, pause and
-// resume. It is a client of the API (package api), embedded in the binary,
+// to do (GET /v1/health); a page per job (#job/NAME: its schedule, next
+// fires, placement, share bar, a grid of each slot's latest executions and
+// its history with output, with trigger, pause and resume); a members view
+// (GET /v1/members); and tables of the members, jobs, slots and recent
+// executions. It is a client of the API (package api), embedded in the binary,
 // and loads nothing from elsewhere. TestDashboardInABrowser in cmd/kira
 // drives it in Chromium.
 package dashboard
