@@ -112,7 +112,7 @@ func Routes() []string {
 
 // Handler serves the API.
 func Handler(cfg Config) http.Handler {
-	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster)}
+	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster), rings: operator.NewRings(cfg.KV, cfg.Cluster)}
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		limit := r.body
@@ -140,6 +140,9 @@ type server struct {
 	// asks every second, and each read then fetches only the entries
 	// written since.
 	journals *journal.Cache
+	// rings is every history ring as of the last timeline read: each read
+	// then fetches only the ring keys written since.
+	rings *operator.Rings
 }
 
 // Error is the body of every error answer.
