@@ -153,7 +153,7 @@ func BenchmarkDashboardAt10000Slots(b *testing.B) {
 	b.Logf("wrote %d slots with %d records each in %s", benchJobs*benchPartitions, benchRecords, time.Since(began).Round(time.Millisecond))
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: "big"}))
-	mux.Handle("/", dashboard.Handler())
+	mux.Handle("/", dashboard.Handler(dashboard.Config{}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

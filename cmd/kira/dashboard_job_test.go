@@ -20,7 +20,8 @@ import (
 // broken's page shows its schedule, its next fires, its failures in the
 // grid and its history with the output and exit code; tick's shows the
 // share bar a 6, c 6, a grid row per slot, and a history filtered to one
-// partition; pause and resume on solo's page are obeyed with the token.
+// partition; pause and resume on solo's page are obeyed with the token;
+// executions link to their traces (--trace-url) there and on the timeline.
 // Its screenshot is kept in dir (and where KIRA_DASHBOARD_SCREENSHOT_JOB
 // says: docs/dashboard-job.png comes from it).
 func jobPage(ctx context.Context, t *testing.T, page func(string) string, cli *clientv3.Client, dir string) {
@@ -36,7 +37,24 @@ func jobPage(ctx context.Context, t *testing.T, page func(string) string, cli *c
 			strings.Contains(page(`document.querySelector('#job-history tbody tr[data-outcome="failed"]')?.textContent || ""`), "exit 1") &&
 			strings.Contains(page(`document.querySelector('#job-history tbody tr[data-outcome="failed"] pre.output')?.textContent || ""`), "no space left on /data")
 	})
-
+	// Each execution links to its trace, as --trace-url says, on its page and on the timeline.
+	id := page(`document.querySelector('#job-history tbody tr code').textContent`)
+	want := strings.NewReplacer("{job}", "broken", "{partition}", "0", "{execution_id}", id).Replace(dashboardTraceURL)
+	if link := page(`document.querySelector('#job-history tbody tr a.trace').href`); link != want {
+		t.Fatalf("the trace link of execution %s: %q, want %q", id, link, want)
+	}
+	// The timeline, drawn before the page opened, has marks of older
+	// executions: each links to its own.
+	marks := page(`[...document.querySelectorAll('#timeline svg[data-job="broken"] rect.mark')].map((m) => m.dataset.trace).join(" ")`)
+	prefix := strings.NewReplacer("{job}", "broken", "{partition}", "0", "{execution_id}", "").Replace(dashboardTraceURL)
+	for _, m := range strings.Fields(marks) {
+		if !strings.HasPrefix(m, prefix) || len(m) != len(prefix)+len(id) {
+			t.Fatalf("a mark of broken on the timeline links to %q, want %s<its execution id>", m, prefix)
+		}
+	}
+	if marks == "" {
+		t.Fatal("no mark of broken on the timeline links to its trace")
+	}
 	page(`location.hash = "job/tick"`)
 	const shares = `[...document.querySelectorAll('#job-shares span[data-member]')].map((s) => s.dataset.name + " " + s.dataset.slots).join(", ")`
 	kiratest.WaitUntil(t, "tick's page: the share bar a 6, c 6 and a grid row of executions per slot", 20*time.Second, func() bool {
@@ -110,4 +128,23 @@ func membersView(ctx context.Context, t *testing.T, page func(string) string) {
 		}
 		return page(`location.hash`) == "#members"
 	})
+}
+
+// --trace-url must be an http(s) address with {execution_id}; {trace_id}
+// is refused with what to use instead, since records keep no trace id.
+func TestTraceURLIsChecked(t *testing.T) {
+	for _, ok := range []string{"", dashboardTraceURL, "https://jaeger.example/search?service=kira&tags=%7B%22kira.execution_id%22%3A%22{execution_id}%22%7D"} {
+		if err := checkTraceURL(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for bad, says := range map[string]string{
+		"https://traces.example/trace/{trace_id}": "records keep no trace id",
+		"https://traces.example/trace/":           "needs {execution_id}",
+		"traces.example/{execution_id}":           "http or https",
+	} {
+		if err := checkTraceURL(bad); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("%q: %v, want an error saying %q", bad, err, says)
+		}
+	}
 }

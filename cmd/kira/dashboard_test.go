@@ -51,6 +51,9 @@ jobs:
   - {name: report, schedule: "@every 5s", partitions: 24, command: ["true"]}
 `
 
+// dashboardTraceURL is TestDashboardInABrowser's --trace-url.
+const dashboardTraceURL = "http://127.0.0.1:9/trace?job={job}&p={partition}&id={execution_id}"
+
 // The dashboard, in a real headless browser against three kira run
 // members. The timeline shows every slot of tick with its holder (split
 // 4/4/4) and the failed marks of broken; after a kill -9 of a member, each
@@ -79,7 +82,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		args := []string{"run", "--catalog", catalog, "--etcd", ep, "--name", n}
 		if n == "a" {
-			args = append(args, "--http", addr, "--http-token-file", tokenFile)
+			args = append(args, "--http", addr, "--http-token-file", tokenFile, "--trace-url", dashboardTraceURL)
 		}
 		members[n] = start(t, args...)
 	}
