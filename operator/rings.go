@@ -28,13 +28,12 @@ type Rings struct {
 	cluster string
 
 	mu       sync.Mutex
-	rev      int64                // the revision of the last read; 0 before the first
-	keys     []string             // every ring key, sorted
-	at       map[string]int       // key -> its index in keys
-	recs     []*history.Slotted   // by index: nil for a key that is no readable record
-	slots    []shard.Slot         // the slots of recs, in key order
-	bySlotAt map[shard.Slot][]int // a slot's indexes in recs
-	bySlot   map[shard.Slot][]history.Slotted
+	rev      int64                           // the revision of the last read; 0 before the first
+	keys     []string                        // every ring key, sorted
+	at       map[string]int                  // key -> its index in keys
+	recs     []*history.Slotted              // by index: nil for a key that is no readable record
+	slots    []shard.Slot                    // the slots of recs, in key order
+	bySlotAt map[shard.Slot][]int            // a slot's indexes in recs
 	gathered map[shard.Slot][]history.Record // history.Gather of a slot's ring alone
 }
 
@@ -47,7 +46,7 @@ func NewRings(kv clientv3.KV, cluster string) *Rings {
 
 func (r *Rings) reset() {
 	r.rev, r.keys, r.at, r.recs = 0, nil, map[string]int{}, nil
-	r.slots, r.bySlotAt, r.bySlot, r.gathered = nil, map[shard.Slot][]int{}, map[shard.Slot][]history.Slotted{}, map[shard.Slot][]history.Record{}
+	r.slots, r.bySlotAt, r.gathered = nil, map[shard.Slot][]int{}, map[shard.Slot][]history.Record{}
 }
 
 // Records is every record of the cluster's history, as readRecordsUnder of
@@ -74,7 +73,7 @@ func (r *Rings) Records(ctx context.Context, journals *journal.Cache) ([]history
 	journalOf := map[shard.Slot][]history.Slotted{}
 	var journalOnly []shard.Slot
 	for _, e := range inJournals {
-		if journalOf[e.Slot] == nil && r.bySlot[e.Slot] == nil {
+		if journalOf[e.Slot] == nil && r.bySlotAt[e.Slot] == nil {
 			journalOnly = append(journalOnly, e.Slot)
 		}
 		journalOf[e.Slot] = append(journalOf[e.Slot], e)
@@ -82,12 +81,12 @@ func (r *Rings) Records(ctx context.Context, journals *journal.Cache) ([]history
 	out := make([]history.Record, 0, len(r.recs)+len(inJournals))
 	for _, s := range r.slots {
 		if j := journalOf[s]; j != nil {
-			out = append(out, history.Gather(r.bySlot[s], j)...)
+			out = append(out, history.Gather(r.ring(s), j)...)
 			continue
 		}
 		g, ok := r.gathered[s]
 		if !ok {
-			g = history.Gather(r.bySlot[s], nil)
+			g = history.Gather(r.ring(s), nil)
 			r.gathered[s] = g
 		}
 		out = append(out, g...)
@@ -110,7 +109,7 @@ func (r *Rings) update(ctx context.Context) (deleted bool, err error) {
 		return false, err
 	}
 	changed, count := resp.Responses[0].GetResponseRange(), resp.Responses[1].GetResponseRange().Count
-	// A changed key of a slot already known regroups that slot alone; a
+	// A changed key of a slot already known gathers that slot again alone; a
 	// new key, or one whose record became readable or unreadable, all.
 	regroup, dirty := false, map[shard.Slot]bool{}
 	for _, kv := range changed.Kvs {
@@ -138,10 +137,6 @@ func (r *Rings) update(ctx context.Context) (deleted bool, err error) {
 		clear(r.gathered)
 	default:
 		for s := range dirty {
-			r.bySlot[s] = r.bySlot[s][:0]
-			for _, i := range r.bySlotAt[s] {
-				r.bySlot[s] = append(r.bySlot[s], *r.recs[i])
-			}
 			delete(r.gathered, s)
 		}
 	}
@@ -166,17 +161,25 @@ func (r *Rings) sort() {
 	r.keys, r.recs = keys, recs
 }
 
-// group sets slots, bySlotAt and bySlot from recs.
+// group sets slots and bySlotAt from recs.
 func (r *Rings) group() {
-	r.slots, r.bySlotAt, r.bySlot = r.slots[:0], make(map[shard.Slot][]int, len(r.bySlotAt)), make(map[shard.Slot][]history.Slotted, len(r.bySlot))
+	r.slots, r.bySlotAt = r.slots[:0], make(map[shard.Slot][]int, len(r.bySlotAt))
 	for i, rec := range r.recs {
 		if rec == nil {
 			continue
 		}
-		if r.bySlot[rec.Slot] == nil {
+		if r.bySlotAt[rec.Slot] == nil {
 			r.slots = append(r.slots, rec.Slot)
 		}
 		r.bySlotAt[rec.Slot] = append(r.bySlotAt[rec.Slot], i)
-		r.bySlot[rec.Slot] = append(r.bySlot[rec.Slot], *rec)
 	}
+}
+
+// ring is slot s's ring records, in key order.
+func (r *Rings) ring(s shard.Slot) []history.Slotted {
+	out := make([]history.Slotted, len(r.bySlotAt[s]))
+	for k, i := range r.bySlotAt[s] {
+		out[k] = *r.recs[i]
+	}
+	return out
 }

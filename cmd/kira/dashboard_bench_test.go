@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -166,6 +167,25 @@ func BenchmarkDashboardAt10000Slots(b *testing.B) {
 			fetch(b, cold.URL+"/v1/timeline?since=15m&limit=1000")
 			cold.Close()
 		}
+	})
+	// What a member keeps between timeline reads (operator.Rings): the
+	// live heap after a first read, against before it.
+	b.Run("timeline-cache-heap", func(b *testing.B) {
+		var before, after runtime.MemStats
+		var kept http.Handler
+		for b.Loop() {
+			kept = nil // the last round's, freed before measuring
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			kept = api.Handler(api.Config{KV: cli, Cluster: "big"})
+			cold := httptest.NewServer(kept)
+			fetch(b, cold.URL+"/v1/timeline?since=15m&limit=1000")
+			cold.Close()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+		}
+		runtime.KeepAlive(kept)
+		b.ReportMetric(float64(after.HeapAlloc)-float64(before.HeapAlloc), "heap-bytes-kept")
 	})
 	fetch(b, srv.URL+"/v1/timeline?since=15m&limit=1000") // the first read, measured above
 	for _, get := range []struct{ name, path string }{
