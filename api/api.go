@@ -4,7 +4,7 @@
 //
 //	GET  /v1/status                                   the cluster's members, slots and catalog source (kira status -o json)
 //	GET  /v1/jobs                                     every job: schedule, paused, slots led, last and next fire
-//	GET  /v1/jobs/{job}                               one job: its spec, and each slot's owner, token and last fire
+//	GET  /v1/jobs/{job}                               one job: its spec, each slot's owner, token and last fire, its next fires
 //	GET  /v1/jobs/{job}/executions?partition=&limit=&outcome=  recent executions, newest first (kira history -o json)
 //	GET  /v1/jobs/{job}/executions/{id}               one execution (the link in a notification)
 //	POST /v1/jobs/{job}/trigger?partition=            one run now of each slot, or one partition
