@@ -4,7 +4,7 @@
 //
 //	GET  /v1/status                                   the cluster's members, slots and catalog source (kira status -o json)
 //	GET  /v1/jobs                                     every job: schedule, paused, slots led, last and next fire
-//	GET  /v1/jobs/{job}                               one job: its spec, and each slot's owner, token and last fire
+//	GET  /v1/jobs/{job}                               one job: its spec, each slot's owner, token and last fire, its next fires
 //	GET  /v1/jobs/{job}/executions?partition=&limit=&outcome=  recent executions, newest first (kira history -o json)
 //	GET  /v1/jobs/{job}/executions/{id}               one execution (the link in a notification)
 //	POST /v1/jobs/{job}/trigger?partition=            one run now of each slot, or one partition
@@ -12,7 +12,8 @@
 //	POST /v1/jobs/{job}/resume
 //	PUT  /v1/catalog?dry_run=&force=                  store the catalog YAML of the body, as kira apply -f does
 //	GET  /v1/timeline?since=&bucket=&job=&offset=&limit=  executions and holders over time, per slot or per time bucket (operator.Timeline)
-//	GET  /v1/health                                   what is wrong and what to do (operator.Health)
+//	GET  /v1/health                                   what is wrong and what to do (operator.Health, etcd's alarms)
+//	GET  /v1/members                                  each live member: slots led, labels, version, lease (operator.ReadMembers)
 //
 // Write actions need authentication (Auth): a bearer token compared in
 // constant time, or a client certificate verified by the server's TLS. With
@@ -67,6 +68,12 @@ type Config struct {
 	KV      clientv3.KV
 	Cluster string
 	Auth    Auth
+	// Leases, if set, answers the members' lease countdowns
+	// (GET /v1/members); without it they are null.
+	Leases clientv3.Lease
+	// Maintenance, if set, answers etcd's raised alarms, which
+	// GET /v1/health lists; without it none are.
+	Maintenance clientv3.Maintenance
 }
 
 // route is one endpoint: its pattern (as http.ServeMux reads it), whether
@@ -90,6 +97,7 @@ var routes = []route{
 	{"PUT /v1/catalog", true, func(s *server) handler { return s.putCatalog }, config.MaxCatalogBytes},
 	{"GET /v1/timeline", false, func(s *server) handler { return s.timeline }, 0},
 	{"GET /v1/health", false, func(s *server) handler { return s.health }, 0},
+	{"GET /v1/members", false, func(s *server) handler { return s.members }, 0},
 }
 
 // Routes are the API's endpoints as "METHOD /path" patterns; openapi.yaml
@@ -104,7 +112,7 @@ func Routes() []string {
 
 // Handler serves the API.
 func Handler(cfg Config) http.Handler {
-	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster)}
+	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster), rings: operator.NewRings(cfg.KV, cfg.Cluster)}
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		limit := r.body
@@ -132,6 +140,9 @@ type server struct {
 	// asks every second, and each read then fetches only the entries
 	// written since.
 	journals *journal.Cache
+	// rings is every history ring as of the last timeline read: each read
+	// then fetches only the ring keys written since.
+	rings *operator.Rings
 }
 
 // Error is the body of every error answer.

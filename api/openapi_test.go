@@ -47,7 +47,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 }
 
 // GET /v1/jobs and /v1/jobs/{job}: every field present, the slots of a job,
-// the next fire after now.
+// the next fire after now and the next fires (upcoming).
 func TestJobViews(t *testing.T) {
 	cli := storedCatalog(t)
 	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "c"}))
@@ -70,6 +70,10 @@ func TestJobViews(t *testing.T) {
 	var d operator.JobDetail
 	if code := call(t, srv.Client(), "GET", srv.URL+"/v1/jobs/tick", "", "", &d); code != 200 || len(d.Slots) != 2 || d.Spec.Name != "tick" {
 		t.Fatalf("job: %d %+v", code, d)
+	}
+	// The next fires as kira next lists them: the first is next_fire.
+	if len(d.Upcoming) != operator.UpcomingFires || d.NextFire == nil || !d.Upcoming[0].Equal(*d.NextFire) || !d.Upcoming[1].After(d.Upcoming[0]) {
+		t.Fatalf("job: upcoming %v, next fire %v", d.Upcoming, d.NextFire)
 	}
 	var e Error
 	if code := call(t, srv.Client(), "GET", srv.URL+"/v1/jobs/nope", "", "", &e); code != http.StatusNotFound {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/operator"
@@ -61,7 +62,7 @@ func (s *server) timeline(ctx context.Context, r *http.Request) (any, error) {
 	}
 	to := time.Now().UTC()
 	q := operator.TimelineQuery{From: to.Add(-since), To: to, Bucket: bucket, Job: r.URL.Query().Get("job"), Offset: offset, Limit: limit}
-	tl, err := operator.ReadTimeline(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, q)
+	tl, err := operator.ReadTimeline(ctx, s.cfg.KV, s.journals, s.rings, s.cfg.Cluster, q)
 	if errors.Is(err, operator.ErrNoJob) {
 		return nil, errorf(http.StatusNotFound, "cluster %q has no job %q", s.cfg.Cluster, q.Job)
 	}
@@ -73,5 +74,19 @@ func (s *server) health(ctx context.Context, _ *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return operator.Health(st), nil
+	problems := operator.Health(st)
+	if s.cfg.Maintenance != nil {
+		resp, err := s.cfg.Maintenance.AlarmList(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, a := range resp.Alarms {
+			if !slices.Contains(names, a.Alarm.String()) {
+				names = append(names, a.Alarm.String())
+			}
+		}
+		problems = append(operator.AlarmProblems(names), problems...)
+	}
+	return problems, nil
 }

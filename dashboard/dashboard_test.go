@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // The page is served at / only, as HTML that loads nothing from elsewhere
 // (TestDashboardInABrowser in cmd/kira drives it in a browser).
 func TestServesThePage(t *testing.T) {
-	srv := httptest.NewServer(Handler())
+	srv := httptest.NewServer(Handler(Config{}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/")
 	if err != nil {
@@ -35,5 +35,20 @@ func TestServesThePage(t *testing.T) {
 		t.Fatalf("GET /other: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// A trace URL is carried in the page's meta element, escaped.
+func TestCarriesTheTraceURL(t *testing.T) {
+	srv := httptest.NewServer(Handler(Config{TraceURL: `https://t.example/s?a={execution_id}&b="x"`}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `<meta name="kira-trace-url" content="https://t.example/s?a={execution_id}&amp;b=&#34;x&#34;">`; !strings.Contains(string(body), want) {
+		t.Fatalf("the page has no %s", want)
 	}
 }

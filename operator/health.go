@@ -9,7 +9,7 @@ import (
 // Problem is one thing wrong with a cluster that an operator must act on:
 // what is wrong and what to do, in one sentence a page shows as is.
 type Problem struct {
-	// Kind is leaderless, catalog_revision or unplaced.
+	// Kind is leaderless, catalog_revision, unplaced or etcd_alarm.
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 }
@@ -71,4 +71,24 @@ func named(names []string) string {
 		return strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxNamed], ", "), len(names)-maxNamed)
+}
+
+// AlarmProblems are the alarms etcd has raised (etcdserverpb.AlarmType
+// names: NOSPACE, CORRUPT), each with what to do. etcd refuses every write
+// while one is raised, so no execution starts. TestHealthNamesWhatToDo.
+func AlarmProblems(alarms []string) []Problem {
+	out := []Problem{}
+	for _, a := range alarms {
+		msg := fmt.Sprintf("etcd raised the %s alarm: it refuses every write, so no execution starts. ", a)
+		switch a {
+		case "NOSPACE":
+			msg += "Free space: compact and defragment etcd (etcdctl compact, etcdctl defrag) or the filesystem under its data directory, then etcdctl alarm disarm (kira etcd and the embedded etcd disarm it themselves once space is freed)."
+		case "CORRUPT":
+			msg += "A member's data differs from the others': stop that etcd member, restore it from a snapshot or remove and re-add it (see etcd's recovery guide), then etcdctl alarm disarm."
+		default:
+			msg += "Read etcd's log, fix the cause, then etcdctl alarm disarm."
+		}
+		out = append(out, Problem{Kind: "etcd_alarm", Message: msg})
+	}
+	return out
 }

@@ -62,3 +62,15 @@ func TestHoldersFromRecords(t *testing.T) {
 		t.Fatalf("bucket of the change: %+v", b)
 	}
 }
+
+// A raised etcd alarm is a line that names it and says what to do.
+func TestAlarmProblems(t *testing.T) {
+	if p := AlarmProblems(nil); len(p) != 0 {
+		t.Fatalf("no alarm: %+v", p)
+	}
+	p := AlarmProblems([]string{"NOSPACE", "CORRUPT"})
+	if len(p) != 2 || p[0].Kind != "etcd_alarm" || !strings.Contains(p[0].Message, "NOSPACE alarm") || !strings.Contains(p[0].Message, "etcdctl alarm disarm") ||
+		!strings.Contains(p[0].Message, "defrag") || !strings.Contains(p[1].Message, "snapshot") {
+		t.Fatalf("problems %+v", p)
+	}
+}

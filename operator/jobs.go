@@ -50,7 +50,14 @@ type JobDetail struct {
 	JobStatus
 	Spec  config.Job   `json:"spec"`
 	Slots []JobSlotRow `json:"slots"`
+	// Upcoming is the next UpcomingFires scheduled times after now, in
+	// UTC, as kira next lists them (config.Job.Upcoming); fewer when the
+	// schedule ends.
+	Upcoming []time.Time `json:"upcoming"`
 }
+
+// UpcomingFires is how many next fires a JobDetail lists.
+const UpcomingFires = 5
 
 // JobSlotRow is one slot of a job.
 type JobSlotRow struct {
@@ -133,6 +140,9 @@ func ReadJob(ctx context.Context, kv clientv3.KV, journals *journal.Cache, clust
 		newest = &recs[0]
 	}
 	d := &JobDetail{JobStatus: jobStatus(st, j, newest, now), Spec: j, Slots: []JobSlotRow{}}
+	if d.Upcoming, err = j.Upcoming(now, UpcomingFires); err != nil {
+		d.Upcoming = []time.Time{}
+	}
 	for p := range j.Partitions {
 		s, _ := st.Slot(j.Name, p)
 		row := JobSlotRow{Partition: p, Owner: s.Owner, Token: s.Token, LastFire: lastOf[p]}

@@ -122,8 +122,9 @@ type Bucket struct {
 }
 
 // ReadTimeline reads the timeline q asks for from one status snapshot and
-// the history (rings and journals, as ReadHistoryWhere).
-func ReadTimeline(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster string, q TimelineQuery) (*Timeline, error) {
+// the history (rings and journals, as ReadHistoryWhere). rings, if not
+// nil, serves the read of every ring (a query of one job reads its own).
+func ReadTimeline(ctx context.Context, kv clientv3.KV, journals *journal.Cache, rings *Rings, cluster string, q TimelineQuery) (*Timeline, error) {
 	st, cat, err := readWithCatalog(ctx, kv, cluster)
 	if err != nil {
 		return nil, err
@@ -145,7 +146,7 @@ func ReadTimeline(ctx context.Context, kv clientv3.KV, journals *journal.Cache, 
 		rows = page(cat.Jobs, q.Offset, q.Limit)
 		tl.Rows = len(cat.Jobs)
 	}
-	recs, err := timelineRecords(ctx, kv, journals, cluster, q.Job, rows)
+	recs, err := timelineRecords(ctx, kv, journals, rings, cluster, q.Job, rows)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +201,7 @@ func page[T any](items []T, offset, limit int) []T {
 
 // timelineRecords are the records of the jobs in rows: one read of the
 // job's rings when one job is asked for, else one of every ring.
-func timelineRecords(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, job string, rows []config.Job) ([]history.Record, error) {
+func timelineRecords(ctx context.Context, kv clientv3.KV, journals *journal.Cache, rings *Rings, cluster, job string, rows []config.Job) ([]history.Record, error) {
 	if job != "" {
 		return readRecords(ctx, kv, journals, cluster, job, -1)
 	}
@@ -211,7 +212,13 @@ func timelineRecords(ctx context.Context, kv clientv3.KV, journals *journal.Cach
 	for _, j := range rows {
 		want[j.Name] = true
 	}
-	all, err := readRecordsUnder(ctx, kv, journals, cluster, keyspace.Cluster(cluster)+"history/", func(shard.Slot) bool { return true })
+	var all []history.Record
+	var err error
+	if rings != nil {
+		all, err = rings.Records(ctx, journals)
+	} else {
+		all, err = readRecordsUnder(ctx, kv, journals, cluster, keyspace.Cluster(cluster)+"history/", func(shard.Slot) bool { return true })
+	}
 	if err != nil {
 		return nil, err
 	}

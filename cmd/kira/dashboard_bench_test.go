@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -140,7 +141,8 @@ func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); 
 // BenchmarkDashboardAt10000Slots measures what the dashboard costs at
 // 10,000 slots (100 jobs of 100 partitions, a full ring of history per
 // slot, written to a real etcd as members write it): the API's answers the
-// page draws from (bytes, and the time of one timeline read), and the
+// page draws from (bytes, and the time of a member's first timeline read,
+// of a later one, and of one after 2 s of writes), and the
 // page's load in headless Chromium (from navigation to the first timeline
 // drawn) and the time of one redrawing. It prints figures and asserts no
 // time; docs/benchmarks.md holds them.
@@ -152,10 +154,40 @@ func BenchmarkDashboardAt10000Slots(b *testing.B) {
 	b.Logf("wrote %d slots with %d records each in %s", benchJobs*benchPartitions, benchRecords, time.Since(began).Round(time.Millisecond))
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: "big"}))
-	mux.Handle("/", dashboard.Handler())
+	mux.Handle("/", dashboard.Handler(dashboard.Config{}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
+	// A member's first timeline read reads every ring; later ones only the
+	// ring keys written since (operator.Rings): each of these reads is
+	// the first of a new API handler.
+	b.Run("timeline-api-first-read", func(b *testing.B) {
+		for b.Loop() {
+			cold := httptest.NewServer(api.Handler(api.Config{KV: cli, Cluster: "big"}))
+			fetch(b, cold.URL+"/v1/timeline?since=15m&limit=1000")
+			cold.Close()
+		}
+	})
+	// What a member keeps between timeline reads (operator.Rings): the
+	// live heap after a first read, against before it.
+	b.Run("timeline-cache-heap", func(b *testing.B) {
+		var before, after runtime.MemStats
+		var kept http.Handler
+		for b.Loop() {
+			kept = nil // the last round's, freed before measuring
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			kept = api.Handler(api.Config{KV: cli, Cluster: "big"})
+			cold := httptest.NewServer(kept)
+			fetch(b, cold.URL+"/v1/timeline?since=15m&limit=1000")
+			cold.Close()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+		}
+		runtime.KeepAlive(kept)
+		b.ReportMetric(float64(after.HeapAlloc)-float64(before.HeapAlloc), "heap-bytes-kept")
+	})
+	fetch(b, srv.URL+"/v1/timeline?since=15m&limit=1000") // the first read, measured above
 	for _, get := range []struct{ name, path string }{
 		{"timeline-api", "/v1/timeline?since=15m&limit=1000"},
 		{"job-detail-api", "/v1/timeline?since=15m&job=job-000"},
@@ -171,6 +203,18 @@ func BenchmarkDashboardAt10000Slots(b *testing.B) {
 			b.ReportMetric(float64(gzipped(body)), "gzipped-bytes/answer")
 		})
 	}
+	// What a refresh 2 s after the last costs while members write: 2 s of
+	// fires at 10,000 slots a minute (333 ring keys) rewritten before each.
+	b.Run("timeline-api-after-writes", func(b *testing.B) {
+		var body []byte
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			rewriteRecords(b, cli, "big", 333, i)
+			b.StartTimer()
+			body = fetch(b, srv.URL+"/v1/timeline?since=15m&limit=1000")
+		}
+		b.ReportMetric(float64(len(body)), "bytes/answer")
+	})
 	b.Run("page-load", func(b *testing.B) {
 		browser := chromium(b)
 		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
@@ -202,4 +246,26 @@ func BenchmarkDashboardAt10000Slots(b *testing.B) {
 			b.Logf("page drawn %s ms after navigation; one drawing of the timeline %s ms", loaded, render)
 		}
 	})
+}
+
+// rewriteRecords overwrites n ring entries of round's slots with a newer
+// fire, as members write them.
+func rewriteRecords(b *testing.B, cli *clientv3.Client, cluster string, n, round int) {
+	var ops []clientv3.Op
+	at := time.Now().UTC().Truncate(time.Second)
+	for k := range n {
+		slot := (round*n + k) % (benchJobs * benchPartitions)
+		s := shard.Slot{Job: fmt.Sprintf("job-%03d", slot/benchPartitions), Partition: slot % benchPartitions}
+		code := 0
+		rec := history.Record{Job: s.Job, Partition: s.Partition, ExecutionID: jobs.ExecutionID(s.Job, s.Partition, at), Member: "bench-a", Token: fencing.Token(1000 + slot),
+			ScheduledTime: at, StartedAt: at.Add(12 * time.Millisecond), FinishedAt: at.Add(80 * time.Millisecond), Outcome: string(jobs.Succeeded),
+			Attempt: 1, Cause: history.CauseSchedule, ExitCode: &code}
+		ops = append(ops, clientv3.OpPut(keyspace.HistoryEntry(cluster, s, int64(round%benchRecords), config.DefaultHistoryLimit), string(history.Encode(history.Stored{Record: rec}, history.FormatWire))))
+		if len(ops) == 100 || k == n-1 {
+			if _, err := cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+				b.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
 }

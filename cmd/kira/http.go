@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ type httpFlags struct {
 	addr, tokenFile        string
 	tlsCert, tlsKey, useCA string
 	readAuth               bool
+	traceURL               string
 }
 
 func (h *httpFlags) register(fs *pflag.FlagSet) {
@@ -36,6 +38,28 @@ func (h *httpFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&h.tlsKey, "http-tls-key", "", "key of --http-tls-cert")
 	fs.StringVar(&h.useCA, "http-client-ca", "", "CA bundle: a client certificate it verifies may use the API's write actions (needs --http-tls-cert)")
 	fs.BoolVar(&h.readAuth, "http-read-auth", false, "require the same authentication for the API's read endpoints (default: reads are open)")
+	fs.StringVar(&h.traceURL, "trace-url", "", "the dashboard links each execution to this address, its {execution_id} (and {job}, {partition}) filled in: a search of your trace backend for the span attribute kira.execution_id")
+}
+
+// checkTraceURL says what is wrong with a --trace-url template, if
+// anything: an http(s) address with {execution_id} in it. History records
+// keep no trace id, so {trace_id} cannot be filled in
+// (TestTraceURLIsChecked).
+func checkTraceURL(tmpl string) error {
+	if tmpl == "" {
+		return nil
+	}
+	if strings.Contains(tmpl, "{trace_id}") {
+		return fmt.Errorf("kira run: --trace-url %q: {trace_id} cannot be filled in: history records keep no trace id. Use {execution_id} in a search of your trace backend for the span attribute kira.execution_id, such as https://jaeger.example/search?service=kira&tags=%%7B%%22kira.execution_id%%22%%3A%%22{execution_id}%%22%%7D", tmpl)
+	}
+	if !strings.Contains(tmpl, "{execution_id}") {
+		return fmt.Errorf("kira run: --trace-url %q: it needs {execution_id}, filled in with each execution's id", tmpl)
+	}
+	u, err := url.Parse(strings.NewReplacer("{execution_id}", "x", "{job}", "x", "{partition}", "0").Replace(tmpl))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("kira run: --trace-url %q: want an http or https address", tmpl)
+	}
+	return nil
 }
 
 // listenAddr is the address to listen on: a bare port binds loopback.
@@ -123,6 +147,9 @@ func (r *runner) serveHTTP(h httpFlags, etcd etcdclient.Config, cluster string) 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTraceURL(h.traceURL); err != nil {
+		return nil, err
+	}
 	tlsCfg, err := h.tlsConfig()
 	if err != nil {
 		return nil, err
@@ -156,8 +183,8 @@ func (r *runner) serveHTTP(h httpFlags, etcd etcdclient.Config, cluster string) 
 	mux.HandleFunc("/readyz", ready)
 	mux.HandleFunc("/healthz", ready)
 	mux.Handle("/metrics", promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{}))
-	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth}))
-	mux.Handle("/", dashboard.Handler())
+	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth, Leases: cli, Maintenance: cli}))
+	mux.Handle("/", dashboard.Handler(dashboard.Config{TraceURL: h.traceURL}))
 	l, err := net.Listen("tcp", h.listenAddr())
 	if err != nil {
 		cli.Close()

@@ -56,7 +56,8 @@ func fillUntilNoSpace(t *testing.T, cli *clientv3.Client) {
 const noSpaceCatalog = "cluster: full\nmembership: {lease_ttl: 2s}\njobs:\n  - {name: tick, schedule: \"@every 1s\", partitions: 4, command: [\"true\"]}\n"
 
 // expectLoudThenRecovered holds what a member does around a NOSPACE alarm:
-// it says so (its log, kira_etcd_alarm, /readyz 503) while recover (the
+// it says so (its log, kira_etcd_alarm, /readyz 503, the dashboard's
+// health line from GET /v1/health) while recover (the
 // operator, or kira etcd itself) frees space; then it fires again without a
 // restart, and no execution ran twice.
 func expectLoudThenRecovered(t *testing.T, cli *clientv3.Client, member *proc, addr string, recover func()) {
@@ -73,8 +74,10 @@ func expectLoudThenRecovered(t *testing.T, cli *clientv3.Client, member *proc, a
 	kiratest.WaitUntil(t, "the member to say etcd is out of space", 20*time.Second, func() bool {
 		code, body := get("http://" + addr + "/readyz")
 		_, metrics := get("http://" + addr + "/metrics")
+		_, health := get("http://" + addr + "/v1/health")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "NOSPACE") &&
-			strings.Contains(metrics, `kira_etcd_alarm{alarm="NOSPACE"} 1`) && strings.Contains(member.Output(), "raised the NOSPACE alarm")
+			strings.Contains(metrics, `kira_etcd_alarm{alarm="NOSPACE"} 1`) && strings.Contains(member.Output(), "raised the NOSPACE alarm") &&
+			strings.Contains(health, `"etcd_alarm"`) && strings.Contains(health, "etcd raised the NOSPACE alarm")
 	})
 	if code, _ := get("http://" + addr + "/livez"); code != 200 {
 		t.Fatalf("/livez %d during NOSPACE: a liveness probe would restart the member", code)
@@ -89,7 +92,8 @@ func expectLoudThenRecovered(t *testing.T, cli *clientv3.Client, member *proc, a
 	kiratest.WaitUntil(t, "the member ready again, the alarm gone", 60*time.Second, func() bool {
 		code, _ := get("http://" + addr + "/readyz")
 		_, metrics := get("http://" + addr + "/metrics")
-		return code == 200 && strings.Contains(metrics, `kira_etcd_alarm{alarm="NOSPACE"} 0`)
+		_, health := get("http://" + addr + "/v1/health")
+		return code == 200 && strings.Contains(metrics, `kira_etcd_alarm{alarm="NOSPACE"} 0`) && !strings.Contains(health, "etcd_alarm")
 	})
 	after := time.Now()
 	kiratest.WaitUntil(t, "executions after the recovery", 30*time.Second, func() bool {
