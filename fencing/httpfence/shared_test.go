@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,12 +20,9 @@ import (
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/fencing/pgfence"
 	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/pgtest"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
-
-// envPostgres names the PostgreSQL server of the SQL store's tests; .ci/run
-// starts one and sets it (as for pgfence's tests).
-const envPostgres = "KIRA_TEST_POSTGRES"
 
 // storeKind makes the store of one replica; each replica gets its own client
 // or pool on the same backend, as separate processes would.
@@ -61,28 +57,10 @@ func storeKinds() []storeKind {
 	return []storeKind{memory, etcd, pg}
 }
 
-// pgPool connects to the test server; without one the test skips, except
-// under CI, where a missing server is a failure.
+// pgPool connects to the test server (pgtest.Pool).
 func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	url := os.Getenv(envPostgres)
-	if url == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set: .ci/run must start PostgreSQL", envPostgres)
-		}
-		t.Skipf("no PostgreSQL: set %s=postgres://... to run the SQL store tests (.ci/run does)", envPostgres)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("PostgreSQL at %s: %v", url, err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return pgtest.Pool(t, "the SQL store tests")
 }
 
 // replicas starts n replicas of a service, each with its own store, behind a

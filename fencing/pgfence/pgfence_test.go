@@ -4,42 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/pgtest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// EnvPostgres names the server the tests use; .ci/run starts one and sets it.
-const EnvPostgres = "KIRA_TEST_POSTGRES"
-
-// connect returns a pool on a fresh schema of the test server. Without a
-// server the tests skip, except under CI, where a missing server is a failure.
+// connect returns a pool on a fresh schema of the test server (pgtest.Pool).
 func connect(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
-	url := os.Getenv(EnvPostgres)
-	if url == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not set: .ci/run must start PostgreSQL", EnvPostgres)
-		}
-		t.Skipf("no PostgreSQL: set %s=postgres://... to run the SQL guard tests (.ci/run does)", EnvPostgres)
-	}
+	pool := pgtest.Pool(t, "the SQL guard tests")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("PostgreSQL at %s: %v", url, err)
-	}
-	t.Cleanup(pool.Close)
 	schema := fmt.Sprintf("t%d", time.Now().UnixNano())
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatal(err)
