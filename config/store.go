@@ -92,16 +92,37 @@ func Put(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected
 	return 0, &ConflictError{Expected: expected, Current: cur}
 }
 
-// encode is cat as stored.
+// encode is cat as stored; a catalog over the stored limit is refused with
+// storedOverLimit's message, the one the validator gives (TestValidatorRefusesWhatStoreRefuses).
 func encode(cat *Catalog) ([]byte, error) {
 	data, err := json.Marshal(cat)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxCatalogBytes {
-		return nil, fmt.Errorf("config: the catalog is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", len(data), MaxCatalogBytes)
+	if msg := storedOverLimit(len(data)); msg != "" {
+		return nil, errors.New("config: " + msg)
 	}
 	return data, nil
+}
+
+// storedOverLimit says why a catalog of n bytes as stored cannot be stored;
+// "" when it can.
+func storedOverLimit(n int) string {
+	if n <= MaxCatalogBytes {
+		return ""
+	}
+	return fmt.Sprintf("the catalog is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", n, MaxCatalogBytes)
+}
+
+// storedProblems is the store's refusal of cat (encode) as a validation
+// problem of file, so that kira validate, kira apply --dry-run and
+// PUT /v1/catalog?dry_run=true refuse what kira run and kira apply would
+// (TestValidatorRefusesWhatStoreRefuses).
+func storedProblems(file string, cat *Catalog) []Problem {
+	if _, err := encode(cat); err != nil {
+		return []Problem{{File: file, Message: strings.TrimPrefix(err.Error(), "config: ")}}
+	}
+	return nil
 }
 
 // Store writes cat as kira apply's unless the same catalog is stored
