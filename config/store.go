@@ -34,6 +34,9 @@ type Stored struct {
 	// which wrote no source, or by hand.
 	Source *Source
 	data   []byte
+	// perJob is the catalog as the per-job layout stores it; nil for the
+	// single key.
+	perJob *perJobState
 }
 
 // Force is the expected revision of a Put that stores whatever is stored.

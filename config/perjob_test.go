@@ -1,0 +1,269 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The per-job layout with 5,000 jobs: it reads a catalog stored by the
+// previous version (the single key), and its first store replaces that key
+// with a marker the previous version refuses; a store of the whole catalog
+// is staged and never seen half-written; a change of one job is one
+// transaction that moves one job's bytes and reaches a watching member as
+// that one change; a stale store conflicts; of two stores racing, one wins
+// and one generation is left; the watcher ends on the stored catalog.
+func TestPerJobLayout(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	old, err := Parse("old.yaml", manyJobs(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacyRev, _, err := Store(ctx, cli, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadJobs(ctx, cli, "c", 0)
+	if err != nil || s.Revision != legacyRev || !reflect.DeepEqual(s.Catalog, old) {
+		t.Fatalf("the single key of the previous version read as %+v (%v)", s, err)
+	}
+
+	w := watchJobs(t, cli, s)
+	big := unchecked(t, manyJobs(5000))
+	rev1, err := PutJobs(ctx, cli, big, Source{By: ByApply, At: time.Now().UTC()}, legacyRev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeStored(get(t, cli, keyspace.Catalog("c"))); !errors.Is(err, ErrUnreadableCatalog) || !strings.Contains(err.Error(), "does not know") {
+		t.Fatalf("the previous version reads the single key after a per-job store as: %v", err)
+	}
+	stored := readJobs(t, cli, 0, big)
+	if stored.Revision != rev1 || stored.Source == nil || stored.Source.By != ByApply {
+		t.Fatalf("stored at %d, read at %d, source %v", rev1, stored.Revision, stored.Source)
+	}
+	w.reaches(t, rev1, big)
+	var conflict *ConflictError
+	if _, err := PutJobs(ctx, cli, old, Source{By: ByApply}, legacyRev); !errors.As(err, &conflict) || conflict.Current.Revision != rev1 {
+		t.Fatalf("a store against the replaced revision: %v", err)
+	}
+
+	one := clone(big)
+	one.Jobs[42].Schedule = "@every 2m"
+	rev2, err := PutJobs(ctx, cli, one, Source{By: ByApply}, rev1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := eventsAt(t, cli, rev2)
+	moved := 0
+	for _, ev := range evs {
+		moved += len(ev.Kv.Value)
+	}
+	if len(evs) != 3 || moved > 1024 || !hasKey(evs, "/jobs/customer-00042") {
+		t.Fatalf("a change of one job: %d events, %d bytes: %v", len(evs), moved, evs)
+	}
+	readJobs(t, cli, 0, one)
+	w.reaches(t, rev2, one)
+
+	fewer := clone(one)
+	fewer.Jobs = append(fewer.Jobs[:7:7], fewer.Jobs[8:]...)
+	fewer.Jobs = append(fewer.Jobs, Job{Name: "zz-new", Schedule: "@hourly", Partitions: 1, Handler: "noop", Misfire: DefaultMisfire, CatchupWindow: DefaultCatchupWindow, HistoryLimit: DefaultHistoryLimit, Overlap: DefaultOverlap, Retries: Retries{Backoff: DefaultRetryBackoff, MaxBackoff: DefaultMaxBackoff}})
+	rev3, err := PutJobs(ctx, cli, fewer, Source{By: ByApply}, rev2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := eventsAt(t, cli, rev3); len(evs) != 4 {
+		t.Fatalf("a job removed and one added: %d events: %v", len(evs), evs)
+	}
+	readJobs(t, cli, 0, fewer)
+	w.reaches(t, rev3, fewer)
+
+	all := clone(fewer)
+	for i := range all.Jobs {
+		all.Jobs[i].Schedule = "@every 5m"
+	}
+	rev4, err := PutJobs(ctx, cli, all, Source{By: ByApply}, rev3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := eventsAt(t, cli, rev4); len(evs) != 2 || rev4-rev3 < 40 {
+		t.Fatalf("a store of every job is a stage, then one transaction of catalog-head and catalog-source: %d events at %d, %d revisions after %d", len(evs), rev4, rev4-rev3, rev3)
+	}
+	for _, r := range []int64{rev3 + 2, (rev3 + rev4) / 2, rev4 - 1} {
+		if s := readJobs(t, cli, r, fewer); s.Revision != rev3 {
+			t.Fatalf("at revision %d, mid-stage, the catalog read is of revision %d", r, s.Revision)
+		}
+	}
+	readJobs(t, cli, 0, all)
+	w.reaches(t, rev4, all)
+	generations(t, cli, 1)
+
+	a, b := clone(all), clone(all)
+	a.Jobs[0].Schedule, b.Jobs[0].Schedule = "@every 7m", "@every 11m"
+	for i := range a.Jobs[1:] {
+		a.Jobs[i+1].Timezone, b.Jobs[i+1].Timezone = "Europe/Paris", "Asia/Tokyo"
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	revs := make([]int64, 2)
+	for i, cat := range []*Catalog{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); revs[i], errs[i] = PutJobs(ctx, cli, cat, Source{By: ByApply}, rev4) }()
+	}
+	wg.Wait()
+	winner := a
+	switch {
+	case errs[0] == nil && errors.As(errs[1], &conflict):
+	case errs[1] == nil && errors.As(errs[0], &conflict):
+		winner = b
+	default:
+		t.Fatalf("two stores racing from one revision: %v, %v", errs[0], errs[1])
+	}
+	final := readJobs(t, cli, 0, winner)
+	generations(t, cli, 1)
+	w.reaches(t, final.Revision, winner)
+	if w.refused() != 0 {
+		t.Fatalf("the watcher refused %d versions", w.refused())
+	}
+}
+
+// catalogWatch is a member's view through WatchJobs.
+type catalogWatch struct {
+	mu      sync.Mutex
+	cat     *Catalog
+	rev     int64
+	refusal int
+}
+
+func watchJobs(t *testing.T, cli *clientv3.Client, s *Stored) *catalogWatch {
+	w := &catalogWatch{cat: s.Catalog, rev: s.Revision}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		WatchJobs(ctx, cli, "c", s, func(c *Catalog, r int64) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if r <= w.rev {
+				t.Errorf("revision %d applied after %d", r, w.rev)
+			}
+			w.cat, w.rev = c, r
+		}, func(int64, error) { w.mu.Lock(); w.refusal++; w.mu.Unlock() })
+	}()
+	t.Cleanup(func() { cancel(); kiratest.Receive(t, done, 10*time.Second, "WatchJobs to return") })
+	return w
+}
+
+// reaches waits until the watcher runs cat at revision rev.
+func (w *catalogWatch) reaches(t *testing.T, rev int64, cat *Catalog) {
+	t.Helper()
+	kiratest.WaitUntil(t, "the watcher to reach the stored revision", 20*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.rev >= rev
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rev != rev || !reflect.DeepEqual(w.cat, sorted(cat)) {
+		t.Fatalf("the watcher runs revision %d, want %d, and its catalog is the stored one: %v", w.rev, rev, reflect.DeepEqual(w.cat, sorted(cat)))
+	}
+}
+
+func (w *catalogWatch) refused() int { w.mu.Lock(); defer w.mu.Unlock(); return w.refusal }
+
+// readJobs reads the catalog at rev and checks it is want.
+func readJobs(t *testing.T, cli *clientv3.Client, rev int64, want *Catalog) *Stored {
+	t.Helper()
+	s, err := ReadJobs(context.Background(), cli, "c", rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s.Catalog, sorted(want)) {
+		t.Fatalf("the catalog read at %d (revision %d) is not the one stored", rev, s.Revision)
+	}
+	return s
+}
+
+// generations checks how many generations are stored, and that the current
+// one holds every job.
+func generations(t *testing.T, cli *clientv3.Client, n int) {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), keyspace.CatalogGenerationsRoot("c"), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, kv := range resp.Kvs {
+		g, _, ok := keyspace.ParseCatalogKey("c", string(kv.Key))
+		if !ok {
+			t.Fatalf("a key not of the layout: %s", kv.Key)
+		}
+		seen[g] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d generations stored, want %d", len(seen), n)
+	}
+}
+
+// eventsAt is the events of revision rev of the catalog's keys.
+func eventsAt(t *testing.T, cli *clientv3.Client, rev int64) []*clientv3.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for wr := range cli.Watch(ctx, keyspace.CatalogPrefix("c"), clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+		var out []*clientv3.Event
+		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision == rev {
+				out = append(out, ev)
+			}
+		}
+		if len(wr.Events) > 0 || wr.Err() != nil {
+			return out
+		}
+	}
+	t.Fatalf("no events of revision %d", rev)
+	return nil
+}
+
+func hasKey(evs []*clientv3.Event, suffix string) bool {
+	for _, ev := range evs {
+		if strings.HasSuffix(string(ev.Kv.Key), suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+func get(t *testing.T, cli *clientv3.Client, key string) []byte {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	return resp.Kvs[0].Value
+}
+
+// clone is a copy of cat whose jobs can be changed.
+func clone(cat *Catalog) *Catalog {
+	c := *cat
+	c.Jobs = append([]Job(nil), cat.Jobs...)
+	return &c
+}
+
+// sorted is cat with its jobs in name order, as the per-job layout reads it.
+func sorted(cat *Catalog) *Catalog {
+	c := clone(cat)
+	slices.SortFunc(c.Jobs, func(a, b Job) int { return strings.Compare(a.Name, b.Name) })
+	return c
+}
