@@ -102,8 +102,9 @@ func TestPutCatalog(t *testing.T) {
 	}
 }
 
-// A catalog under the body limit but over the stored one is a 422 with the
-// figures for dry_run=true as for a write, and nothing is stored.
+// A job under the body limit but over the stored one (JSON writes each
+// '<' as \u003c) is a 422 with the figures for dry_run=true as for a write,
+// and nothing is stored.
 func TestPutCatalogOverTheStoredLimit(t *testing.T) {
 	cli := storedCatalog(t)
 	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "c", Auth: Auth{Token: []byte("right-token")}}))
@@ -112,16 +113,12 @@ func TestPutCatalogOverTheStoredLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
-	b.WriteString("cluster: c\njobs:\n")
-	for i := range 5000 {
-		fmt.Fprintf(&b, "  - {name: customer-%05d, schedule: '@every 1m', handler: noop}\n", i)
-	}
+	body := "cluster: c\njobs:\n  - name: large\n    schedule: '@hourly'\n    command: [\"true\"]\n    env: {MARKUP: '" + strings.Repeat("<", 200000) + "'}\n"
 	for _, query := range []string{"?dry_run=true", ""} {
 		var refused CatalogRefused
-		code := call(t, srv.Client(), "PUT", srv.URL+"/v1/catalog"+query, "right-token", b.String(), &refused)
-		if code != http.StatusUnprocessableEntity || len(refused.Problems) != 1 ||
-			!strings.Contains(refused.Problems[0].Message, fmt.Sprintf("bytes as stored, over the limit of %d", config.MaxCatalogBytes)) {
+		code := call(t, srv.Client(), "PUT", srv.URL+"/v1/catalog"+query, "right-token", body, &refused)
+		if code != http.StatusUnprocessableEntity || len(refused.Problems) != 1 || refused.Problems[0].Line != 3 || refused.Problems[0].Field != "jobs[0]" ||
+			!strings.Contains(refused.Problems[0].Message, fmt.Sprintf("bytes as stored, over the limit of %d", config.MaxTxnBytes)) {
 			t.Fatalf("PUT%s: %d %+v", query, code, refused)
 		}
 	}

@@ -74,7 +74,7 @@ func LintDir(dir string) (*Catalog, []Problem, error) {
 	v := validator{locate: locate}
 	cat := v.catalog(raw)
 	if len(v.problems) == 0 {
-		v.problems = storedProblems(dir, cat)
+		v.stored(cat)
 	}
 	if len(v.problems) > 0 {
 		return nil, v.warnings, &Error{Problems: v.problems}

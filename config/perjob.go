@@ -44,22 +44,87 @@ type head struct {
 	Generation int64 `json:"generation"`
 }
 
-// encodeJobs is cat as the per-job layout stores it: its settings and each
-// job's value, by name.
-func encodeJobs(cat *Catalog) (sets []byte, jobs map[string][]byte, err error) {
+// storedJob is a job's value in the per-job layout: the job and its
+// position, which orders the catalog's jobs as its file did.
+type storedJob struct {
+	Position int64 `json:"position"`
+	Job      Job   `json:"job"`
+}
+
+// positionStride spaces the positions of a catalog stored whole, so that
+// jobs inserted later fit between them.
+const positionStride = 1 << 20
+
+// positions gives each of jobs a position that orders them: its stored one
+// (in stored, by name) wherever that keeps the order, so a change, an
+// append or a removal rewrites no other job; the others take positions
+// between those kept, and when there is no room every job is renumbered
+// (TestJobPositions).
+func positions(jobs []Job, stored map[string]int64) []int64 {
+	out := make([]int64, len(jobs))
+	kept := make([]bool, len(jobs))
+	last := int64(0)
+	for i, j := range jobs {
+		if p, ok := stored[j.Name]; ok && p > last {
+			out[i], kept[i], last = p, true, p
+		}
+	}
+	prev := int64(0)
+	for i := 0; i < len(jobs); {
+		if kept[i] {
+			prev = out[i]
+			i++
+			continue
+		}
+		k := i
+		for k < len(jobs) && !kept[k] {
+			k++
+		}
+		step := int64(positionStride)
+		if k < len(jobs) {
+			if step = (out[k] - prev) / int64(k-i+1); step < 1 {
+				return positions(jobs, nil)
+			}
+		}
+		for ; i < k; i++ {
+			prev += step
+			out[i] = prev
+		}
+	}
+	return out
+}
+
+// encodeJobs is cat as the per-job layout stores it over the stored
+// positions (nil: none): its settings and each job's value, by name.
+func encodeJobs(cat *Catalog, stored map[string]int64) (sets []byte, jobs map[string][]byte, err error) {
 	if sets, err = json.Marshal(storedSettings{Cluster: cat.Cluster, Membership: cat.Membership, Notify: cat.Notify}); err != nil {
 		return nil, nil, err
 	}
+	pos := positions(cat.Jobs, stored)
 	jobs = make(map[string][]byte, len(cat.Jobs))
-	for _, j := range cat.Jobs {
-		if jobs[j.Name], err = json.Marshal(j); err != nil {
+	for i, j := range cat.Jobs {
+		if jobs[j.Name], err = json.Marshal(storedJob{Position: pos[i], Job: j}); err != nil {
 			return nil, nil, err
 		}
 		if len(jobs[j.Name]) > MaxTxnBytes {
-			return nil, nil, fmt.Errorf("config: job %s is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", j.Name, len(jobs[j.Name]), MaxTxnBytes)
+			return nil, nil, &tooLargeError{index: i, job: j.Name, size: len(jobs[j.Name])}
 		}
 	}
 	return sets, jobs, nil
+}
+
+// tooLargeError refuses a job too large to store: the store and the
+// validator give it alike (TestValidatorRefusesWhatStoreRefuses).
+type tooLargeError struct {
+	index int // in the catalog's jobs
+	job   string
+	size  int
+}
+
+func (e *tooLargeError) Error() string { return "config: " + e.message() }
+
+func (e *tooLargeError) message() string {
+	return fmt.Sprintf("job %s is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", e.job, e.size, MaxTxnBytes)
 }
 
 // PutJobs stores cat in the per-job layout, with how it was stored (src),
@@ -71,8 +136,7 @@ func encodeJobs(cat *Catalog) (sets []byte, jobs map[string][]byte, err error) {
 // generation that one transaction makes current. It returns the new
 // catalog revision.
 func PutJobs(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64) (int64, error) {
-	sets, jobs, err := encodeJobs(cat)
-	if err != nil {
+	if err := encode(cat); err != nil {
 		return 0, err
 	}
 	source, err := json.Marshal(src)
@@ -80,7 +144,7 @@ func PutJobs(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expe
 		return 0, err
 	}
 	for range 10 {
-		cur, err := ReadJobs(ctx, kv, cat.Cluster, 0)
+		cur, err := Read(ctx, kv, cat.Cluster, 0)
 		switch {
 		case errors.Is(err, ErrNoCatalog):
 			cur = nil
@@ -94,13 +158,21 @@ func PutJobs(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expe
 		if expected != Force && expected != at {
 			return 0, &ConflictError{Expected: expected, Current: cur}
 		}
+		var stored map[string]int64
+		if cur != nil && cur.perJob != nil {
+			stored = cur.perJob.positions()
+		}
+		sets, jobs, err := encodeJobs(cat, stored)
+		if err != nil {
+			return 0, err
+		}
 		w := jobsWrite{kv: kv, cluster: cat.Cluster, cur: cur, sets: sets, jobs: jobs, source: source}
 		rev, ok, err := w.store(ctx)
 		if err != nil || ok {
 			return rev, err
 		}
 		if expected != Force {
-			cur, err := ReadJobs(ctx, kv, cat.Cluster, 0)
+			cur, err := Read(ctx, kv, cat.Cluster, 0)
 			if errors.Is(err, ErrNoCatalog) {
 				cur = nil
 			} else if err != nil && cur == nil {

@@ -2,9 +2,10 @@ package config
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,11 +32,8 @@ func TestPerJobLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	legacyRev, _, err := Store(ctx, cli, old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ReadJobs(ctx, cli, "c", 0)
+	legacyRev := storeSingle(t, cli, old)
+	s, err := Read(ctx, cli, "c", 0)
 	if err != nil || s.Revision != legacyRev || !reflect.DeepEqual(s.Catalog, old) {
 		t.Fatalf("the single key of the previous version read as %+v (%v)", s, err)
 	}
@@ -136,9 +134,39 @@ func TestPerJobLayout(t *testing.T) {
 	if w.refused() != 0 {
 		t.Fatalf("the watcher refused %d versions", w.refused())
 	}
+
+	// A job with a field this version does not know, as a newer version
+	// would store it: refused, and the catalog running stays.
+	g := final.perJob.generation
+	newer := `{"name":"customer-00000","schedule":"@hourly","partitions":1,"handler":"noop","quota":{}}`
+	if _, err := cli.Txn(ctx).Then(clientv3.OpPut(keyspace.CatalogJob("c", g, "customer-00000"), newer),
+		clientv3.OpPut(keyspace.CatalogHead("c"), fmt.Sprintf(`{"generation":%d}`, g))).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	kiratest.WaitUntil(t, "the watcher to refuse the newer job", 10*time.Second, func() bool { return w.refused() == 1 })
+	w.reaches(t, final.Revision, winner)
+	if _, err := Read(ctx, cli, "c", 0); !errors.Is(err, ErrUnreadableCatalog) || !strings.Contains(err.Error(), "does not know") {
+		t.Fatalf("a job of a newer version read as: %v", err)
+	}
 }
 
-// catalogWatch is a member's view through WatchJobs.
+// storeSingle stores cat as the previous version did: the single key,
+// written with its source.
+func storeSingle(t *testing.T, cli *clientv3.Client, cat *Catalog) int64 {
+	t.Helper()
+	data, err := json.Marshal(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Txn(context.Background()).Then(clientv3.OpPut(keyspace.Catalog(cat.Cluster), string(data)),
+		clientv3.OpPut(keyspace.CatalogSource(cat.Cluster), `{"by":"apply","at":"2026-01-02T03:04:05Z"}`)).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+// catalogWatch is a member's view through WatchStored.
 type catalogWatch struct {
 	mu      sync.Mutex
 	cat     *Catalog
@@ -152,7 +180,7 @@ func watchJobs(t *testing.T, cli *clientv3.Client, s *Stored) *catalogWatch {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		WatchJobs(ctx, cli, "c", s, func(c *Catalog, r int64) {
+		WatchStored(ctx, cli, "c", s.Revision, func(c *Catalog, r int64) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if r <= w.rev {
@@ -161,7 +189,7 @@ func watchJobs(t *testing.T, cli *clientv3.Client, s *Stored) *catalogWatch {
 			w.cat, w.rev = c, r
 		}, func(int64, error) { w.mu.Lock(); w.refusal++; w.mu.Unlock() })
 	}()
-	t.Cleanup(func() { cancel(); kiratest.Receive(t, done, 10*time.Second, "WatchJobs to return") })
+	t.Cleanup(func() { cancel(); kiratest.Receive(t, done, 10*time.Second, "WatchStored to return") })
 	return w
 }
 
@@ -175,8 +203,8 @@ func (w *catalogWatch) reaches(t *testing.T, rev int64, cat *Catalog) {
 	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.rev != rev || !reflect.DeepEqual(w.cat, sorted(cat)) {
-		t.Fatalf("the watcher runs revision %d, want %d, and its catalog is the stored one: %v", w.rev, rev, reflect.DeepEqual(w.cat, sorted(cat)))
+	if w.rev != rev || !reflect.DeepEqual(w.cat, cat) {
+		t.Fatalf("the watcher runs revision %d, want %d, and its catalog is the stored one: %v", w.rev, rev, reflect.DeepEqual(w.cat, cat))
 	}
 }
 
@@ -185,11 +213,11 @@ func (w *catalogWatch) refused() int { w.mu.Lock(); defer w.mu.Unlock(); return 
 // readJobs reads the catalog at rev and checks it is want.
 func readJobs(t *testing.T, cli *clientv3.Client, rev int64, want *Catalog) *Stored {
 	t.Helper()
-	s, err := ReadJobs(context.Background(), cli, "c", rev)
+	s, err := Read(context.Background(), cli, "c", rev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(s.Catalog, sorted(want)) {
+	if !reflect.DeepEqual(s.Catalog, want) {
 		t.Fatalf("the catalog read at %d (revision %d) is not the one stored", rev, s.Revision)
 	}
 	return s
@@ -261,9 +289,37 @@ func clone(cat *Catalog) *Catalog {
 	return &c
 }
 
-// sorted is cat with its jobs in name order, as the per-job layout reads it.
-func sorted(cat *Catalog) *Catalog {
-	c := clone(cat)
-	slices.SortFunc(c.Jobs, func(a, b Job) int { return strings.Compare(a.Name, b.Name) })
-	return c
+// A job keeps its stored position wherever that keeps the order, so a
+// change, an append, a removal or a move of one job rewrites one job; an
+// insert takes a position between its neighbours; with no room left,
+// every job is renumbered in order.
+func TestJobPositions(t *testing.T) {
+	jobs := func(names ...string) []Job {
+		out := make([]Job, len(names))
+		for i, n := range names {
+			out[i] = Job{Name: n}
+		}
+		return out
+	}
+	const s = positionStride
+	stored := map[string]int64{"a": s, "b": 2 * s, "c": 3 * s}
+	for _, tc := range []struct {
+		names []string
+		want  []int64
+	}{
+		{[]string{"a", "b", "c"}, []int64{s, 2 * s, 3 * s}},
+		{[]string{"a", "c"}, []int64{s, 3 * s}},
+		{[]string{"a", "b", "c", "d"}, []int64{s, 2 * s, 3 * s, 4 * s}},
+		{[]string{"x", "a", "b", "c"}, []int64{s / 2, s, 2 * s, 3 * s}},
+		{[]string{"a", "x", "y", "b", "c"}, []int64{s, s + s/3, s + 2*(s/3), 2 * s, 3 * s}},
+		{[]string{"b", "c", "a"}, []int64{2 * s, 3 * s, 4 * s}},
+	} {
+		if got := positions(jobs(tc.names...), stored); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%v over %v: %v, want %v", tc.names, stored, got, tc.want)
+		}
+	}
+	tight := map[string]int64{"a": 1, "b": 2}
+	if got := positions(jobs("a", "x", "b"), tight); !reflect.DeepEqual(got, []int64{s, 2 * s, 3 * s}) {
+		t.Errorf("no room between 1 and 2: %v, want every job renumbered", got)
+	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/kira-scheduler/kira/keyspace"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -25,16 +27,34 @@ type perJobState struct {
 	generation int64
 	settings   []byte
 	decoded    storedSettings
-	jobs       map[string]Job
+	jobs       map[string]storedJob
 }
 
-// catalog is the state as a Catalog, its jobs in name order.
-func (s *perJobState) catalog() (*Catalog, error) {
-	cat := &Catalog{Cluster: s.decoded.Cluster, Membership: s.decoded.Membership, Notify: s.decoded.Notify, Jobs: make([]Job, 0, len(s.jobs))}
-	for _, j := range s.jobs {
-		cat.Jobs = append(cat.Jobs, j)
+// positions is each stored job's position, by name.
+func (s *perJobState) positions() map[string]int64 {
+	out := make(map[string]int64, len(s.jobs))
+	for name, j := range s.jobs {
+		out[name] = j.Position
 	}
-	slices.SortFunc(cat.Jobs, func(a, b Job) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// catalog is the state as a Catalog, its jobs in the order of their positions.
+func (s *perJobState) catalog() (*Catalog, error) {
+	order := make([]storedJob, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		order = append(order, j)
+	}
+	slices.SortFunc(order, func(a, b storedJob) int {
+		if a.Position != b.Position {
+			return cmp.Compare(a.Position, b.Position)
+		}
+		return strings.Compare(a.Job.Name, b.Job.Name)
+	})
+	cat := &Catalog{Cluster: s.decoded.Cluster, Membership: s.decoded.Membership, Notify: s.decoded.Notify, Jobs: make([]Job, len(order))}
+	for i, j := range order {
+		cat.Jobs[i] = j.Job
+	}
 	if cat.Cluster == "" || len(cat.Jobs) == 0 {
 		return nil, fmt.Errorf("%w: generation %d has no settings or no jobs (written by hand?)", ErrUnreadableCatalog, s.generation)
 	}
@@ -68,23 +88,25 @@ func (s *perJobState) put(cluster string, kv *mvccpb.KeyValue) error {
 		}
 		s.settings, s.decoded = kv.Value, d
 	default:
-		var j Job
+		var j storedJob
 		if err := strict(string(kv.Key), kv.Value, &j); err != nil {
 			return err
 		}
-		if j.Name != job {
-			return fmt.Errorf("%w: %s holds job %q (written by hand?)", ErrUnreadableCatalog, kv.Key, j.Name)
+		if j.Job.Name != job {
+			return fmt.Errorf("%w: %s holds job %q (written by hand?)", ErrUnreadableCatalog, kv.Key, j.Job.Name)
 		}
 		s.jobs[job] = j
 	}
 	return nil
 }
 
-// ReadJobs reads the catalog stored at etcd revision rev (0: the latest)
-// in either layout: the per-job one when catalog-head exists, else the
-// single key of the previous version (Read). A per-job catalog is
-// catalog-head and one range read of its generation at the same revision.
-func ReadJobs(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stored, error) {
+// Read reads the catalog stored at etcd revision rev (0: the latest) and
+// its source, in either layout: the per-job one when catalog-head exists,
+// else the single key of the previous version (readSingle). A per-job
+// catalog is catalog-head and one range read of its generation at the same
+// revision. A catalog it cannot read comes with ErrUnreadableCatalog and a
+// Stored without Catalog; a compacted rev with rpctypes.ErrCompacted.
+func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stored, error) {
 	var opts []clientv3.OpOption
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
@@ -94,7 +116,7 @@ func ReadJobs(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*
 		return nil, fmt.Errorf("config: load catalog: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
-		return Read(ctx, kv, cluster, rev)
+		return readSingle(ctx, kv, cluster, rev)
 	}
 	at := rev
 	if at == 0 {
@@ -119,7 +141,7 @@ func ReadJobs(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*
 
 // readGeneration reads generation g at revision at, in pages.
 func readGeneration(ctx context.Context, kv clientv3.KV, cluster string, g, at int64) (*perJobState, error) {
-	s := &perJobState{generation: g, jobs: map[string]Job{}}
+	s := &perJobState{generation: g, jobs: map[string]storedJob{}}
 	key := keyspace.CatalogGeneration(cluster, g)
 	end := clientv3.GetPrefixRangeEnd(key)
 	for {
@@ -139,16 +161,24 @@ func readGeneration(ctx context.Context, kv clientv3.KV, cluster string, g, at i
 	}
 }
 
-// WatchJobs calls apply with every new version of the cluster's catalog
-// after s (as ReadJobs returned it), in either layout, until ctx ends, and
-// unreadable with every version it cannot read: the caller keeps the
-// catalog it runs. Within the per-job generation it runs, a revision's
-// events change its jobs one by one (a change of one job moves one job's
-// bytes); a new generation is read whole, as ReadJobs does. etcd delivers
-// one revision's events together, so no half-applied revision is seen. A
-// broken watch is re-established from the last revision seen.
-func WatchJobs(ctx context.Context, cli *clientv3.Client, cluster string, s *Stored, apply func(*Catalog, int64), unreadable func(int64, error)) {
-	w := &jobsWatch{cli: cli, cluster: cluster, state: s.perJob, from: s.Revision, apply: apply, unreadable: unreadable}
+// WatchStored calls apply with every new version of the cluster's catalog
+// after revision from, in either layout, until ctx ends, and unreadable
+// with every version it cannot read (ErrUnreadableCatalog): the caller
+// keeps the catalog it runs. It reads the catalog stored at from, then
+// follows it: within the per-job generation it runs, a revision's events
+// change its jobs one by one (a change of one job moves one job's bytes);
+// a new generation is read whole, as Read does. etcd delivers one
+// revision's events together, so no half-applied revision is seen. A
+// broken watch is re-established from the last revision seen
+// (TestPerJobLayout, TestUnreadableStoredCatalogIsRefused).
+func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from int64, apply func(*Catalog, int64), unreadable func(int64, error)) {
+	w := &jobsWatch{cli: cli, cluster: cluster, from: from, apply: apply, unreadable: unreadable}
+	for ctx.Err() == nil && !w.start(ctx) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		for wr := range cli.Watch(wctx, keyspace.CatalogPrefix(cluster), clientv3.WithPrefix(), clientv3.WithRev(w.from+1)) {
@@ -178,7 +208,23 @@ func WatchJobs(ctx context.Context, cli *clientv3.Client, cluster string, s *Sto
 	}
 }
 
-// jobsWatch is WatchJobs' state: the generation it runs (nil while the
+// start reads the catalog stored at w.from, or the latest one when that
+// was compacted; false when etcd cannot answer.
+func (w *jobsWatch) start(ctx context.Context) bool {
+	s, err := Read(ctx, w.cli, w.cluster, w.from)
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		w.reload(ctx, 0) // the watch from w.from meets the compaction too, and reads again
+		return true
+	case s == nil && !errors.Is(err, ErrNoCatalog):
+		return false
+	case s != nil:
+		w.state = s.perJob
+	}
+	return true
+}
+
+// jobsWatch is WatchStored's state: the generation it runs (nil while the
 // single key is stored) and the last revision seen.
 type jobsWatch struct {
 	cli        *clientv3.Client
@@ -192,7 +238,7 @@ type jobsWatch struct {
 
 // reload reads the catalog at rev (0: the latest) whole, and applies it.
 func (w *jobsWatch) reload(ctx context.Context, rev int64) {
-	s, err := ReadJobs(ctx, w.cli, w.cluster, rev)
+	s, err := Read(ctx, w.cli, w.cluster, rev)
 	switch {
 	case errors.Is(err, ErrUnreadableCatalog):
 		w.stale = true

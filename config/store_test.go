@@ -27,10 +27,7 @@ func TestUnreadableStoredCatalogIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev, _, err := Store(ctx, cli, cat)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rev := storeSingle(t, cli, cat) // the watch of the single key, as the previous version stored it
 	var mu sync.Mutex
 	var applied, refused []int64
 	wctx, cancel := context.WithCancel(ctx)
@@ -195,8 +192,9 @@ func TestCatalogOfAnOlderVersion(t *testing.T) {
 	if err != nil || out.Stored || !strings.Contains(out.Refused, "older version") {
 		t.Fatalf("file over an older version's catalog: %+v, %v; want refused", out, err)
 	}
-	// Its source is not taken from a source key an older kira apply left behind.
-	Put(ctx, cli, cat, Source{By: ByApply}, Force)
+	// Its source is not taken from a source key the previous version's kira
+	// apply left behind.
+	storeSingle(t, cli, cat)
 	cli.Put(ctx, keyspace.Catalog("c"), string(s.data))
 	if s, _ := Read(ctx, cli, "c", 0); s.Source != nil {
 		t.Fatalf("catalog rewritten by an older version has source %+v; want none", s.Source)
