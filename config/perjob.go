@@ -136,6 +136,12 @@ func (e *tooLargeError) message() string {
 // generation that one transaction makes current. It returns the new
 // catalog revision.
 func PutJobs(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64) (int64, error) {
+	return putOver(ctx, kv, cat, src, expected, nil)
+}
+
+// putOver is PutJobs whose first attempt takes read, the stored catalog
+// its caller has just read (nil: read it), rather than read it again.
+func putOver(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64, read *Stored) (int64, error) {
 	if err := encode(cat); err != nil {
 		return 0, err
 	}
@@ -144,7 +150,11 @@ func PutJobs(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expe
 		return 0, err
 	}
 	for range 10 {
-		cur, err := Read(ctx, kv, cat.Cluster, 0)
+		cur := read
+		if read == nil {
+			cur, err = Read(ctx, kv, cat.Cluster, 0)
+		}
+		read = nil
 		switch {
 		case errors.Is(err, ErrNoCatalog):
 			cur = nil
