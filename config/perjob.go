@@ -10,6 +10,7 @@ import (
 	"github.com/kira-scheduler/kira/keyspace"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 )
 
 // The per-job layout (docs/catalog.md, "How the catalog is stored in etcd"):
@@ -23,6 +24,8 @@ import (
 const (
 	MaxTxnOps   = 128
 	MaxTxnBytes = 1 << 20
+	// stageWriters is how many transactions of a stage are in flight.
+	stageWriters = 8
 )
 
 // legacyMarker replaces the single catalog key at the first per-job store:
@@ -285,35 +288,32 @@ func (w *jobsWrite) staged(ctx context.Context) (int64, bool, error) {
 		return 0, false, fmt.Errorf("config: store catalog: %w", err)
 	}
 	g := gen.Header.Revision
+	var batches [][]clientv3.Op
 	var batch []clientv3.Op
 	size := 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		_, err := w.kv.Txn(ctx).Then(batch...).Commit()
-		batch, size = nil, 0
-		return err
-	}
-	add := func(key string, v []byte) error {
+	add := func(key string, v []byte) {
 		if len(batch)+1 > MaxTxnOps || size+len(key)+len(v) > MaxTxnBytes {
-			if err := flush(); err != nil {
-				return err
-			}
+			batches, batch, size = append(batches, batch), nil, 0
 		}
 		batch = append(batch, clientv3.OpPut(key, string(v)))
 		size += len(key) + len(v)
-		return nil
 	}
-	err = add(keyspace.CatalogSettings(w.cluster, g), w.sets)
+	add(keyspace.CatalogSettings(w.cluster, g), w.sets)
 	for name, v := range w.jobs {
-		if err == nil {
-			err = add(keyspace.CatalogJob(w.cluster, g, name), v)
-		}
+		add(keyspace.CatalogJob(w.cluster, g, name), v)
 	}
-	if err == nil {
-		err = flush()
+	batches = append(batches, batch)
+	// The stage's transactions are independent of each other: several in
+	// flight hide the round trip and fsync of each.
+	writers, wctx := errgroup.WithContext(ctx)
+	writers.SetLimit(stageWriters)
+	for _, b := range batches {
+		writers.Go(func() error {
+			_, err := w.kv.Txn(wctx).Then(b...).Commit()
+			return err
+		})
 	}
+	err = writers.Wait()
 	rev, ok := int64(0), false
 	if err == nil {
 		rev, ok, err = w.commit(ctx, g, nil)
