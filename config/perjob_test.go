@@ -323,3 +323,42 @@ func TestJobPositions(t *testing.T) {
 		t.Errorf("no room between 1 and 2: %v, want every job renumbered", got)
 	}
 }
+
+// A member whose catalog revision etcd has compacted (a catalog older than
+// the compaction, the usual case) follows later changes from the revision
+// it read at: each arrives once, the one-job change as one job.
+func TestWatchFromACompactedRevision(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	cat, err := Parse("c.yaml", manyJobs(300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := Put(ctx, cli, cat, Source{By: ByApply}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := cli.Put(ctx, "/elsewhere", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := cli.Compact(ctx, rev+5, clientv3.WithCompactPhysical())
+	if err != nil || resp == nil {
+		t.Fatal(err)
+	}
+	w := watchJobs(t, cli, &Stored{Catalog: cat, Revision: rev})
+	one := clone(cat)
+	one.Jobs[7].Schedule = "@every 9m"
+	rev2, err := Put(ctx, cli, one, Source{By: ByApply}, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := eventsAt(t, cli, rev2); len(evs) != 3 {
+		t.Fatalf("a change of one job: %d events", len(evs))
+	}
+	w.reaches(t, rev2, one)
+	if w.refused() != 0 {
+		t.Fatalf("refused %d", w.refused())
+	}
+}

@@ -122,7 +122,7 @@ func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stor
 	if at == 0 {
 		at = resp.Header.Revision
 	}
-	s := &Stored{Revision: resp.Kvs[0].ModRevision}
+	s := &Stored{Revision: resp.Kvs[0].ModRevision, at: at}
 	var h head
 	if err := strict(keyspace.CatalogHead(cluster), resp.Kvs[0].Value, &h); err != nil {
 		return s, err
@@ -181,7 +181,7 @@ func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from
 	}
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for wr := range cli.Watch(wctx, keyspace.CatalogPrefix(cluster), clientv3.WithPrefix(), clientv3.WithRev(w.from+1)) {
+		for wr := range cli.Watch(wctx, keyspace.CatalogPrefix(cluster), clientv3.WithPrefix(), clientv3.WithRev(w.seen+1)) {
 			if wr.Err() != nil {
 				if wr.CompactRevision > 0 {
 					w.reload(ctx, 0)
@@ -194,8 +194,9 @@ func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from
 				for k < len(wr.Events) && wr.Events[k].Kv.ModRevision == r {
 					k++
 				}
-				if r > w.from {
+				if r > w.seen {
 					w.revision(ctx, r, wr.Events[i:k])
+					w.seen = r
 				}
 				i = k
 			}
@@ -208,19 +209,24 @@ func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from
 	}
 }
 
-// start reads the catalog stored at w.from, or the latest one when that
-// was compacted; false when etcd cannot answer.
+// start reads the catalog stored at w.from, from which the watch follows
+// every version; when etcd has compacted w.from (a catalog older than the
+// compaction, the usual case), it reads the latest one instead, applies it
+// if newer, and the watch follows from the revision it was read at, so a
+// compacted w.from is never watched again (TestWatchFromACompactedRevision).
+// False when etcd cannot answer.
 func (w *jobsWatch) start(ctx context.Context) bool {
 	s, err := Read(ctx, w.cli, w.cluster, w.from)
 	switch {
 	case errors.Is(err, rpctypes.ErrCompacted):
-		w.reload(ctx, 0) // the watch from w.from meets the compaction too, and reads again
-		return true
+		w.reload(ctx, 0)
+		return w.seen > 0
 	case s == nil && !errors.Is(err, ErrNoCatalog):
 		return false
 	case s != nil:
 		w.state = s.perJob
 	}
+	w.seen = w.from
 	return true
 }
 
@@ -230,8 +236,9 @@ type jobsWatch struct {
 	cli        *clientv3.Client
 	cluster    string
 	state      *perJobState
-	from       int64
-	stale      bool // a change could not be read: read the next generation whole
+	from       int64 // the catalog revision it runs
+	seen       int64 // the etcd revision up to which it has seen every change
+	stale      bool  // a change could not be read: read the next generation whole
 	apply      func(*Catalog, int64)
 	unreadable func(int64, error)
 }
@@ -239,6 +246,9 @@ type jobsWatch struct {
 // reload reads the catalog at rev (0: the latest) whole, and applies it.
 func (w *jobsWatch) reload(ctx context.Context, rev int64) {
 	s, err := Read(ctx, w.cli, w.cluster, rev)
+	if s != nil {
+		w.seen = max(w.seen, s.at)
+	}
 	switch {
 	case errors.Is(err, ErrUnreadableCatalog):
 		w.stale = true

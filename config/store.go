@@ -37,6 +37,8 @@ type Stored struct {
 	// perJob is the catalog as the per-job layout stores it; nil for the
 	// single key.
 	perJob *perJobState
+	// at is the etcd revision it was read at.
+	at int64
 }
 
 // Force is the expected revision of a Put that stores whatever is stored.
@@ -152,11 +154,11 @@ func readSingle(ctx context.Context, kv clientv3.KV, cluster string, rev int64) 
 	if len(resp.Kvs) == 0 {
 		return nil, fmt.Errorf("%w %q", ErrNoCatalog, cluster)
 	}
-	s := &Stored{Revision: resp.Kvs[0].ModRevision, data: resp.Kvs[0].Value}
 	at := rev
 	if at == 0 {
 		at = resp.Header.Revision
 	}
+	s := &Stored{Revision: resp.Kvs[0].ModRevision, data: resp.Kvs[0].Value, at: at}
 	src, err := kv.Get(ctx, keyspace.CatalogSource(cluster), clientv3.WithRev(at))
 	if err != nil {
 		return nil, fmt.Errorf("config: load catalog source: %w", err)
