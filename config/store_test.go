@@ -242,7 +242,9 @@ func TestConcurrentFilesConverge(t *testing.T) {
 	errs := make(chan error, 8)
 	for i := range 8 {
 		gen := 1 + i%2
-		text := "generation: " + strconv.Itoa(gen) + "\ncluster: c\njobs:\n  - {name: v" + strconv.Itoa(gen) + ", schedule: \"@every 1s\", command: [\"true\"]}\n"
+		// 200 jobs: each store is staged, so others read while it writes.
+		text := "generation: " + strconv.Itoa(gen) + "\ncluster: c\njobs:\n  - {name: v" + strconv.Itoa(gen) + ", schedule: \"@every 1s\", command: [\"true\"]}\n" +
+			strings.TrimPrefix(string(manyJobs(199)), "cluster: c\njobs:\n")
 		cat := mustParse(t, text)
 		wg.Add(1)
 		go func() {
