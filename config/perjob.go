@@ -313,18 +313,23 @@ func (w *jobsWrite) staged(ctx context.Context) (int64, bool, error) {
 			return err
 		})
 	}
-	err = writers.Wait()
-	rev, ok := int64(0), false
-	if err == nil {
-		rev, ok, err = w.commit(ctx, g, nil)
-	}
-	if !ok {
+	if err := writers.Wait(); err != nil {
 		// Best effort: a stage left here goes with the next staged store.
 		w.kv.Delete(context.WithoutCancel(ctx), keyspace.CatalogGeneration(w.cluster, g), clientv3.WithPrefix())
-		if err != nil {
-			err = fmt.Errorf("config: store catalog: %w", err)
-		}
-		return 0, false, err
+		return 0, false, fmt.Errorf("config: store catalog: %w", err)
+	}
+	rev, ok, err := w.commit(ctx, g, nil)
+	if err != nil {
+		// The last transaction may have been applied though its answer was
+		// lost: the stage may be the stored catalog, so it stays (the next
+		// staged store deletes it if it is not).
+		return 0, false, fmt.Errorf("config: store catalog: %w", err)
+	}
+	if !ok {
+		// Refused: the stage is no one's. Best effort: one left here goes
+		// with the next staged store.
+		w.kv.Delete(context.WithoutCancel(ctx), keyspace.CatalogGeneration(w.cluster, g), clientv3.WithPrefix())
+		return 0, false, nil
 	}
 	root := keyspace.CatalogGenerationsRoot(w.cluster)
 	// Best effort too: generations left here go with the next staged store.
