@@ -101,3 +101,28 @@ func TestPutCatalog(t *testing.T) {
 		t.Fatalf("put of the stored catalog: %d %+v", code, res)
 	}
 }
+
+// A job under the body limit but over the stored one (JSON writes each
+// '<' as \u003c) is a 422 with the figures for dry_run=true as for a write,
+// and nothing is stored.
+func TestPutCatalogOverTheStoredLimit(t *testing.T) {
+	cli := storedCatalog(t)
+	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "c", Auth: Auth{Token: []byte("right-token")}}))
+	defer srv.Close()
+	_, rev, err := config.LoadStored(context.Background(), cli, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "cluster: c\njobs:\n  - name: large\n    schedule: '@hourly'\n    command: [\"true\"]\n    env: {MARKUP: '" + strings.Repeat("<", 200000) + "'}\n"
+	for _, query := range []string{"?dry_run=true", ""} {
+		var refused CatalogRefused
+		code := call(t, srv.Client(), "PUT", srv.URL+"/v1/catalog"+query, "right-token", body, &refused)
+		if code != http.StatusUnprocessableEntity || len(refused.Problems) != 1 || refused.Problems[0].Line != 3 || refused.Problems[0].Field != "jobs[0]" ||
+			!strings.Contains(refused.Problems[0].Message, fmt.Sprintf("bytes as stored, over the limit of %d", config.MaxTxnBytes)) {
+			t.Fatalf("PUT%s: %d %+v", query, code, refused)
+		}
+	}
+	if _, now, err := config.LoadStored(context.Background(), cli, "c"); err != nil || now != rev {
+		t.Fatalf("a refused catalog was stored: revision %d → %d (%v)", rev, now, err)
+	}
+}

@@ -27,12 +27,16 @@ type Applied struct {
 // PUT /v1/catalog both store through it (TestConcurrentAppliesFromOneReadConflict
 // in cmd/kira, TestPutCatalog in package api).
 func Apply(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, dryRun, force bool) (*Applied, error) {
-	prev, rev, err := LoadStored(ctx, kv, cat.Cluster)
-	if errors.Is(err, ErrNoCatalog) {
-		prev, rev, err = nil, 0, nil
-	}
-	if err != nil {
+	stored, err := Read(ctx, kv, cat.Cluster, 0)
+	var prev *Catalog
+	var rev int64
+	switch {
+	case errors.Is(err, ErrNoCatalog):
+		stored = nil
+	case err != nil:
 		return nil, err
+	default:
+		prev, rev = stored.Catalog, stored.Revision
 	}
 	res := &Applied{Cluster: cat.Cluster, Changes: []string{}, Revision: rev, DryRun: dryRun}
 	for _, ch := range Diff(prev, cat) {
@@ -55,7 +59,7 @@ func Apply(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, dryRun
 	if dryRun {
 		return res, nil
 	}
-	if res.Revision, err = Put(ctx, kv, cat, src, expected); err != nil {
+	if res.Revision, err = putOver(ctx, kv, cat, src, expected, stored); err != nil {
 		return nil, err
 	}
 	res.Written = true

@@ -16,11 +16,12 @@ const (
 	// MaxPartitions bounds one job's slots; a larger job is almost surely a typo.
 	MaxPartitions = 100000
 
-	// MaxCatalogBytes bounds a catalog file, and the catalog as stored:
-	// etcd refuses requests over 1.5 MiB by default.
-	MaxCatalogBytes = 1 << 20
+	// MaxCatalogBytes bounds a catalog file (or directory) and the body of
+	// PUT /v1/catalog: about 250,000 one-line jobs. As stored, each job is
+	// a key of its own, held to MaxTxnBytes (docs/catalog.md).
+	MaxCatalogBytes = 16 << 20
 	// MaxJobs bounds the jobs of one catalog.
-	MaxJobs = 10000
+	MaxJobs = 100000
 	// MaxNameLength bounds cluster and job names (a DNS label's length).
 	MaxNameLength = 63
 	// MaxArgs and MaxArgBytes bound a command's argv (Linux allows far more,

@@ -73,6 +73,9 @@ func LintDir(dir string) (*Catalog, []Problem, error) {
 	}
 	v := validator{locate: locate}
 	cat := v.catalog(raw)
+	if len(v.problems) == 0 {
+		v.stored(cat)
+	}
 	if len(v.problems) > 0 {
 		return nil, v.warnings, &Error{Problems: v.problems}
 	}

@@ -34,6 +34,11 @@ type Stored struct {
 	// which wrote no source, or by hand.
 	Source *Source
 	data   []byte
+	// perJob is the catalog as the per-job layout stores it; nil for the
+	// single key.
+	perJob *perJobState
+	// at is the etcd revision it was read at.
+	at int64
 }
 
 // Force is the expected revision of a Put that stores whatever is stored.
@@ -57,62 +62,69 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("config: conflict: the stored catalog is at revision %d (source: %s), no longer at revision %d, which this change was made against", e.Current.Revision, e.Current.Source, e.Expected)
 }
 
-// Put stores cat and how it was stored (src) in one transaction, only if the
-// stored catalog's revision is still expected (0: none is stored; Force:
-// any), as Kubernetes' resourceVersion; otherwise it returns a
-// *ConflictError and writes nothing (TestPutConflicts). It returns the new
-// catalog revision.
+// Put stores cat and how it was stored (src) in the per-job layout
+// (PutJobs), only if the stored catalog's revision is still expected (0:
+// none is stored; Force: any), as Kubernetes' resourceVersion; otherwise it
+// returns a *ConflictError and writes nothing (TestPutConflicts,
+// TestPerJobLayout). It returns the new catalog revision.
 func Put(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64) (int64, error) {
-	data, err := encode(cat)
-	if err != nil {
-		return 0, err
-	}
-	source, err := json.Marshal(src)
-	if err != nil {
-		return 0, err
-	}
-	key := keyspace.Catalog(cat.Cluster)
-	txn := kv.Txn(ctx)
-	if expected != Force {
-		txn = txn.If(clientv3.Compare(clientv3.ModRevision(key), "=", expected))
-	}
-	resp, err := txn.Then(clientv3.OpPut(key, string(data)), clientv3.OpPut(keyspace.CatalogSource(cat.Cluster), string(source))).Commit()
-	if err != nil {
-		return 0, fmt.Errorf("config: store catalog: %w", err)
-	}
-	if resp.Succeeded {
-		return resp.Header.Revision, nil
-	}
-	cur, err := Read(ctx, kv, cat.Cluster, 0)
-	if errors.Is(err, ErrNoCatalog) {
-		cur = nil
-	} else if err != nil && cur == nil {
-		return 0, err
-	}
-	return 0, &ConflictError{Expected: expected, Current: cur}
+	return PutJobs(ctx, kv, cat, src, expected)
 }
 
-// encode is cat as stored.
-func encode(cat *Catalog) ([]byte, error) {
-	data, err := json.Marshal(cat)
-	if err != nil {
-		return nil, err
+// encode checks that cat can be stored: each job within what one etcd
+// request carries (encodeJobs); the validator refuses the same catalogs
+// with the same message (stored, TestValidatorRefusesWhatStoreRefuses).
+func encode(cat *Catalog) error {
+	_, _, err := encodeJobs(cat, nil)
+	return err
+}
+
+// sameStored reports whether the stored catalog cur, in either layout, is
+// cat: the same settings and the same jobs in the same order.
+func sameStored(cur *Stored, cat *Catalog) bool {
+	if cur.Catalog == nil || len(cur.Catalog.Jobs) != len(cat.Jobs) {
+		return false
 	}
-	if len(data) > MaxCatalogBytes {
-		return nil, fmt.Errorf("config: the catalog is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", len(data), MaxCatalogBytes)
+	a, b := *cur.Catalog, *cat
+	a.Jobs, b.Jobs = nil, nil
+	if !reflect.DeepEqual(encodeJSON(a), encodeJSON(b)) {
+		return false
 	}
-	return data, nil
+	for i := range cat.Jobs {
+		if !bytes.Equal(encodeJSON(cur.Catalog.Jobs[i]), encodeJSON(cat.Jobs[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeJSON is v's JSON; nil if it has none.
+func encodeJSON(v any) []byte {
+	data, _ := json.Marshal(v)
+	return data
+}
+
+// stored refuses, as located problems, what the store would refuse of cat
+// (encode), so that kira validate, kira apply --dry-run and
+// PUT /v1/catalog?dry_run=true refuse what kira run and kira apply would
+// (TestValidatorRefusesWhatStoreRefuses).
+func (v *validator) stored(cat *Catalog) {
+	var large *tooLargeError
+	if err := encode(cat); errors.As(err, &large) {
+		v.addf(root("jobs").index(large.index), "%s", large.message())
+	} else if err != nil {
+		v.addf(root("jobs"), "%v", err)
+	}
 }
 
 // Store writes cat as kira apply's unless the same catalog is stored
 // already, whatever is stored, and returns the catalog revision and whether
 // it wrote.
 func Store(ctx context.Context, kv clientv3.KV, cat *Catalog) (rev int64, changed bool, err error) {
-	data, err := encode(cat)
-	if err != nil {
+	if err := encode(cat); err != nil {
 		return 0, false, err
 	}
-	if cur, err := Read(ctx, kv, cat.Cluster, 0); err == nil && bytes.Equal(cur.data, data) {
+	if cur, err := Read(ctx, kv, cat.Cluster, 0); err == nil && sameStored(cur, cat) {
 		return cur.Revision, false, nil
 	}
 	rev, err = Put(ctx, kv, cat, Source{By: ByApply, At: time.Now().UTC()}, Force)
@@ -128,10 +140,9 @@ func LoadStored(ctx context.Context, kv clientv3.KV, cluster string) (*Catalog, 
 	return s.Catalog, s.Revision, nil
 }
 
-// Read reads the catalog stored at etcd revision rev (0: the latest) and
-// its source. A catalog it cannot read comes with ErrUnreadableCatalog and
-// a Stored without Catalog; a compacted rev with rpctypes.ErrCompacted.
-func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stored, error) {
+// readSingle reads the catalog stored in the single key of the previous
+// layout at etcd revision rev (0: the latest) and its source.
+func readSingle(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stored, error) {
 	var opts []clientv3.OpOption
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
@@ -143,11 +154,11 @@ func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stor
 	if len(resp.Kvs) == 0 {
 		return nil, fmt.Errorf("%w %q", ErrNoCatalog, cluster)
 	}
-	s := &Stored{Revision: resp.Kvs[0].ModRevision, data: resp.Kvs[0].Value}
 	at := rev
 	if at == 0 {
 		at = resp.Header.Revision
 	}
+	s := &Stored{Revision: resp.Kvs[0].ModRevision, data: resp.Kvs[0].Value, at: at}
 	src, err := kv.Get(ctx, keyspace.CatalogSource(cluster), clientv3.WithRev(at))
 	if err != nil {
 		return nil, fmt.Errorf("config: load catalog source: %w", err)
@@ -210,8 +221,7 @@ type FileOutcome struct {
 // catalog is stored, or when FileVerdict allows it over the stored one; a
 // store made meanwhile is re-read and decided again, never overwritten.
 func StoreFile(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source) (FileOutcome, error) {
-	data, err := encode(cat)
-	if err != nil {
+	if err := encode(cat); err != nil {
 		return FileOutcome{}, err
 	}
 	for range 10 {
@@ -221,7 +231,7 @@ func StoreFile(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source) (F
 		case errors.Is(err, ErrNoCatalog):
 		case err != nil:
 			return FileOutcome{}, err
-		case bytes.Equal(cur.data, data):
+		case sameStored(cur, cat):
 			return FileOutcome{Unchanged: true, Revision: cur.Revision, Current: cur}, nil
 		default:
 			if why := FileVerdict(cur.Source, src); why != "" {
@@ -265,45 +275,6 @@ func decodeStored(data []byte) (*Catalog, error) {
 // ErrUnreadableCatalog is returned when the stored catalog cannot be read:
 // corrupt, written by hand, or stored by a newer version of Kira.
 var ErrUnreadableCatalog = errors.New("config: the stored catalog is unreadable")
-
-// WatchStored calls apply with every new version of the cluster's catalog
-// after revision from, until ctx ends, and unreadable with every version it
-// cannot read (ErrUnreadableCatalog): the caller keeps the catalog it runs.
-// A broken watch is re-established from the last revision seen.
-func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from int64, apply func(*Catalog, int64), unreadable func(int64, error)) {
-	for ctx.Err() == nil {
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for wr := range cli.Watch(wctx, keyspace.Catalog(cluster), clientv3.WithRev(from+1), clientv3.WithFilterDelete()) {
-			if wr.Err() != nil {
-				if wr.CompactRevision > 0 {
-					// Missed versions were compacted: the latest is what matters.
-					if cat, rev, err := LoadStored(ctx, cli, cluster); err == nil && rev > from {
-						from = rev
-						apply(cat, rev)
-					}
-				}
-				break
-			}
-			for _, ev := range wr.Events {
-				if ev.Kv.ModRevision <= from {
-					continue
-				}
-				from = ev.Kv.ModRevision
-				cat, err := decodeStored(ev.Kv.Value)
-				if err != nil {
-					unreadable(from, err)
-					continue
-				}
-				apply(cat, from)
-			}
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
 
 // Change is one difference between two catalogs, for kira apply.
 type Change struct {

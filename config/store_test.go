@@ -27,10 +27,7 @@ func TestUnreadableStoredCatalogIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev, _, err := Store(ctx, cli, cat)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rev := storeSingle(t, cli, cat) // the watch of the single key, as the previous version stored it
 	var mu sync.Mutex
 	var applied, refused []int64
 	wctx, cancel := context.WithCancel(ctx)
@@ -195,8 +192,9 @@ func TestCatalogOfAnOlderVersion(t *testing.T) {
 	if err != nil || out.Stored || !strings.Contains(out.Refused, "older version") {
 		t.Fatalf("file over an older version's catalog: %+v, %v; want refused", out, err)
 	}
-	// Its source is not taken from a source key an older kira apply left behind.
-	Put(ctx, cli, cat, Source{By: ByApply}, Force)
+	// Its source is not taken from a source key the previous version's kira
+	// apply left behind.
+	storeSingle(t, cli, cat)
 	cli.Put(ctx, keyspace.Catalog("c"), string(s.data))
 	if s, _ := Read(ctx, cli, "c", 0); s.Source != nil {
 		t.Fatalf("catalog rewritten by an older version has source %+v; want none", s.Source)
@@ -244,7 +242,9 @@ func TestConcurrentFilesConverge(t *testing.T) {
 	errs := make(chan error, 8)
 	for i := range 8 {
 		gen := 1 + i%2
-		text := "generation: " + strconv.Itoa(gen) + "\ncluster: c\njobs:\n  - {name: v" + strconv.Itoa(gen) + ", schedule: \"@every 1s\", command: [\"true\"]}\n"
+		// 200 jobs: each store is staged, so others read while it writes.
+		text := "generation: " + strconv.Itoa(gen) + "\ncluster: c\njobs:\n  - {name: v" + strconv.Itoa(gen) + ", schedule: \"@every 1s\", command: [\"true\"]}\n" +
+			strings.TrimPrefix(string(manyJobs(199)), "cluster: c\njobs:\n")
 		cat := mustParse(t, text)
 		wg.Add(1)
 		go func() {

@@ -43,6 +43,9 @@ func Lint(file string, data []byte) (*Catalog, []Problem, error) {
 	}
 	v := validator{locate: doc.locator(file)}
 	cat := v.catalog(raw)
+	if len(v.problems) == 0 {
+		v.stored(cat)
+	}
 	if len(v.problems) > 0 {
 		return nil, v.warnings, &Error{Problems: v.problems}
 	}

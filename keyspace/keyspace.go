@@ -4,6 +4,10 @@
 //	members/<member id>                        member record          member's lease
 //	catalog                                    the stored catalog     none
 //	catalog-source                             who stored it (config.Source), written with it  none
+//	catalog-head                               the per-job catalog's generation  none
+//	catalogs/<generation>/settings             its settings           none
+//	catalogs/<generation>/jobs/<job>           one of its jobs        none
+//	catalog-generations                        names new generations  none
 //	election/<job>/<partition>/<lease id hex>  candidacy (concurrency.Election)  member's lease
 //	state/<job>/<partition>                    the slot's state       none, fenced writes
 //	history/<job>/<partition>/<seq mod limit>  execution records      none, fenced writes
@@ -41,6 +45,56 @@ func Catalog(cluster string) string { return Cluster(cluster) + "catalog" }
 // catalog's transaction, so it describes the catalog only when its mod
 // revision is the catalog's.
 func CatalogSource(cluster string) string { return Cluster(cluster) + "catalog-source" }
+
+// CatalogPrefix covers every key of the stored catalog, in either layout:
+// members watch it.
+func CatalogPrefix(cluster string) string { return Catalog(cluster) }
+
+// CatalogHead names the generation of the per-job catalog; its mod
+// revision is the catalog revision.
+func CatalogHead(cluster string) string { return Cluster(cluster) + "catalog-head" }
+
+// CatalogGenerations is put to name a new generation: the put's revision.
+func CatalogGenerations(cluster string) string { return Cluster(cluster) + "catalog-generations" }
+
+// CatalogGenerationsRoot is the root of every generation of the per-job catalog.
+func CatalogGenerationsRoot(cluster string) string { return Cluster(cluster) + "catalogs/" }
+
+// CatalogGeneration is the prefix of one generation; generations sort by number.
+func CatalogGeneration(cluster string, g int64) string {
+	return fmt.Sprintf("%s%016x/", CatalogGenerationsRoot(cluster), g)
+}
+
+// CatalogSettings is a generation's settings.
+func CatalogSettings(cluster string, g int64) string {
+	return CatalogGeneration(cluster, g) + "settings"
+}
+
+// CatalogJobs is the prefix of a generation's jobs.
+func CatalogJobs(cluster string, g int64) string { return CatalogGeneration(cluster, g) + "jobs/" }
+
+// CatalogJob is one job of a generation.
+func CatalogJob(cluster string, g int64, job string) string { return CatalogJobs(cluster, g) + job }
+
+// ParseCatalogKey reads the generation of a key under CatalogGenerationsRoot
+// and the job it holds ("" for its settings); false for any other key.
+func ParseCatalogKey(cluster, key string) (g int64, job string, ok bool) {
+	rest, found := strings.CutPrefix(key, CatalogGenerationsRoot(cluster))
+	if !found || len(rest) < 17 || rest[16] != '/' {
+		return 0, "", false
+	}
+	g, err := strconv.ParseInt(rest[:16], 16, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	switch rest = rest[17:]; {
+	case rest == "settings":
+		return g, "", true
+	case strings.HasPrefix(rest, "jobs/") && len(rest) > len("jobs/"):
+		return g, rest[len("jobs/"):], true
+	}
+	return 0, "", false
+}
 
 // Elections is the root of every slot's election.
 func Elections(cluster string) string { return Cluster(cluster) + "election/" }

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sort"
 	"strings"
 
@@ -74,23 +75,26 @@ func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, e
 	resp, err := kv.Txn(ctx).Then(
 		clientv3.OpGet(keyspace.Members(cluster), clientv3.WithPrefix()),
 		clientv3.OpGet(keyspace.Elections(cluster), clientv3.WithPrefix()),
-		clientv3.OpGet(keyspace.Catalog(cluster)),
 		clientv3.OpGet(keyspace.Control(cluster), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(keyspace.CatalogSource(cluster)),
 	).Commit()
 	if err != nil {
 		return nil, err
 	}
 	kvs := func(i int) []*mvccpb.KeyValue { return resp.Responses[i].GetResponseRange().Kvs }
 	st := &Status{Cluster: cluster, Revision: resp.Header.Revision, Members: []membership.Record{}, Slots: []SlotStatus{}, Paused: []string{}, Unplaced: []string{}, Shares: []JobShares{}}
-	st.Paused = pausedJobs(cluster, kvs(3))
+	st.Paused = pausedJobs(cluster, kvs(2))
 	st.Members = memberRecords(cluster, kvs(0))
 	slots := map[shard.Slot]*SlotStatus{}
 	var jobs []config.Job
-	if cat := kvs(2); len(cat) == 1 {
-		st.CatalogRevision = cat[0].ModRevision
-		st.CatalogSource = config.SourceOf(kvs(4), st.CatalogRevision)
-		jobs = catalogSlots(cat[0].Value, slots)
+	// The catalog at the same revision, in either layout; one this version
+	// cannot read counts its revision and no slots.
+	stored, err := config.Read(ctx, kv, cluster, resp.Header.Revision)
+	if err != nil && stored == nil && !errors.Is(err, config.ErrNoCatalog) {
+		return nil, err
+	}
+	if stored != nil {
+		st.CatalogRevision, st.CatalogSource = stored.Revision, stored.Source
+		jobs = catalogSlots(stored.Catalog, slots)
 		for _, j := range jobs {
 			if j.Placement != nil && EligibleMembers(st.Members, j) == 0 {
 				st.Unplaced = append(st.Unplaced, j.Name)
@@ -150,9 +154,8 @@ func slotStatus(slots map[shard.Slot]*SlotStatus, s shard.Slot) *SlotStatus {
 }
 
 // catalogSlots adds every slot of the stored catalog, led or not.
-func catalogSlots(data []byte, slots map[shard.Slot]*SlotStatus) []config.Job {
-	var cat config.Catalog
-	if json.Unmarshal(data, &cat) != nil {
+func catalogSlots(cat *config.Catalog, slots map[shard.Slot]*SlotStatus) []config.Job {
+	if cat == nil {
 		return nil
 	}
 	for _, j := range cat.Jobs {

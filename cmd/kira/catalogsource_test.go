@@ -195,7 +195,7 @@ func TestRollingRestartNeverGoesBack(t *testing.T) {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		for wr := range cli.Watch(ctx, keyspace.Catalog("roll"), clientv3.WithRev(from.Header.Revision+1)) {
+		for wr := range cli.Watch(ctx, keyspace.CatalogHead("roll"), clientv3.WithRev(from.Header.Revision+1)) {
 			for _, ev := range wr.Events {
 				s, err := config.Read(context.Background(), cli, "roll", ev.Kv.ModRevision)
 				mu.Lock()

@@ -1,0 +1,338 @@
+package config
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/kira-scheduler/kira/keyspace"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+)
+
+// The per-job layout (docs/catalog.md, "How the catalog is stored in etcd"):
+// the settings in one key and each job in a key of its own, under the
+// generation that catalog-head names; catalog-head's mod revision is the
+// catalog revision. TestPerJobLayout holds this file and perjobread.go.
+
+// Bounds of one transaction of the per-job store, under etcd's defaults
+// (--max-txn-ops 128, --max-request-bytes 1.5 MiB): an apply within them is
+// one transaction, a bigger one is staged under a new generation.
+const (
+	MaxTxnOps   = 128
+	MaxTxnBytes = 1 << 20
+	// stageWriters is how many transactions of a stage are in flight.
+	stageWriters = 8
+)
+
+// legacyMarker replaces the single catalog key at the first per-job store:
+// an older version reads it as a catalog with a field it does not know, and
+// refuses it (decodeStored).
+func legacyMarker(cluster string) string {
+	return fmt.Sprintf(`{"layout":"per-job","cluster":%q}`, cluster)
+}
+
+// storedSettings is a catalog's settings as stored in the per-job layout.
+type storedSettings struct {
+	Cluster    string       `json:"cluster"`
+	Membership Membership   `json:"membership"`
+	Notify     []NotifyRule `json:"notify,omitempty"`
+}
+
+// head is catalog-head's value.
+type head struct {
+	Generation int64 `json:"generation"`
+}
+
+// storedJob is a job's value in the per-job layout: the job and its
+// position, which orders the catalog's jobs as its file did.
+type storedJob struct {
+	Position int64 `json:"position"`
+	Job      Job   `json:"job"`
+}
+
+// positionStride spaces the positions of a catalog stored whole, so that
+// jobs inserted later fit between them.
+const positionStride = 1 << 20
+
+// positions gives each of jobs a position that orders them: its stored one
+// (in stored, by name) wherever that keeps the order, so a change, an
+// append or a removal rewrites no other job; the others take positions
+// between those kept, and when there is no room every job is renumbered
+// (TestJobPositions).
+func positions(jobs []Job, stored map[string]int64) []int64 {
+	out := make([]int64, len(jobs))
+	kept := make([]bool, len(jobs))
+	last := int64(0)
+	for i, j := range jobs {
+		if p, ok := stored[j.Name]; ok && p > last {
+			out[i], kept[i], last = p, true, p
+		}
+	}
+	prev := int64(0)
+	for i := 0; i < len(jobs); {
+		if kept[i] {
+			prev = out[i]
+			i++
+			continue
+		}
+		k := i
+		for k < len(jobs) && !kept[k] {
+			k++
+		}
+		step := int64(positionStride)
+		if k < len(jobs) {
+			if step = (out[k] - prev) / int64(k-i+1); step < 1 {
+				return positions(jobs, nil)
+			}
+		}
+		for ; i < k; i++ {
+			prev += step
+			out[i] = prev
+		}
+	}
+	return out
+}
+
+// encodeJobs is cat as the per-job layout stores it over the stored
+// positions (nil: none): its settings and each job's value, by name.
+func encodeJobs(cat *Catalog, stored map[string]int64) (sets []byte, jobs map[string][]byte, err error) {
+	if sets, err = json.Marshal(storedSettings{Cluster: cat.Cluster, Membership: cat.Membership, Notify: cat.Notify}); err != nil {
+		return nil, nil, err
+	}
+	pos := positions(cat.Jobs, stored)
+	jobs = make(map[string][]byte, len(cat.Jobs))
+	for i, j := range cat.Jobs {
+		if jobs[j.Name], err = json.Marshal(storedJob{Position: pos[i], Job: j}); err != nil {
+			return nil, nil, err
+		}
+		if len(jobs[j.Name]) > MaxTxnBytes {
+			return nil, nil, &tooLargeError{index: i, job: j.Name, size: len(jobs[j.Name])}
+		}
+	}
+	return sets, jobs, nil
+}
+
+// tooLargeError refuses a job too large to store: the store and the
+// validator give it alike (TestValidatorRefusesWhatStoreRefuses).
+type tooLargeError struct {
+	index int // in the catalog's jobs
+	job   string
+	size  int
+}
+
+func (e *tooLargeError) Error() string { return "config: " + e.message() }
+
+func (e *tooLargeError) message() string {
+	return fmt.Sprintf("job %s is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", e.job, e.size, MaxTxnBytes)
+}
+
+// PutJobs stores cat in the per-job layout, with how it was stored (src),
+// only if the stored catalog's revision (either layout) is still expected
+// (0: none is stored; Force: any); otherwise it returns a *ConflictError
+// and no stored catalog changes. Members never observe a half-done store:
+// within MaxTxnOps and MaxTxnBytes it is one transaction of the changes
+// against the stored generation; beyond them, a stage under a new
+// generation that one transaction makes current. It returns the new
+// catalog revision.
+func PutJobs(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64) (int64, error) {
+	return putOver(ctx, kv, cat, src, expected, nil)
+}
+
+// putOver is PutJobs whose first attempt takes read, the stored catalog
+// its caller has just read (nil: read it), rather than read it again.
+func putOver(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64, read *Stored) (int64, error) {
+	if err := encode(cat); err != nil {
+		return 0, err
+	}
+	source, err := json.Marshal(src)
+	if err != nil {
+		return 0, err
+	}
+	for range 10 {
+		cur := read
+		if read == nil {
+			cur, err = Read(ctx, kv, cat.Cluster, 0)
+		}
+		read = nil
+		switch {
+		case errors.Is(err, ErrNoCatalog):
+			cur = nil
+		case err != nil && cur == nil:
+			return 0, err
+		}
+		at := int64(0)
+		if cur != nil {
+			at = cur.Revision
+		}
+		if expected != Force && expected != at {
+			return 0, &ConflictError{Expected: expected, Current: cur}
+		}
+		var stored map[string]int64
+		if cur != nil && cur.perJob != nil {
+			stored = cur.perJob.positions()
+		}
+		sets, jobs, err := encodeJobs(cat, stored)
+		if err != nil {
+			return 0, err
+		}
+		w := jobsWrite{kv: kv, cluster: cat.Cluster, cur: cur, sets: sets, jobs: jobs, source: source}
+		rev, ok, err := w.store(ctx)
+		if err != nil || ok {
+			return rev, err
+		}
+		if expected != Force {
+			cur, err := Read(ctx, kv, cat.Cluster, 0)
+			if errors.Is(err, ErrNoCatalog) {
+				cur = nil
+			} else if err != nil && cur == nil {
+				return 0, err
+			}
+			return 0, &ConflictError{Expected: expected, Current: cur}
+		}
+	}
+	return 0, errors.New("config: the stored catalog changed ten times during this store; store it again")
+}
+
+// jobsWrite is one attempt of PutJobs over the stored catalog cur (nil:
+// none).
+type jobsWrite struct {
+	kv      clientv3.KV
+	cluster string
+	cur     *Stored
+	sets    []byte
+	jobs    map[string][]byte
+	source  []byte
+}
+
+// guard is the comparison that makes a write conditional on cur still
+// being the stored catalog.
+func (w *jobsWrite) guard() []clientv3.Cmp {
+	h := keyspace.CatalogHead(w.cluster)
+	if w.cur != nil && w.cur.perJob != nil {
+		return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(h), "=", w.cur.Revision)}
+	}
+	legacy := int64(0)
+	if w.cur != nil {
+		legacy = w.cur.Revision
+	}
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(h), "=", 0),
+		clientv3.Compare(clientv3.ModRevision(keyspace.Catalog(w.cluster)), "=", legacy),
+	}
+}
+
+// store writes the catalog, ok false when cur is no longer stored.
+func (w *jobsWrite) store(ctx context.Context) (rev int64, ok bool, err error) {
+	if w.cur != nil && w.cur.perJob != nil {
+		ops, size := w.delta()
+		if len(ops) <= MaxTxnOps && size <= MaxTxnBytes {
+			return w.commit(ctx, w.cur.perJob.generation, ops)
+		}
+	}
+	return w.staged(ctx)
+}
+
+// delta is the operations that turn the stored generation into the new
+// catalog, catalog-head and catalog-source included, and their bytes.
+func (w *jobsWrite) delta() (ops []clientv3.Op, size int) {
+	g := w.cur.perJob.generation
+	put := func(key string, v []byte) {
+		ops = append(ops, clientv3.OpPut(key, string(v)))
+		size += len(key) + len(v)
+	}
+	if !bytes.Equal(w.cur.perJob.settings, w.sets) {
+		put(keyspace.CatalogSettings(w.cluster, g), w.sets)
+	}
+	for name, v := range w.jobs {
+		old, ok := w.cur.perJob.jobs[name]
+		if stored, err := json.Marshal(old); !ok || err != nil || !bytes.Equal(stored, v) {
+			put(keyspace.CatalogJob(w.cluster, g, name), v)
+		}
+	}
+	for name := range w.cur.perJob.jobs {
+		if _, ok := w.jobs[name]; !ok {
+			ops = append(ops, clientv3.OpDelete(keyspace.CatalogJob(w.cluster, g, name)))
+			size += len(keyspace.CatalogJob(w.cluster, g, name))
+		}
+	}
+	return ops, size + 2*len(w.source) // catalog-head and catalog-source, at most
+}
+
+// commit makes generation g current in one transaction with ops, guarded;
+// the first per-job store also replaces the single key with legacyMarker.
+func (w *jobsWrite) commit(ctx context.Context, g int64, ops []clientv3.Op) (int64, bool, error) {
+	h, _ := json.Marshal(head{Generation: g})
+	ops = append(ops, clientv3.OpPut(keyspace.CatalogHead(w.cluster), string(h)), clientv3.OpPut(keyspace.CatalogSource(w.cluster), string(w.source)))
+	if w.cur == nil || w.cur.perJob == nil {
+		ops = append(ops, clientv3.OpPut(keyspace.Catalog(w.cluster), legacyMarker(w.cluster)))
+	}
+	resp, err := w.kv.Txn(ctx).If(w.guard()...).Then(ops...).Commit()
+	if err != nil {
+		return 0, false, fmt.Errorf("config: store catalog: %w", err)
+	}
+	return resp.Header.Revision, resp.Succeeded, nil
+}
+
+// staged writes the catalog under a new generation, in transactions within
+// MaxTxnOps and MaxTxnBytes that no member reads, then makes it current in
+// one guarded transaction, and deletes every lower generation: the one it
+// replaced and stages left by stores that lost or died. A stage whose
+// commit is refused is deleted.
+func (w *jobsWrite) staged(ctx context.Context) (int64, bool, error) {
+	gen, err := w.kv.Put(ctx, keyspace.CatalogGenerations(w.cluster), "")
+	if err != nil {
+		return 0, false, fmt.Errorf("config: store catalog: %w", err)
+	}
+	g := gen.Header.Revision
+	var batches [][]clientv3.Op
+	var batch []clientv3.Op
+	size := 0
+	add := func(key string, v []byte) {
+		if len(batch)+1 > MaxTxnOps || size+len(key)+len(v) > MaxTxnBytes {
+			batches, batch, size = append(batches, batch), nil, 0
+		}
+		batch = append(batch, clientv3.OpPut(key, string(v)))
+		size += len(key) + len(v)
+	}
+	add(keyspace.CatalogSettings(w.cluster, g), w.sets)
+	for name, v := range w.jobs {
+		add(keyspace.CatalogJob(w.cluster, g, name), v)
+	}
+	batches = append(batches, batch)
+	// The stage's transactions are independent of each other: several in
+	// flight hide the round trip and fsync of each.
+	writers, wctx := errgroup.WithContext(ctx)
+	writers.SetLimit(stageWriters)
+	for _, b := range batches {
+		writers.Go(func() error {
+			_, err := w.kv.Txn(wctx).Then(b...).Commit()
+			return err
+		})
+	}
+	if err := writers.Wait(); err != nil {
+		// Best effort: a stage left here goes with the next staged store.
+		w.kv.Delete(context.WithoutCancel(ctx), keyspace.CatalogGeneration(w.cluster, g), clientv3.WithPrefix())
+		return 0, false, fmt.Errorf("config: store catalog: %w", err)
+	}
+	rev, ok, err := w.commit(ctx, g, nil)
+	if err != nil {
+		// The last transaction may have been applied though its answer was
+		// lost: the stage may be the stored catalog, so it stays (the next
+		// staged store deletes it if it is not).
+		return 0, false, fmt.Errorf("config: store catalog: %w", err)
+	}
+	if !ok {
+		// Refused: the stage is no one's. Best effort: one left here goes
+		// with the next staged store.
+		w.kv.Delete(context.WithoutCancel(ctx), keyspace.CatalogGeneration(w.cluster, g), clientv3.WithPrefix())
+		return 0, false, nil
+	}
+	root := keyspace.CatalogGenerationsRoot(w.cluster)
+	// Best effort too: generations left here go with the next staged store.
+	w.kv.Delete(ctx, root, clientv3.WithRange(keyspace.CatalogGeneration(w.cluster, g)))
+	return rev, true, nil
+}

@@ -1,0 +1,364 @@
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The per-job layout with 5,000 jobs: it reads a catalog stored by the
+// previous version (the single key), and its first store replaces that key
+// with a marker the previous version refuses; a store of the whole catalog
+// is staged and never seen half-written; a change of one job is one
+// transaction that moves one job's bytes and reaches a watching member as
+// that one change; a stale store conflicts; of two stores racing, one wins
+// and one generation is left; the watcher ends on the stored catalog.
+func TestPerJobLayout(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	old, err := Parse("old.yaml", manyJobs(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacyRev := storeSingle(t, cli, old)
+	s, err := Read(ctx, cli, "c", 0)
+	if err != nil || s.Revision != legacyRev || !reflect.DeepEqual(s.Catalog, old) {
+		t.Fatalf("the single key of the previous version read as %+v (%v)", s, err)
+	}
+
+	w := watchJobs(t, cli, s)
+	big := unchecked(t, manyJobs(5000))
+	rev1, err := PutJobs(ctx, cli, big, Source{By: ByApply, At: time.Now().UTC()}, legacyRev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeStored(get(t, cli, keyspace.Catalog("c"))); !errors.Is(err, ErrUnreadableCatalog) || !strings.Contains(err.Error(), "does not know") {
+		t.Fatalf("the previous version reads the single key after a per-job store as: %v", err)
+	}
+	stored := readJobs(t, cli, 0, big)
+	if stored.Revision != rev1 || stored.Source == nil || stored.Source.By != ByApply {
+		t.Fatalf("stored at %d, read at %d, source %v", rev1, stored.Revision, stored.Source)
+	}
+	w.reaches(t, rev1, big)
+	var conflict *ConflictError
+	if _, err := PutJobs(ctx, cli, old, Source{By: ByApply}, legacyRev); !errors.As(err, &conflict) || conflict.Current.Revision != rev1 {
+		t.Fatalf("a store against the replaced revision: %v", err)
+	}
+
+	one := clone(big)
+	one.Jobs[42].Schedule = "@every 2m"
+	rev2, err := PutJobs(ctx, cli, one, Source{By: ByApply}, rev1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := eventsAt(t, cli, rev2)
+	moved := 0
+	for _, ev := range evs {
+		moved += len(ev.Kv.Value)
+	}
+	if len(evs) != 3 || moved > 1024 || !hasKey(evs, "/jobs/customer-00042") {
+		t.Fatalf("a change of one job: %d events, %d bytes: %v", len(evs), moved, evs)
+	}
+	readJobs(t, cli, 0, one)
+	w.reaches(t, rev2, one)
+
+	fewer := clone(one)
+	fewer.Jobs = append(fewer.Jobs[:7:7], fewer.Jobs[8:]...)
+	fewer.Jobs = append(fewer.Jobs, Job{Name: "zz-new", Schedule: "@hourly", Partitions: 1, Handler: "noop", Misfire: DefaultMisfire, CatchupWindow: DefaultCatchupWindow, HistoryLimit: DefaultHistoryLimit, Overlap: DefaultOverlap, Retries: Retries{Backoff: DefaultRetryBackoff, MaxBackoff: DefaultMaxBackoff}})
+	rev3, err := PutJobs(ctx, cli, fewer, Source{By: ByApply}, rev2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := eventsAt(t, cli, rev3); len(evs) != 4 {
+		t.Fatalf("a job removed and one added: %d events: %v", len(evs), evs)
+	}
+	readJobs(t, cli, 0, fewer)
+	w.reaches(t, rev3, fewer)
+
+	all := clone(fewer)
+	for i := range all.Jobs {
+		all.Jobs[i].Schedule = "@every 5m"
+	}
+	rev4, err := PutJobs(ctx, cli, all, Source{By: ByApply}, rev3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := eventsAt(t, cli, rev4); len(evs) != 2 || rev4-rev3 < 40 {
+		t.Fatalf("a store of every job is a stage, then one transaction of catalog-head and catalog-source: %d events at %d, %d revisions after %d", len(evs), rev4, rev4-rev3, rev3)
+	}
+	for _, r := range []int64{rev3 + 2, (rev3 + rev4) / 2, rev4 - 1} {
+		if s := readJobs(t, cli, r, fewer); s.Revision != rev3 {
+			t.Fatalf("at revision %d, mid-stage, the catalog read is of revision %d", r, s.Revision)
+		}
+	}
+	readJobs(t, cli, 0, all)
+	w.reaches(t, rev4, all)
+	generations(t, cli, 1)
+
+	a, b := clone(all), clone(all)
+	a.Jobs[0].Schedule, b.Jobs[0].Schedule = "@every 7m", "@every 11m"
+	for i := range a.Jobs[1:] {
+		a.Jobs[i+1].Timezone, b.Jobs[i+1].Timezone = "Europe/Paris", "Asia/Tokyo"
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	revs := make([]int64, 2)
+	for i, cat := range []*Catalog{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); revs[i], errs[i] = PutJobs(ctx, cli, cat, Source{By: ByApply}, rev4) }()
+	}
+	wg.Wait()
+	winner := a
+	switch {
+	case errs[0] == nil && errors.As(errs[1], &conflict):
+	case errs[1] == nil && errors.As(errs[0], &conflict):
+		winner = b
+	default:
+		t.Fatalf("two stores racing from one revision: %v, %v", errs[0], errs[1])
+	}
+	final := readJobs(t, cli, 0, winner)
+	generations(t, cli, 1)
+	w.reaches(t, final.Revision, winner)
+	if w.refused() != 0 {
+		t.Fatalf("the watcher refused %d versions", w.refused())
+	}
+
+	// A job with a field this version does not know, as a newer version
+	// would store it: refused, and the catalog running stays.
+	g := final.perJob.generation
+	newer := `{"name":"customer-00000","schedule":"@hourly","partitions":1,"handler":"noop","quota":{}}`
+	if _, err := cli.Txn(ctx).Then(clientv3.OpPut(keyspace.CatalogJob("c", g, "customer-00000"), newer),
+		clientv3.OpPut(keyspace.CatalogHead("c"), fmt.Sprintf(`{"generation":%d}`, g))).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	kiratest.WaitUntil(t, "the watcher to refuse the newer job", 10*time.Second, func() bool { return w.refused() == 1 })
+	w.reaches(t, final.Revision, winner)
+	if _, err := Read(ctx, cli, "c", 0); !errors.Is(err, ErrUnreadableCatalog) || !strings.Contains(err.Error(), "does not know") {
+		t.Fatalf("a job of a newer version read as: %v", err)
+	}
+}
+
+// storeSingle stores cat as the previous version did: the single key,
+// written with its source.
+func storeSingle(t *testing.T, cli *clientv3.Client, cat *Catalog) int64 {
+	t.Helper()
+	data, err := json.Marshal(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Txn(context.Background()).Then(clientv3.OpPut(keyspace.Catalog(cat.Cluster), string(data)),
+		clientv3.OpPut(keyspace.CatalogSource(cat.Cluster), `{"by":"apply","at":"2026-01-02T03:04:05Z"}`)).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+// catalogWatch is a member's view through WatchStored.
+type catalogWatch struct {
+	mu      sync.Mutex
+	cat     *Catalog
+	rev     int64
+	refusal int
+}
+
+func watchJobs(t *testing.T, cli *clientv3.Client, s *Stored) *catalogWatch {
+	w := &catalogWatch{cat: s.Catalog, rev: s.Revision}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		WatchStored(ctx, cli, "c", s.Revision, func(c *Catalog, r int64) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if r <= w.rev {
+				t.Errorf("revision %d applied after %d", r, w.rev)
+			}
+			w.cat, w.rev = c, r
+		}, func(int64, error) { w.mu.Lock(); w.refusal++; w.mu.Unlock() })
+	}()
+	t.Cleanup(func() { cancel(); kiratest.Receive(t, done, 10*time.Second, "WatchStored to return") })
+	return w
+}
+
+// reaches waits until the watcher runs cat at revision rev.
+func (w *catalogWatch) reaches(t *testing.T, rev int64, cat *Catalog) {
+	t.Helper()
+	kiratest.WaitUntil(t, "the watcher to reach the stored revision", 20*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.rev >= rev
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rev != rev || !reflect.DeepEqual(w.cat, cat) {
+		t.Fatalf("the watcher runs revision %d, want %d, and its catalog is the stored one: %v", w.rev, rev, reflect.DeepEqual(w.cat, cat))
+	}
+}
+
+func (w *catalogWatch) refused() int { w.mu.Lock(); defer w.mu.Unlock(); return w.refusal }
+
+// readJobs reads the catalog at rev and checks it is want.
+func readJobs(t *testing.T, cli *clientv3.Client, rev int64, want *Catalog) *Stored {
+	t.Helper()
+	s, err := Read(context.Background(), cli, "c", rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s.Catalog, want) {
+		t.Fatalf("the catalog read at %d (revision %d) is not the one stored", rev, s.Revision)
+	}
+	return s
+}
+
+// generations checks how many generations are stored, and that the current
+// one holds every job.
+func generations(t *testing.T, cli *clientv3.Client, n int) {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), keyspace.CatalogGenerationsRoot("c"), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, kv := range resp.Kvs {
+		g, _, ok := keyspace.ParseCatalogKey("c", string(kv.Key))
+		if !ok {
+			t.Fatalf("a key not of the layout: %s", kv.Key)
+		}
+		seen[g] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d generations stored, want %d", len(seen), n)
+	}
+}
+
+// eventsAt is the events of revision rev of the catalog's keys.
+func eventsAt(t *testing.T, cli *clientv3.Client, rev int64) []*clientv3.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for wr := range cli.Watch(ctx, keyspace.CatalogPrefix("c"), clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+		var out []*clientv3.Event
+		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision == rev {
+				out = append(out, ev)
+			}
+		}
+		if len(wr.Events) > 0 || wr.Err() != nil {
+			return out
+		}
+	}
+	t.Fatalf("no events of revision %d", rev)
+	return nil
+}
+
+func hasKey(evs []*clientv3.Event, suffix string) bool {
+	for _, ev := range evs {
+		if strings.HasSuffix(string(ev.Kv.Key), suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+func get(t *testing.T, cli *clientv3.Client, key string) []byte {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	return resp.Kvs[0].Value
+}
+
+// clone is a copy of cat whose jobs can be changed.
+func clone(cat *Catalog) *Catalog {
+	c := *cat
+	c.Jobs = append([]Job(nil), cat.Jobs...)
+	return &c
+}
+
+// A job keeps its stored position wherever that keeps the order, so a
+// change, an append, a removal or a move of one job rewrites one job; an
+// insert takes a position between its neighbours; with no room left,
+// every job is renumbered in order.
+func TestJobPositions(t *testing.T) {
+	jobs := func(names ...string) []Job {
+		out := make([]Job, len(names))
+		for i, n := range names {
+			out[i] = Job{Name: n}
+		}
+		return out
+	}
+	const s = positionStride
+	stored := map[string]int64{"a": s, "b": 2 * s, "c": 3 * s}
+	for _, tc := range []struct {
+		names []string
+		want  []int64
+	}{
+		{[]string{"a", "b", "c"}, []int64{s, 2 * s, 3 * s}},
+		{[]string{"a", "c"}, []int64{s, 3 * s}},
+		{[]string{"a", "b", "c", "d"}, []int64{s, 2 * s, 3 * s, 4 * s}},
+		{[]string{"x", "a", "b", "c"}, []int64{s / 2, s, 2 * s, 3 * s}},
+		{[]string{"a", "x", "y", "b", "c"}, []int64{s, s + s/3, s + 2*(s/3), 2 * s, 3 * s}},
+		{[]string{"b", "c", "a"}, []int64{2 * s, 3 * s, 4 * s}},
+	} {
+		if got := positions(jobs(tc.names...), stored); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%v over %v: %v, want %v", tc.names, stored, got, tc.want)
+		}
+	}
+	tight := map[string]int64{"a": 1, "b": 2}
+	if got := positions(jobs("a", "x", "b"), tight); !reflect.DeepEqual(got, []int64{s, 2 * s, 3 * s}) {
+		t.Errorf("no room between 1 and 2: %v, want every job renumbered", got)
+	}
+}
+
+// A member whose catalog revision etcd has compacted (a catalog older than
+// the compaction, the usual case) follows later changes from the revision
+// it read at: each arrives once, the one-job change as one job.
+func TestWatchFromACompactedRevision(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	cat, err := Parse("c.yaml", manyJobs(300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := Put(ctx, cli, cat, Source{By: ByApply}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := cli.Put(ctx, "/elsewhere", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := cli.Compact(ctx, rev+5, clientv3.WithCompactPhysical())
+	if err != nil || resp == nil {
+		t.Fatal(err)
+	}
+	w := watchJobs(t, cli, &Stored{Catalog: cat, Revision: rev})
+	one := clone(cat)
+	one.Jobs[7].Schedule = "@every 9m"
+	rev2, err := Put(ctx, cli, one, Source{By: ByApply}, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := eventsAt(t, cli, rev2); len(evs) != 3 {
+		t.Fatalf("a change of one job: %d events", len(evs))
+	}
+	w.reaches(t, rev2, one)
+	if w.refused() != 0 {
+		t.Fatalf("refused %d", w.refused())
+	}
+}

@@ -1,0 +1,327 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kira-scheduler/kira/keyspace"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// readPage is how many keys one range request of a generation returns;
+// every page is read at the same revision.
+const readPage = 10000
+
+// perJobState is a stored generation of the per-job layout, decoded.
+type perJobState struct {
+	generation int64
+	settings   []byte
+	decoded    storedSettings
+	jobs       map[string]storedJob
+}
+
+// positions is each stored job's position, by name.
+func (s *perJobState) positions() map[string]int64 {
+	out := make(map[string]int64, len(s.jobs))
+	for name, j := range s.jobs {
+		out[name] = j.Position
+	}
+	return out
+}
+
+// catalog is the state as a Catalog, its jobs in the order of their positions.
+func (s *perJobState) catalog() (*Catalog, error) {
+	order := make([]storedJob, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		order = append(order, j)
+	}
+	slices.SortFunc(order, func(a, b storedJob) int {
+		if a.Position != b.Position {
+			return cmp.Compare(a.Position, b.Position)
+		}
+		return strings.Compare(a.Job.Name, b.Job.Name)
+	})
+	cat := &Catalog{Cluster: s.decoded.Cluster, Membership: s.decoded.Membership, Notify: s.decoded.Notify, Jobs: make([]Job, len(order))}
+	for i, j := range order {
+		cat.Jobs[i] = j.Job
+	}
+	if cat.Cluster == "" || len(cat.Jobs) == 0 {
+		return nil, fmt.Errorf("%w: generation %d has no settings or no jobs (written by hand?)", ErrUnreadableCatalog, s.generation)
+	}
+	return cat, nil
+}
+
+// strict decodes data into v, refusing fields this version does not know
+// (stored by a newer version), as decodeStored does for the single key.
+func strict(key string, data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if strings.Contains(err.Error(), "unknown field") {
+			return fmt.Errorf("%w: %s has a field this version of Kira does not know (stored by a newer version?): %v", ErrUnreadableCatalog, key, err)
+		}
+		return fmt.Errorf("%w: %s: %v", ErrUnreadableCatalog, key, err)
+	}
+	return nil
+}
+
+// put records one key of generation s.generation in s.
+func (s *perJobState) put(cluster string, kv *mvccpb.KeyValue) error {
+	_, job, ok := keyspace.ParseCatalogKey(cluster, string(kv.Key))
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %s is not a key of the catalog (written by hand?)", ErrUnreadableCatalog, kv.Key)
+	case job == "":
+		var d storedSettings
+		if err := strict(string(kv.Key), kv.Value, &d); err != nil {
+			return err
+		}
+		s.settings, s.decoded = kv.Value, d
+	default:
+		var j storedJob
+		if err := strict(string(kv.Key), kv.Value, &j); err != nil {
+			return err
+		}
+		if j.Job.Name != job {
+			return fmt.Errorf("%w: %s holds job %q (written by hand?)", ErrUnreadableCatalog, kv.Key, j.Job.Name)
+		}
+		s.jobs[job] = j
+	}
+	return nil
+}
+
+// Read reads the catalog stored at etcd revision rev (0: the latest) and
+// its source, in either layout: the per-job one when catalog-head exists,
+// else the single key of the previous version (readSingle). A per-job
+// catalog is catalog-head and one range read of its generation at the same
+// revision. A catalog it cannot read comes with ErrUnreadableCatalog and a
+// Stored without Catalog; a compacted rev with rpctypes.ErrCompacted.
+func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stored, error) {
+	var opts []clientv3.OpOption
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := kv.Get(ctx, keyspace.CatalogHead(cluster), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("config: load catalog: %w", err)
+	}
+	at := rev
+	if at == 0 {
+		at = resp.Header.Revision
+	}
+	if len(resp.Kvs) == 0 {
+		// At the same revision: a per-job store landing in between
+		// replaces the single key with its marker (TestConcurrentFilesConverge).
+		return readSingle(ctx, kv, cluster, at)
+	}
+	s := &Stored{Revision: resp.Kvs[0].ModRevision, at: at}
+	var h head
+	if err := strict(keyspace.CatalogHead(cluster), resp.Kvs[0].Value, &h); err != nil {
+		return s, err
+	}
+	src, err := kv.Get(ctx, keyspace.CatalogSource(cluster), clientv3.WithRev(at))
+	if err != nil {
+		return nil, fmt.Errorf("config: load catalog source: %w", err)
+	}
+	s.Source = SourceOf(src.Kvs, s.Revision)
+	if s.perJob, err = readGeneration(ctx, kv, cluster, h.Generation, at); err != nil {
+		return s, err
+	}
+	s.Catalog, err = s.perJob.catalog()
+	return s, err
+}
+
+// readGeneration reads generation g at revision at, in pages.
+func readGeneration(ctx context.Context, kv clientv3.KV, cluster string, g, at int64) (*perJobState, error) {
+	s := &perJobState{generation: g, jobs: map[string]storedJob{}}
+	key := keyspace.CatalogGeneration(cluster, g)
+	end := clientv3.GetPrefixRangeEnd(key)
+	for {
+		resp, err := kv.Get(ctx, key, clientv3.WithRange(end), clientv3.WithRev(at), clientv3.WithLimit(readPage))
+		if err != nil {
+			return nil, fmt.Errorf("config: load catalog: %w", err)
+		}
+		for _, kv := range resp.Kvs {
+			if err := s.put(cluster, kv); err != nil {
+				return nil, err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return s, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// WatchStored calls apply with every new version of the cluster's catalog
+// after revision from, in either layout, until ctx ends, and unreadable
+// with every version it cannot read (ErrUnreadableCatalog): the caller
+// keeps the catalog it runs. It reads the catalog stored at from, then
+// follows it: within the per-job generation it runs, a revision's events
+// change its jobs one by one (a change of one job moves one job's bytes);
+// a new generation is read whole, as Read does. etcd delivers one
+// revision's events together, so no half-applied revision is seen. A
+// broken watch is re-established from the last revision seen
+// (TestPerJobLayout, TestUnreadableStoredCatalogIsRefused).
+func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from int64, apply func(*Catalog, int64), unreadable func(int64, error)) {
+	w := &jobsWatch{cli: cli, cluster: cluster, from: from, apply: apply, unreadable: unreadable}
+	for ctx.Err() == nil && !w.start(ctx) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for wr := range cli.Watch(wctx, keyspace.CatalogPrefix(cluster), clientv3.WithPrefix(), clientv3.WithRev(w.seen+1)) {
+			if wr.Err() != nil {
+				if wr.CompactRevision > 0 {
+					w.reload(ctx, 0)
+				}
+				break
+			}
+			for i := 0; i < len(wr.Events); {
+				r := wr.Events[i].Kv.ModRevision
+				k := i
+				for k < len(wr.Events) && wr.Events[k].Kv.ModRevision == r {
+					k++
+				}
+				if r > w.seen {
+					w.revision(ctx, r, wr.Events[i:k])
+					w.seen = r
+				}
+				i = k
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// start reads the catalog stored at w.from, from which the watch follows
+// every version; when etcd has compacted w.from (a catalog older than the
+// compaction, the usual case), it reads the latest one instead, applies it
+// if newer, and the watch follows from the revision it was read at, so a
+// compacted w.from is never watched again (TestWatchFromACompactedRevision).
+// False when etcd cannot answer.
+func (w *jobsWatch) start(ctx context.Context) bool {
+	s, err := Read(ctx, w.cli, w.cluster, w.from)
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		w.reload(ctx, 0)
+		return w.seen > 0
+	case s == nil && !errors.Is(err, ErrNoCatalog):
+		return false
+	case s != nil:
+		w.state = s.perJob
+	}
+	w.seen = w.from
+	return true
+}
+
+// jobsWatch is WatchStored's state: the generation it runs (nil while the
+// single key is stored) and the last revision seen.
+type jobsWatch struct {
+	cli        *clientv3.Client
+	cluster    string
+	state      *perJobState
+	from       int64 // the catalog revision it runs
+	seen       int64 // the etcd revision up to which it has seen every change
+	stale      bool  // a change could not be read: read the next generation whole
+	apply      func(*Catalog, int64)
+	unreadable func(int64, error)
+}
+
+// reload reads the catalog at rev (0: the latest) whole, and applies it.
+func (w *jobsWatch) reload(ctx context.Context, rev int64) {
+	s, err := Read(ctx, w.cli, w.cluster, rev)
+	if s != nil {
+		w.seen = max(w.seen, s.at)
+	}
+	switch {
+	case errors.Is(err, ErrUnreadableCatalog):
+		w.stale = true
+		w.unreadable(s.Revision, err)
+	case err == nil && s.Revision > w.from:
+		w.state, w.stale, w.from = s.perJob, false, s.Revision
+		w.apply(s.Catalog, s.Revision)
+	}
+}
+
+// revision applies the events of revision r.
+func (w *jobsWatch) revision(ctx context.Context, r int64, evs []*clientv3.Event) {
+	var headEv, legacyEv *clientv3.Event
+	for _, ev := range evs {
+		switch string(ev.Kv.Key) {
+		case keyspace.CatalogHead(w.cluster):
+			headEv = ev
+		case keyspace.Catalog(w.cluster):
+			legacyEv = ev
+		}
+	}
+	switch {
+	case headEv != nil && headEv.Type == clientv3.EventTypePut:
+		var h head
+		if err := strict(keyspace.CatalogHead(w.cluster), headEv.Kv.Value, &h); err != nil {
+			w.from, w.stale = r, true
+			w.unreadable(r, err)
+			return
+		}
+		if w.state == nil || w.stale || h.Generation != w.state.generation {
+			w.reload(ctx, r)
+			return
+		}
+		w.from = r
+		if err := w.changes(r, evs); err != nil {
+			w.stale = true
+			w.unreadable(r, err)
+			return
+		}
+		cat, err := w.state.catalog()
+		if err != nil {
+			w.stale = true
+			w.unreadable(r, err)
+			return
+		}
+		w.apply(cat, r)
+	case w.state == nil && legacyEv != nil && legacyEv.Type == clientv3.EventTypePut:
+		w.from = r
+		cat, err := decodeStored(legacyEv.Kv.Value)
+		if err != nil {
+			w.unreadable(r, err)
+			return
+		}
+		w.apply(cat, r)
+	}
+}
+
+// changes applies the puts and deletes of the generation it runs; keys of
+// other generations (stages, the deletion of old ones) are not its.
+func (w *jobsWatch) changes(r int64, evs []*clientv3.Event) error {
+	for _, ev := range evs {
+		g, job, ok := keyspace.ParseCatalogKey(w.cluster, string(ev.Kv.Key))
+		switch {
+		case !ok || g != w.state.generation:
+		case ev.Type == clientv3.EventTypeDelete && job != "":
+			delete(w.state.jobs, job)
+		case ev.Type == clientv3.EventTypePut:
+			if err := w.state.put(w.cluster, ev.Kv); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
