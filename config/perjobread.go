@@ -129,11 +129,9 @@ func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stor
 	if err := strict(keyspace.CatalogHead(cluster), resp.Kvs[0].Value, &h); err != nil {
 		return s, err
 	}
-	src, err := kv.Get(ctx, keyspace.CatalogSource(cluster), clientv3.WithRev(at))
-	if err != nil {
-		return nil, fmt.Errorf("config: load catalog source: %w", err)
+	if s.Source, err = readSource(ctx, kv, cluster, at, s.Revision); err != nil {
+		return nil, err
 	}
-	s.Source = SourceOf(src.Kvs, s.Revision)
 	if s.perJob, err = readGeneration(ctx, kv, cluster, h.Generation, at); err != nil {
 		return s, err
 	}

@@ -159,13 +159,21 @@ func readSingle(ctx context.Context, kv clientv3.KV, cluster string, rev int64) 
 		at = resp.Header.Revision
 	}
 	s := &Stored{Revision: resp.Kvs[0].ModRevision, data: resp.Kvs[0].Value, at: at}
+	if s.Source, err = readSource(ctx, kv, cluster, at, s.Revision); err != nil {
+		return nil, err
+	}
+	s.Catalog, err = decodeStored(s.data)
+	return s, err
+}
+
+// readSource reads the source key at revision at, for the catalog of
+// revision rev (SourceOf).
+func readSource(ctx context.Context, kv clientv3.KV, cluster string, at, rev int64) (*Source, error) {
 	src, err := kv.Get(ctx, keyspace.CatalogSource(cluster), clientv3.WithRev(at))
 	if err != nil {
 		return nil, fmt.Errorf("config: load catalog source: %w", err)
 	}
-	s.Source = SourceOf(src.Kvs, s.Revision)
-	s.Catalog, err = decodeStored(s.data)
-	return s, err
+	return SourceOf(src.Kvs, rev), nil
 }
 
 // SourceOf decodes the source key if the catalog of revision rev was
