@@ -27,7 +27,7 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 	armed := make(chan shard.Slot, 10)
 	entered := make(chan struct{}, 10)
 	h := jobs.Handlers{"count": func(context.Context) error { entered <- struct{}{}; return nil }}
-	a := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock,
 		grace: 10 * time.Minute, // a stop that waited for the armed fire would hang the test
 		armed: func(s shard.Slot) { armed <- s }})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
@@ -61,7 +61,7 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	b := manualNode(t, cli, cat, rec, clock, h)
+	b := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 	waitKind(t, rec, "b holds the slot", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
 	clock.Advance(DefaultArmAhead / 2)
 	evs = waitKind(t, rec, "12:00:30 ran", 1, func(e Event) bool {
