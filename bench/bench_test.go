@@ -2,31 +2,37 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
-	"github.com/kira-scheduler/kira/scheduler"
 	"github.com/kira-scheduler/kira/shard"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnoredGoroutines()...) }
 
-// A small run of every scenario: the bench works and its figures are
-// coherent. It asserts no timing (figures are for kira bench to print).
+// A small run of every scenario, every member a kira run process: the
+// bench works and its figures are coherent. The load is the command job
+// with the probe beside it, so the fork floor is measured too. It asserts
+// no timing (figures are for kira bench to print).
 func TestSmallRunOfEveryScenario(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs real failovers")
+		t.Skip("builds kira and runs real failovers")
 	}
+	bin := buildKira(t)
 	c := etcdtest.Start(t)
-	cfg := Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Slots: []int{20}, Duration: 2 * time.Second, Warmup: time.Second, TTLs: []time.Duration{2 * time.Second}, Trials: 1, Rebalance: 200}
+	cfg := Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Binary: bin, Slots: []int{20}, Duration: 2 * time.Second, Warmup: time.Second,
+		TTLs: []time.Duration{2 * time.Second}, Trials: 1, Rebalance: 200, Command: true, Probe: true}
 	r, err := Run(context.Background(), cfg, func(s string) { t.Log(s) })
 	if err != nil {
 		t.Fatal(err)
@@ -37,19 +43,30 @@ func TestSmallRunOfEveryScenario(t *testing.T) {
 	if r.Handover == nil || len(r.Handover.Samples) != 1 {
 		t.Fatalf("handover %+v", r.Handover)
 	}
-	if l := r.Lateness[0]; l.Expected != 40 || l.Started+l.Skipped == 0 || l.P50 > l.P99 || l.P99 > l.Max {
+	if len(r.Lateness) != 2 || !r.Lateness[1].NoScheduler {
+		t.Fatalf("lateness %+v: want the load's row and the fork floor's", r.Lateness)
+	}
+	l := r.Lateness[0]
+	if l.Executor != commandText || l.Expected != 40 || l.Started == 0 || l.Started+l.Skipped+l.NotStarted != 40 || l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max {
 		t.Fatalf("lateness %+v", l)
 	}
-	if l := r.Lateness[0]; len(l.BySecond) != 2 || l.BySecond[0].Started+l.BySecond[1].Started != l.Started || l.BySecond[0].Skipped+l.BySecond[1].Skipped != l.Skipped {
+	if len(l.BySecond) != 2 || l.BySecond[0].Started+l.BySecond[1].Started != l.Started || l.BySecond[0].Skipped+l.BySecond[1].Skipped != l.Skipped {
 		t.Fatalf("lateness by second %+v does not add up to %+v", l.BySecond, l)
+	}
+	// The probe is one more slot, counted on its own.
+	if p := l.Probe; p == nil || p.Expected != 2 || p.Started+p.Skipped+p.NotStarted != 2 || p.Started == 0 || p.P50 <= 0 || p.P50 > p.Max {
+		t.Fatalf("probe %+v", l.Probe)
 	}
 	if len(r.Rebalance) != 4 || r.Rebalance[0].Moved <= 0 || r.Rebalance[0].Moved >= 1 || r.Rebalance[2].Moved <= 0 || r.Rebalance[2].Moved >= 1 ||
 		r.Rebalance[0].Shape != "one job" || !strings.HasSuffix(r.Rebalance[2].Shape, "jobs of 1–16") {
 		t.Fatalf("rebalance %+v", r.Rebalance)
 	}
+	if m := r.Memory; m == nil || m.Slots != 200 || m.Members != 3 || m.BaseHeapBytes < 1<<20 || m.BaseRSSBytes < 1<<20 || m.HeapBytes == 0 {
+		t.Fatalf("memory %+v: want the members' and the base member's read from their /metrics", r.Memory)
+	}
 	// The etcd was not the bench's: what it paid is read from its /metrics.
 	// Records share their members' journal keys: fewer keys than executions.
-	if c := r.Lateness[0].EtcdCost; c == nil || c.Keys <= 0 || c.Keys > 700 || c.WALBytes <= 0 || c.DiskBytes != 0 {
+	if c := l.EtcdCost; c == nil || c.Keys <= 0 || c.Keys > 700 || c.WALBytes <= 0 || c.DiskBytes != 0 {
 		t.Fatalf("etcd cost %+v: want fewer keys than executions (records share journal keys) and some WAL, from etcd's metrics", c)
 	}
 	t.Logf("%+v", r)
@@ -69,83 +86,47 @@ func TestForkFloorStartsEveryCommand(t *testing.T) {
 }
 
 // With jitter, a fire is due at its slot's offset after its scheduled time,
-// and that is what its lateness counts from: the load's and the probe's
-// (which has the load's jitter), each by its own job.
+// and that is what its lateness counts from; a command's fire started when
+// its process ran, as its output says.
 func TestJitteredFiresAreDueAtTheirOffset(t *testing.T) {
-	cat := benchCatalog("c", 6*time.Second, 8, time.Second)
-	withProbe(cat)
-	load, probe := cat.Jobs[0], cat.Jobs[1]
-	f := &fires{jobs: jobsByName(cat)}
 	scheduled := time.Date(2026, 11, 30, 12, 0, 1, 0, time.UTC)
-	offsets := map[time.Duration]bool{}
-	for p := range 8 {
-		slot := shard.Slot{Job: "load", Partition: p}
-		off := load.JitterOffset(slot)
-		offsets[off] = true
-		f.add(scheduler.Event{Kind: scheduler.Finished, Slot: slot, StartedAt: scheduled.Add(off + time.Millisecond), Execution: execAt(scheduled)})
-	}
-	probeSlot := shard.Slot{Job: probeJob}
-	f.add(scheduler.Event{Kind: scheduler.Finished, Slot: probeSlot, Execution: execAt(scheduled),
-		Result: jobs.Result{ProcessStarted: scheduled.Add(probe.JitterOffset(probeSlot) + 2*time.Millisecond)}})
-	if len(offsets) < 2 {
-		t.Fatalf("offsets %v: the slots should spread over the jitter", offsets)
-	}
-	for _, r := range f.snapshot() {
+	from, to := scheduled, scheduled.Add(time.Second)
+	for _, command := range []bool{false, true} {
+		res := &Figures{}
+		tally := historyTally{from: from, to: to, load: config.Job{Name: "load", Jitter: time.Second}, command: command, res: res, bySecond: make([]secondTally, 1)}
+		offsets := map[time.Duration]bool{}
+		for p := range 8 {
+			off := tally.load.JitterOffset(shard.Slot{Job: "load", Partition: p})
+			offsets[off] = true
+			r := history.Record{Job: "load", Partition: p, ScheduledTime: scheduled, Outcome: string(jobs.Succeeded), Cause: history.CauseSchedule,
+				StartedAt: scheduled.Add(off + time.Millisecond)}
+			if command {
+				ran := scheduled.Add(off + 2*time.Millisecond)
+				r.OutputTail = fmt.Sprintf("%d.%09d\n", ran.Unix(), ran.Nanosecond())
+			}
+			tally.add(r)
+		}
+		if len(offsets) < 2 {
+			t.Fatalf("offsets %v: the slots should spread over the jitter", offsets)
+		}
 		want := time.Millisecond
-		if r.probe {
+		if command {
 			want = 2 * time.Millisecond
 		}
-		if late := time.Duration(r.started - r.due); late != want {
-			t.Fatalf("fire %+v: lateness %v; want %v", r, late, want)
+		if res.NotStarted != 0 || len(tally.late) != 8 || slices.Min(tally.late) != want || slices.Max(tally.late) != want {
+			t.Fatalf("command %v: lateness %v (%+v); want %v for each of 8", command, tally.late, res, want)
 		}
 	}
-}
-
-// The sh probe is one more slot, counted on its own: the load's figures
-// keep their own count, and the probe's fires start as processes.
-func TestProbeIsReportedApart(t *testing.T) {
-	c := etcdtest.Start(t)
-	l, err := lateness(Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Duration: 2 * time.Second, Warmup: time.Second, Probe: true}, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Expected != 20 || l.Started+l.Skipped+l.NotStarted != 20 {
-		t.Fatalf("load %+v; want its 20 fires only", l)
-	}
-	p := l.Probe
-	if p == nil || p.Expected != 2 || p.Started+p.Skipped+p.NotStarted != 2 || p.Started == 0 || p.P50 <= 0 || p.P50 > p.Max {
-		t.Fatalf("probe %+v", p)
+	if _, ok := processRan("sh: date: not found"); ok {
+		t.Fatal("an output that is not an instant read as one")
 	}
 }
 
-func TestLostFiresCountsHoles(t *testing.T) {
+func TestHolesCountsMissingSeconds(t *testing.T) {
 	at := func(s int) time.Time { return time.Date(2026, 11, 29, 12, 0, s, 0, time.UTC) }
-	fin := func(s int) scheduler.Event {
-		return scheduler.Event{Kind: scheduler.Finished, Slot: shard.Slot{Job: "j"}, StartedAt: at(s), Execution: execAt(at(s))}
-	}
-	evs := []scheduler.Event{fin(1), fin(2), fin(4)}
-	from := at(0).In(time.Local).Add(100 * time.Millisecond)
-	if lost := lostFires(evs, from, at(5)); lost != 1 {
+	ran := map[int64]bool{at(1).UnixNano(): true, at(2).UnixNano(): true, at(4).UnixNano(): true}
+	if lost := holes(ran, at(0).In(time.Local).Add(100*time.Millisecond), at(5)); lost != 1 {
 		t.Fatalf("lost %d; want 1 (12:00:03)", lost)
-	}
-}
-
-func execAt(t time.Time) (e jobs.Execution) { e.ScheduledTime = t; return e }
-
-// residentBytes reads the process's VmRSS: touching 64 MiB more shows.
-func TestResidentBytesSeesMemoryTouched(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("VmRSS is read from /proc")
-	}
-	before := residentBytes()
-	b := make([]byte, 64<<20)
-	for i := 0; i < len(b); i += 4096 {
-		b[i] = 1
-	}
-	after := residentBytes()
-	runtime.KeepAlive(b)
-	if before <= 0 || after-before < 60<<20 {
-		t.Fatalf("VmRSS %d → %d bytes after touching 64 MiB", before, after)
 	}
 }
 
@@ -161,19 +142,19 @@ func TestProcessFailoverAndHandover(t *testing.T) {
 	}
 	bin := buildKira(t)
 	c := etcdtest.Start(t)
-	f, err := procFailover(Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Processes: true, Binary: bin, Trials: 1}, 2*time.Second)
+	f, err := procFailover(Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Binary: bin, Trials: 1}, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !f.Processes || len(f.Samples) != 1 || f.Samples[0] <= 0 || f.Median != f.Samples[0] || f.Lost != 0 {
+	if len(f.Samples) != 1 || f.Samples[0] <= 0 || f.Median != f.Samples[0] || f.Lost != 0 {
 		t.Fatalf("failover %+v", f)
 	}
 	t.Logf("%+v", f)
-	h, err := procHandover(Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Processes: true, Binary: bin, Trials: 1})
+	h, err := procHandover(Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Binary: bin, Trials: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !h.Processes || len(h.Samples) != 1 || h.Samples[0] <= 0 || h.Samples[0] >= 3*time.Second || h.Lost != 0 {
+	if len(h.Samples) != 1 || h.Samples[0] <= 0 || h.Samples[0] >= 3*time.Second || h.Lost != 0 {
 		t.Fatalf("handover %+v; want one sample under half the TTL, none lost", h)
 	}
 	t.Logf("%+v", h)
@@ -203,7 +184,7 @@ func TestProductionShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cluster.Stop()
-	cfg := Config{Etcd: etcdclient.Config{Endpoints: cluster.Endpoints}, Cluster: cluster, Processes: true, Binary: bin,
+	cfg := Config{Etcd: etcdclient.Config{Endpoints: cluster.Endpoints}, Cluster: cluster, Binary: bin,
 		Duration: 3 * time.Second, Warmup: time.Second, HTTP: true, OutputBytes: 1024}
 	l, err := procLateness(cfg, 30)
 	if err != nil {
@@ -211,7 +192,7 @@ func TestProductionShape(t *testing.T) {
 	}
 	t.Logf("%+v %+v", l.Figures, *l.EtcdCost)
 	c := l.EtcdCost
-	if !l.Processes || l.Expected != 90 || l.Started+l.Skipped+l.NotStarted != l.Expected || l.Started < 80 || l.MemberLost != "" {
+	if l.Expected != 90 || l.Started+l.Skipped+l.NotStarted != l.Expected || l.Started < 80 || l.MemberLost != "" {
 		t.Fatalf("lateness %+v", l)
 	}
 	if c == nil || c.Keys <= 0 || c.Keys > 700 || c.CPUSeconds <= 0 || c.DiskBytes <= 0 || c.WALBytes <= 0 || c.DBBytes <= 0 {
@@ -230,7 +211,7 @@ func TestProductionShape(t *testing.T) {
 	handlerShape(t, cfg)
 	soakShape(t, cfg)
 	for _, many := range []bool{false, true} {
-		rb, err := procRebalance(cfg, 200, many)
+		rb, _, err := procRebalance(cfg, 200, many)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +222,7 @@ func TestProductionShape(t *testing.T) {
 		for _, b := range rb {
 			// 200 slots split evenly: a quarter moves, more with small jobs
 			// (their bounds by shape: shard.TestFewMovesManySmallJobs).
-			if !b.Processes || b.Moved < 0.2 || b.Moved > 0.4 || b.Settle <= 0 || b.Ideal != 0.25 {
+			if b.Moved < 0.2 || b.Moved > 0.4 || b.Settle <= 0 || b.Ideal != 0.25 {
 				t.Fatalf("rebalance %+v: want about a quarter of the slots moved, by processes", b)
 			}
 		}

@@ -1,19 +1,20 @@
 // Package bench measures Kira as a scheduler: how fast a slot changes hands,
-// how late fires start, how many slots move when members come and go, and
-// what etcd pays. It prints figures; it asserts nothing (machines are shared
-// and noisy).
+// how late fires start, how many slots move when members come and go, what
+// idle slots cost in memory, and what etcd pays. It prints figures; it
+// asserts nothing (machines are shared and noisy).
 //
-// By default the members run inside this process (member.go), each with its
-// own etcd client, against an etcd the bench embeds or is given. A crash is
-// simulated by closing a member's etcd connection without revoking its
-// lease, so etcd expires the lease after its TTL exactly as it would for a
-// killed process; a graceful stop is the same path as SIGTERM in kira run
-// (stop firing, revoke the lease). failover.go, lateness.go and
-// rebalance.go measure that shape.
+// Every member is a `kira run` process of the bench's binary, the shape
+// users deploy; a crash is SIGKILL and a graceful stop SIGTERM. What the
+// members ran is read back from etcd (the history, the election keys) and
+// from their /metrics. etcd is the bench's own, embedded in its process
+// (tuned as kira run tunes it, or with --etcd-fast as the tests do), one
+// given with --etcd, or, in the production shape, three `kira etcd`
+// processes (production.go, which also reads what the cluster paid from
+// its /metrics and /proc).
 //
-// The production shape runs everything as processes of the bench's binary:
-// three kira etcd as one cluster and kira run members (production.go for
-// the cluster, lateness and what etcd paid, read from its /metrics and
-// /proc; procs.go for failover and handover; procrebalance.go; soak.go).
-// report.go is what both shapes report.
+// procs.go measures failover and handover, production.go lateness,
+// procrebalance.go rebalance and memory, soak.go the soak; lateness.go has
+// what etcd paid as the bench's own process counts it, and the fork floor
+// (the same commands forked without a scheduler). report.go is what every
+// run reports.
 package bench

@@ -2,9 +2,9 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,7 +43,7 @@ func keysWritten() int { return int(counters("etcd_mvcc_put_total", "etcd_mvcc_d
 // bytesReceived reads the embedded etcd's own count of bytes its clients sent.
 func bytesReceived() float64 { return counters("etcd_network_client_grpc_received_bytes_total") }
 
-// counters sums the embedded etcd's counters of the names given.
+// counters sums the embedded etcd's counters and gauges of the names given.
 func counters(names ...string) float64 {
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
@@ -53,11 +53,31 @@ func counters(names ...string) float64 {
 	for _, mf := range mfs {
 		if slices.Contains(names, mf.GetName()) {
 			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
+				n += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
 	return n
+}
+
+// readEtcd reads what the run's etcd has paid so far: the three processes
+// of the production shape, the bench's own process when etcd is embedded
+// in it (its CPU then includes the bench's HTTP receiver), or an external
+// etcd's /metrics (ok is false if it did not answer).
+func (cfg Config) readEtcd() (r etcdReading, ok bool) {
+	switch {
+	case cfg.Cluster != nil:
+		return cfg.Cluster.read(), true
+	case cfg.EtcdInProcess:
+		r.cpu, r.disk = procUsage(os.Getpid())
+		r.wal = counters("etcd_disk_wal_write_bytes_total")
+		r.keys = counters("etcd_mvcc_put_total", "etcd_mvcc_delete_total")
+		r.txns = counters("etcd_mvcc_txn_total")
+		r.db = counters("etcd_mvcc_db_total_size_in_bytes")
+		return r, true
+	default:
+		return readMetrics(metricsURLs(cfg))
+	}
 }
 
 // metricsURLs are the /metrics URLs of an etcd the bench did not start in
@@ -71,127 +91,6 @@ func metricsURLs(cfg Config) []string {
 		out = append(out, strings.TrimSuffix(ep, "/")+"/metrics")
 	}
 	return out
-}
-
-// useLoad makes the lateness load job of cat what cfg says: `sh -c :`, an
-// HTTP job answered with cfg.OutputBytes bytes by a server it starts (the
-// returned function stops it), or the Go handler.
-func useLoad(cfg Config, cat *config.Catalog, res *Lateness) (stop func(), err error) {
-	j := &cat.Jobs[0]
-	switch {
-	case cfg.Command:
-		j.Handler, j.Command = "", []string{"sh", "-c", ":"}
-		res.Executor = "sh -c :" // started: the process exec'd (Result.ProcessStarted)
-	case cfg.HTTP:
-		url, stop, err := loadServer(cfg.OutputBytes)
-		if err != nil {
-			return nil, err
-		}
-		j.Handler, j.HTTP = "", &config.HTTPSpec{URL: url, Method: http.MethodGet}
-		res.Executor = fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes)
-		return stop, nil
-	}
-	return func() {}, nil
-}
-
-// lateness runs n slots firing every second over 3 members and measures
-// actual start − scheduled time over the window.
-func lateness(cfg Config, n int) (Lateness, error) {
-	res := Lateness{Slots: n, Executor: "go-handler", Jitter: cfg.Jitter, Overlap: string(cfg.overlap())}
-	cat := benchCatalog(cluster("lateness"), 6*time.Second, n, cfg.Jitter)
-	cat.Jobs[0].Overlap = cfg.overlap()
-	stopLoad, err := useLoad(cfg, cat, &res)
-	if err != nil {
-		return res, err
-	}
-	defer stopLoad()
-	total := n
-	if cfg.Probe {
-		withProbe(cat)
-		total++
-	}
-	ev := &fires{command: cfg.Command, jobs: jobsByName(cat)}
-	began := time.Now()
-	ms, err := startMembers(cfg, cat, 3, ev.add)
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		for _, m := range ms {
-			m.stop()
-		}
-	}()
-	if err := waitFor(5*time.Minute, func() bool { return leading(ms) == total || lostMember(ms) != nil }); err != nil {
-		return res, fmt.Errorf("%w: %d of %d slots owned", err, len(leaders(ms)), total)
-	}
-	if err := lostMember(ms); err != nil {
-		return res, fmt.Errorf("bench: lateness at %d slots, while the slots were being taken: %w", n, err)
-	}
-	res.Settle = time.Since(began)
-	// Measure whole seconds, from the first after the warm-up: the burst of
-	// taking every slot at once (campaigns, fences, first records) takes a
-	// few seconds to work off at 10,000 slots (BySecond shows it).
-	from := time.Now().Add(cfg.Warmup).Truncate(time.Second).Add(time.Second)
-	to := from.Add(cfg.Duration)
-	// The counters are read half a second before the window's first and
-	// last instants: a read gathers etcd's whole metrics registry, twice,
-	// and at an instant it took the CPU from the fires measured. They count
-	// a span as long as the window, in the same steady state.
-	time.Sleep(time.Until(from.Add(-time.Second / 2)))
-	external := metricsURLs(cfg) // what an etcd of its own says it paid
-	extBefore, extOK := readMetrics(external)
-	before := readInProcess()
-	time.Sleep(time.Until(to.Add(-time.Second / 2)))
-	after := readInProcess()
-	extAfter, extAfterOK := readMetrics(external)
-	time.Sleep(time.Until(to))
-	res.CPU, res.EtcdInProcess = after.cpu-before.cpu, cfg.EtcdInProcess
-	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
-	time.Sleep(2 * time.Second) // let the window's runs finish
-	if err := lostMember(ms); err != nil {
-		res.MemberLost = err.Error()
-	}
-	res.tally(ev.snapshot(), from, to, cfg.Probe)
-	res.Expected = n * int(cfg.Duration/time.Second)
-	res.etcdPaid(before, after)
-	if extOK && extAfterOK {
-		res.EtcdCost = cost(extBefore, extAfter, res.Started)
-	}
-	return res, nil
-}
-
-// tally counts the fires scheduled in [from, to), by second, and spreads
-// their lateness; the probe's (withProbe) apart.
-func (res *Lateness) tally(fs []fire, from, to time.Time, withProbe bool) {
-	var late, probeLate []time.Duration
-	bySecond := make([]secondTally, (to.Sub(from)+time.Second-1)/time.Second)
-	var probe *Figures
-	if withProbe {
-		probe = &Figures{Expected: int(to.Sub(from) / time.Second)}
-	}
-	for _, f := range fs {
-		if f.scheduled < from.UnixNano() || f.scheduled >= to.UnixNano() {
-			continue
-		}
-		if f.probe {
-			probe.count(f, &probeLate)
-			continue
-		}
-		sec := &bySecond[time.Duration(f.scheduled-from.UnixNano())/time.Second]
-		res.count(f, &late)
-		switch {
-		case f.skipped:
-			sec.skipped++
-		case f.started != 0:
-			sec.late = append(sec.late, late[len(late)-1])
-		}
-	}
-	res.BySecond = tallied(from, bySecond)
-	res.spread(late)
-	if probe != nil {
-		probe.spread(probeLate)
-		res.Probe = probe
-	}
 }
 
 // inProcessReading is what the bench's process counts at one moment: the
@@ -228,15 +127,15 @@ func (res *Lateness) etcdPaid(before, after inProcessReading) {
 	}
 }
 
-// forkFloor starts n `sh -c :` at every whole second of d through Kira's
+// forkFloor starts n commandArgv at every whole second of d through Kira's
 // command executor, from goroutines parked until the second (no scheduler,
-// no etcd), and measures when each process had started: the least that
-// forking at the fire's time can cost on this machine. With jitter, each
+// no etcd), and measures when each process ran (its output): the least
+// that forking at the fire's time can cost on this machine. With jitter, each
 // goroutine then sleeps until its slot's offset in the second, the one the
 // scheduler would give it, and lateness counts from there.
 func forkFloor(ctx context.Context, n int, d, jitter time.Duration) Lateness {
-	res := Lateness{Slots: n, Executor: "sh -c :, no scheduler", Jitter: jitter, NoScheduler: true, Figures: Figures{Expected: n * int(d/time.Second)}}
-	ex := &jobs.Command{Argv: []string{"sh", "-c", ":"}}
+	res := Lateness{Slots: n, Executor: commandText + ", no scheduler", Jitter: jitter, NoScheduler: true, Figures: Figures{Expected: n * int(d/time.Second)}}
+	ex := &jobs.Command{Argv: commandArgv}
 	load := config.Job{Name: "load", Jitter: jitter}
 	var late []time.Duration
 	var mu sync.Mutex
@@ -256,11 +155,12 @@ func forkFloor(ctx context.Context, n int, d, jitter time.Duration) Lateness {
 				r := ex.Execute(ctx, jobs.Execution{Job: "floor", ScheduledTime: at})
 				mu.Lock()
 				defer mu.Unlock()
-				if r.ProcessStarted.IsZero() {
+				ran, ok := processRan(r.OutputTail)
+				if !ok {
 					res.NotStarted++
 					return
 				}
-				late = append(late, r.ProcessStarted.Sub(due))
+				late = append(late, ran.Sub(due))
 			}()
 		}
 		time.Sleep(time.Until(at))
@@ -269,4 +169,25 @@ func forkFloor(ctx context.Context, n int, d, jitter time.Duration) Lateness {
 	wg.Wait()
 	res.spread(late)
 	return res
+}
+
+// commandArgv is the command job of --sh and --sh-probe: it prints the
+// instant its process ran, which the bench reads back from the run's
+// output in its history record (processRan). commandText names it.
+var commandArgv = []string{"date", "+%s.%N"}
+
+const commandText = "command date +%s.%N"
+
+// processRan reads the instant commandArgv printed.
+func processRan(output string) (time.Time, bool) {
+	sec, frac, ok := strings.Cut(strings.TrimSpace(output), ".")
+	if !ok || len(frac) != 9 {
+		return time.Time{}, false
+	}
+	s, err1 := strconv.ParseInt(sec, 10, 64)
+	ns, err2 := strconv.ParseInt(frac, 10, 64)
+	if err1 != nil || err2 != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(s, ns), true
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -35,27 +36,27 @@ func rebalanceCatalog(cluster string, n int, many bool) (string, string) {
 }
 
 // procRebalance is rebalance with the members as `kira run` processes of
-// the bench's binary against cfg.Cluster: n idle slots (of one job, or of
-// many small ones) over three members,
-// a fourth joins, then leaves (SIGTERM). Who leads what is read from etcd
-// (the election keys, as kira status reads them), so a settle is known
-// within one read of every election key, tens of milliseconds at 10,000
-// slots.
-func procRebalance(cfg Config, n int, many bool) ([]Rebalance, error) {
+// the bench's binary: n idle slots (of one job, or of many small ones)
+// over three members, a fourth joins, then leaves (SIGTERM). Who leads
+// what is read from etcd (the election keys, as kira status reads them),
+// so a settle is known within one read of every election key, tens of
+// milliseconds at 10,000 slots. For one job it also measures what the idle
+// slots cost the three members' memory (Memory).
+func procRebalance(cfg Config, n int, many bool) ([]Rebalance, *Memory, error) {
 	dir, err := os.MkdirTemp("", "kira-bench-rebalance")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(dir)
 	name := cluster("prod-rebalance")
 	catalog := filepath.Join(dir, "catalog.yaml")
 	yaml, shape := rebalanceCatalog(name, n, many)
 	if err := os.WriteFile(catalog, []byte(yaml), 0o600); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cli, err := etcdclient.New(cfg.Etcd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer cli.Close()
 	var procs []*memberProc
@@ -64,10 +65,16 @@ func procRebalance(cfg Config, n int, many bool) ([]Rebalance, error) {
 			p.stop()
 		}
 	}()
+	var base *memberMemory
+	if !many {
+		if base, err = baseMemory(cfg, dir); err != nil {
+			return nil, nil, err
+		}
+	}
 	for i := range 3 {
-		p, err := startProc(cfg, dir, catalog, fmt.Sprintf("m%d", i))
+		p, err := startMetricsProc(cfg, dir, catalog, fmt.Sprintf("m%d", i))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		procs = append(procs, p)
 	}
@@ -82,7 +89,12 @@ func procRebalance(cfg Config, n int, many bool) ([]Rebalance, error) {
 		}
 	}
 	if err := waitProcs(procs, 5*time.Minute, settled(3)); err != nil {
-		return nil, fmt.Errorf("bench: rebalance with processes, while the slots were being taken: %w", err)
+		return nil, nil, fmt.Errorf("bench: rebalance with processes, while the slots were being taken: %w", err)
+	}
+	var mem *Memory
+	if base != nil {
+		time.Sleep(memorySettle)
+		mem = idleMemory(procs, n, *base)
 	}
 	var out []Rebalance
 	measure := func(change string, act func() error, members int) error {
@@ -94,7 +106,7 @@ func procRebalance(cfg Config, n int, many bool) ([]Rebalance, error) {
 		if err := waitProcs(procs, 5*time.Minute, settled(members)); err != nil {
 			return fmt.Errorf("bench: rebalance %s with processes: %w", change, err)
 		}
-		out = append(out, Rebalance{Change: change, Shape: shape, Slots: n, Moved: movedShare(before, owners, n), Ideal: 0.25, Settle: time.Since(start), Processes: true})
+		out = append(out, Rebalance{Change: change, Shape: shape, Slots: n, Moved: movedShare(before, owners, n), Ideal: 0.25, Settle: time.Since(start)})
 		return nil
 	}
 	if err := measure("3→4", func() error {
@@ -104,14 +116,93 @@ func procRebalance(cfg Config, n int, many bool) ([]Rebalance, error) {
 		}
 		return err
 	}, 4); err != nil {
-		return out, err
+		return out, mem, err
 	}
-	return out, measure("4→3", func() error {
+	return out, mem, measure("4→3", func() error {
 		fourth := procs[3]
 		procs = procs[:3]
 		fourth.stop()
 		return nil
 	}, 3)
+}
+
+// memorySettle is how long the members idle after every slot is led
+// before their memory is read: a collection or two after the takeovers.
+const memorySettle = 5 * time.Second
+
+// memberMemory is a member's live heap and resident memory, from its
+// /metrics.
+type memberMemory struct{ heap, rss float64 }
+
+func readMemory(p *memberProc) (memberMemory, bool) {
+	m := scrape(p.metrics)
+	heap, ok1 := m["go_gc_heap_live_bytes"]
+	rss, ok2 := m["process_resident_memory_bytes"]
+	return memberMemory{heap: heap, rss: rss}, ok1 && ok2
+}
+
+// startMetricsProc is startProc for a member serving /metrics on a free
+// port (memberProc.metrics).
+func startMetricsProc(cfg Config, dir, catalog, name string) (*memberProc, error) {
+	addrs, err := etcdnode.FreeAddrs(1)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(cfg, dir, catalog, name, "--http", addrs[0])
+	if err == nil {
+		p.metrics = "http://" + addrs[0] + "/metrics"
+	}
+	return p, err
+}
+
+// baseMemory is the memory of a member of a cluster of its own holding one
+// idle slot: what the idle slots' cost is counted from.
+func baseMemory(cfg Config, dir string) (*memberMemory, error) {
+	name := cluster("prod-base")
+	catalog := filepath.Join(dir, "base.yaml")
+	yaml, _ := rebalanceCatalog(name, 1, false)
+	if err := os.WriteFile(catalog, []byte(yaml), 0o600); err != nil {
+		return nil, err
+	}
+	cli, err := etcdclient.New(cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	p, err := startMetricsProc(cfg, dir, catalog, "base")
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+	procs := []*memberProc{p}
+	if err := waitProcs(procs, time.Minute, func(ctx context.Context) (bool, error) {
+		_, ok, err := preferredOwners(ctx, cli, name, 1, 1)
+		return ok, err
+	}); err != nil {
+		return nil, fmt.Errorf("bench: the base member for memory: %w", err)
+	}
+	time.Sleep(memorySettle)
+	m, ok := readMemory(p)
+	if !ok {
+		return nil, fmt.Errorf("bench: the base member's /metrics has no go_gc_heap_live_bytes or process_resident_memory_bytes")
+	}
+	return &m, nil
+}
+
+// idleMemory is what n idle slots cost the three members procs, over base
+// each.
+func idleMemory(procs []*memberProc, n int, base memberMemory) *Memory {
+	var heap, rss float64
+	for _, p := range procs {
+		m, ok := readMemory(p)
+		if !ok {
+			return nil
+		}
+		heap, rss = heap+m.heap-base.heap, rss+m.rss-base.rss
+	}
+	members := float64(len(procs))
+	return &Memory{Slots: n, Members: len(procs), HeapBytes: int64(heap), PerSlotPerMember: heap / float64(n) / members,
+		BaseHeapBytes: int64(base.heap), BaseRSSBytes: int64(base.rss), RSSBytes: int64(rss), RSSPer1000PerMember: rss / (float64(n) / 1000) / members}
 }
 
 // preferredOwners reads who leads each slot and reports whether the

@@ -19,9 +19,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// procCatalog is the failover job for members in processes of their own:
-// the in-process bench's, as YAML, with a history long enough to count
-// every fire of a trial.
+// procCatalog is the failover job: one slot firing every second, with a
+// history long enough to count every fire of a trial.
 const procCatalog = `cluster: %s
 membership:
   lease_ttl: %s
@@ -45,24 +44,23 @@ type memberProc struct {
 }
 
 // procFailover is failover with every member a `kira run` process of the
-// bench binary, and the owner killed with SIGKILL, as the issue describes:
-// nothing of the member runs after the kill. What the members ran is read
+// bench binary, and the owner killed with SIGKILL: nothing of the member
+// runs after the kill. What the members ran is read
 // back from the slot's history in etcd; the first start by another member
 // after the kill ends a sample.
 func procFailover(cfg Config, ttl time.Duration) (Failover, error) {
 	anyMoment := func() time.Duration { return rand.N(time.Second) }
 	samples, lost, err := procTrials(cfg, "failover", ttl, ownerEnd{sig: syscall.SIGKILL, offset: anyMoment, seen: firstRunElsewhere})
 	if err != nil {
-		return Failover{TTL: ttl, Processes: true}, err
+		return Failover{TTL: ttl}, err
 	}
 	f := failoverFigures(ttl, samples, lost)
-	f.Processes = true
 	return f, nil
 }
 
 // procHandover is handover with every member a `kira run` process, the
-// owner sent SIGTERM a quarter into a second (its 1 s job idle then), as the
-// issue describes. A sample ends when another member's election key leads
+// owner sent SIGTERM a quarter into a second (its 1 s job idle then). A
+// sample ends when another member's election key leads
 // the slot's election in etcd, seen by a watch. The lease TTL is 6 s, so a
 // handover cannot pass for an expiry.
 func procHandover(cfg Config) (*Handover, error) {
@@ -72,7 +70,6 @@ func procHandover(cfg Config) (*Handover, error) {
 		return nil, err
 	}
 	h := handoverFigures(samples, lost)
-	h.Processes = true
 	return h, nil
 }
 

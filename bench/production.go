@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -299,8 +300,9 @@ func (l *loadRun) close() {
 }
 
 // prodCatalog is the lateness load for `kira run` processes: the Go
-// handler noop or an HTTP job answered by the bench (its executor line),
-// with a history long enough to keep every fire of the window.
+// handler noop, an HTTP job answered by the bench or a command (its
+// executor line), with a history long enough to keep every fire of the
+// window; probe is the --sh-probe job, or empty.
 const prodCatalog = `cluster: %s
 membership:
   lease_ttl: 6s
@@ -314,15 +316,23 @@ jobs:
     overlap: %s
     history_limit: %d
     jitter: %s
-`
+%s`
+
+// probeJob is the name of the Config.Probe job: one slot of the command,
+// with the load's policies and jitter.
+const probeJob = "sh-probe"
 
 // procLateness is lateness with the members as three `kira run` processes
-// of the bench's binary, against cfg.Cluster (three `kira etcd`
-// processes), and what etcd paid: the production shape. What ran is read
-// back from the history in etcd.
+// of the bench's binary, and what etcd paid. What ran is read back from
+// the history in etcd.
 func procLateness(cfg Config, n int) (Lateness, error) {
-	res := Lateness{Slots: n, Executor: "go-handler", Jitter: cfg.Jitter, Overlap: string(cfg.overlap()), Processes: true}
-	if cfg.HTTP {
+	res := Lateness{Slots: n, Executor: "go-handler", Jitter: cfg.Jitter, Overlap: string(cfg.overlap()), EtcdInProcess: cfg.EtcdInProcess}
+	argv, _ := json.Marshal(commandArgv)
+	executor := "handler: noop"
+	switch {
+	case cfg.Command:
+		res.Executor, executor = commandText, fmt.Sprintf("command: %s", argv)
+	case cfg.HTTP:
 		res.Executor = fmt.Sprintf("http, %d-byte answer", cfg.OutputBytes)
 	}
 	// The window and the fires until the members stop (2 s, and the
@@ -330,11 +340,15 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	// skip) when the machine is overloaded.
 	keep := min(999, 2*int((cfg.Duration+2*time.Second+maxDrain)/time.Second)+6)
 	load, err := newLoadRun(cfg, "lateness", func(name, url string) string {
-		executor := "handler: noop"
 		if cfg.HTTP {
 			executor = fmt.Sprintf("http: {url: %q, method: GET}", url)
 		}
-		return fmt.Sprintf(prodCatalog, name, n, executor, cfg.overlap(), keep, cfg.Jitter)
+		probe := ""
+		if cfg.Probe {
+			probe = fmt.Sprintf("  - {name: %s, schedule: \"@every 1s\", command: %s, misfire: fire-all, catchup_window: 1m, overlap: %s, history_limit: %d, jitter: %s}\n",
+				probeJob, argv, cfg.overlap(), keep, cfg.Jitter)
+		}
+		return fmt.Sprintf(prodCatalog, name, n, executor, cfg.overlap(), keep, cfg.Jitter, probe)
 	})
 	if err != nil {
 		return res, err
@@ -346,8 +360,12 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 		return res, err
 	}
 	defer cli.Close()
+	total := n
+	if cfg.Probe {
+		total++
+	}
 	began := time.Now()
-	procs, err := startRunProcs(cfg, cli, load, n)
+	procs, err := startRunProcs(cfg, cli, load, total)
 	defer stopAll(procs)
 	if err != nil {
 		return res, fmt.Errorf("bench: lateness at %d slots with processes, while the slots were being taken: %w", n, err)
@@ -355,11 +373,16 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	res.Settle = time.Since(began)
 	from := time.Now().Add(cfg.Warmup).Truncate(time.Second).Add(time.Second)
 	to := from.Add(cfg.Duration)
+	// The counters are read half a second before the window's first and
+	// last instants, so a read does not take the CPU from the fires
+	// measured; they count a span as long as the window.
 	time.Sleep(time.Until(from.Add(-time.Second / 2)))
-	etcdBefore, cpuBefore := cfg.Cluster.read(), procsCPU(procs)
+	etcdBefore, etcdOK := cfg.readEtcd()
+	cpuBefore, inBefore := procsCPU(procs), readInProcess()
 	benchBefore, _ := procUsage(os.Getpid())
 	time.Sleep(time.Until(to.Add(-time.Second / 2)))
-	etcdAfter, cpuAfter := cfg.Cluster.read(), procsCPU(procs)
+	etcdAfter, etcdAfterOK := cfg.readEtcd()
+	cpuAfter, inAfter := procsCPU(procs), readInProcess()
 	benchAfter, _ := procUsage(os.Getpid())
 	time.Sleep(time.Until(to) + 2*time.Second) // let the window's runs finish
 	drainFrom := time.Now()
@@ -374,17 +397,32 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	stopAll(procs)
 	res.CPU = time.Duration((cpuAfter - cpuBefore) * float64(time.Second))
 	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
-	if err := countFromHistory(cli, name, from, to, cfg.Jitter, &res); err != nil {
+	if err := countFromHistory(cli, name, "load", from, to, cfg.Jitter, cfg.Command, &res.Figures, &res.BySecond); err != nil {
 		return res, err
+	}
+	if cfg.Probe {
+		res.Probe = &Figures{}
+		if err := countFromHistory(cli, name, probeJob, from, to, cfg.Jitter, true, res.Probe, nil); err != nil {
+			return res, err
+		}
+		res.Probe.Expected = int(cfg.Duration / time.Second)
 	}
 	res.Expected = n * int(cfg.Duration/time.Second)
 	// A fire with no record did not start: the loop fell behind and let it
 	// go, or its start could not be recorded.
 	res.NotStarted += max(0, res.Expected-res.Started-res.Skipped-res.NotStarted)
-	res.EtcdCost = cost(etcdBefore, etcdAfter, res.Started)
+	if cfg.EtcdInProcess {
+		res.etcdPaid(inBefore, inAfter)
+	}
+	if etcdOK && etcdAfterOK {
+		res.EtcdCost = cost(etcdBefore, etcdAfter, res.Started)
+	}
 	window := cfg.Duration.Seconds()
 	res.Cores = &Cores{Etcd: (etcdAfter.cpu - etcdBefore.cpu) / window, Members: res.CPU.Seconds() / window,
 		Bench: (benchAfter - benchBefore) / window, Machine: runtime.NumCPU()}
+	if cfg.EtcdInProcess {
+		res.Cores.Bench = 0 // etcd's CPU is the bench's process
+	}
 	return res, nil
 }
 
@@ -486,13 +524,15 @@ func firesIn(r history.Record, from, to time.Time) []time.Time {
 	return in
 }
 
-// countFromHistory counts and spreads the fires scheduled in [from, to)
-// from the job's history records, its rings read in pages, and its records
-// in journals.
-func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, jitter time.Duration, res *Lateness) error {
-	prefix := keyspace.History(cluster, "load")
+// countFromHistory counts into res and spreads the fires of job (every
+// second) scheduled in [from, to) from its history records, its rings read
+// in pages, and its records in journals; bySecond, if not nil, gets them
+// by second. A fire of a command (command) started when its process ran,
+// as its output says (processRan).
+func countFromHistory(cli *clientv3.Client, cluster, job string, from, to time.Time, jitter time.Duration, command bool, res *Figures, bySecond *[]SecondLateness) error {
+	prefix := keyspace.History(cluster, job)
 	end := clientv3.GetPrefixRangeEnd(prefix)
-	t := historyTally{from: from, to: to, load: config.Job{Name: "load", Jitter: jitter}, res: res,
+	t := historyTally{from: from, to: to, load: config.Job{Name: job, Jitter: jitter}, res: res, command: command,
 		bySecond: make([]secondTally, (to.Sub(from)+time.Second-1)/time.Second)}
 	var ring []history.Slotted
 	var rev int64
@@ -518,7 +558,7 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	inJournals, err := journal.NewCache(cli, cluster).Records(ctx, rev, func(s shard.Slot) bool { return s.Job == "load" })
+	inJournals, err := journal.NewCache(cli, cluster).Records(ctx, rev, func(s shard.Slot) bool { return s.Job == job })
 	if err != nil {
 		return err
 	}
@@ -526,16 +566,19 @@ func countFromHistory(cli *clientv3.Client, cluster string, from, to time.Time, 
 		t.add(r)
 	}
 	res.P50, res.P99, res.Max = spread(t.late)
-	res.BySecond = tallied(from, t.bySecond)
+	if bySecond != nil {
+		*bySecond = tallied(from, t.bySecond)
+	}
 	return nil
 }
 
-// historyTally counts the load's fires scheduled in [from, to) into res,
+// historyTally counts a job's fires scheduled in [from, to) into res,
 // record by record, and spreads them by second.
 type historyTally struct {
 	from, to time.Time
 	load     config.Job
-	res      *Lateness
+	command  bool // started: when the process ran (processRan)
+	res      *Figures
 	bySecond []secondTally
 	late     []time.Duration
 }
@@ -553,7 +596,7 @@ func (t *historyTally) add(r history.Record) {
 	if len(fires) == 0 {
 		return
 	}
-	due := r.ScheduledTime.Add(t.load.JitterOffset(shard.Slot{Job: "load", Partition: r.Partition}))
+	due := r.ScheduledTime.Add(t.load.JitterOffset(shard.Slot{Job: t.load.Name, Partition: r.Partition}))
 	switch r.Outcome {
 	case history.OutcomeSkipped, history.OutcomeMissed:
 		t.res.Skipped += len(fires)
@@ -561,7 +604,16 @@ func (t *historyTally) add(r history.Record) {
 			t.second(at).skipped++
 		}
 	case string(jobs.Succeeded), string(jobs.Failed), string(jobs.TimedOut), string(jobs.Fenced):
-		late, sec := r.StartedAt.Sub(due), t.second(r.ScheduledTime)
+		started := r.StartedAt
+		if t.command {
+			ran, ok := processRan(r.OutputTail)
+			if !ok {
+				t.res.NotStarted++
+				return
+			}
+			started = ran
+		}
+		late, sec := started.Sub(due), t.second(r.ScheduledTime)
 		t.res.Started++
 		t.late, sec.late = append(t.late, late), append(sec.late, late)
 	default:

@@ -26,10 +26,6 @@ type Failover struct {
 	Worst    time.Duration   `json:"worst_ns"`
 	RatioTTL float64         `json:"median_over_ttl"`
 	Lost     int             `json:"fires_lost"`
-	// Processes: members were `kira run` processes and the owner was
-	// killed with SIGKILL; otherwise members share the bench's process and
-	// the owner's crash drops its etcd connection.
-	Processes bool `json:"processes,omitempty"`
 }
 
 // Handover is graceful stop → next owner holds the slot.
@@ -38,12 +34,6 @@ type Handover struct {
 	Median  time.Duration   `json:"median_ns"`
 	Worst   time.Duration   `json:"worst_ns"`
 	Lost    int             `json:"fires_lost"`
-	// Processes: members were `kira run` processes, the owner was sent
-	// SIGTERM, and a sample ended when another member's key led the slot's
-	// election in etcd; otherwise members share the bench's process, the
-	// owner stops as on SIGTERM, and a sample ends at the next owner's
-	// Acquired event.
-	Processes bool `json:"processes,omitempty"`
 }
 
 // Lateness is actual start − scheduled time at a number of slots.
@@ -68,9 +58,9 @@ type Lateness struct {
 	// requests: the writes and the reads) during the window per execution,
 	// from its own counters; zero when etcd is not in this process.
 	BytesPerExecute float64 `json:"etcd_bytes_received_per_execution"`
-	// CPU is this process's CPU time (user + system) during the window;
-	// CPUPer1000 is that per second of window, per 1,000 slots, per member
-	// (3 members): cores busy. Includes etcd's when EtcdInProcess.
+	// CPU is the three members' CPU time (user + system) during the window;
+	// CPUPer1000 is that per second of window, per 1,000 slots, per member:
+	// cores busy. EtcdInProcess: etcd ran in the bench's process.
 	CPU           time.Duration `json:"cpu_ns"`
 	CPUPer1000    float64       `json:"cpu_seconds_per_second_per_1000_slots_per_member"`
 	EtcdInProcess bool          `json:"etcd_in_process"`
@@ -87,12 +77,10 @@ type Lateness struct {
 	// Probe is the lateness of the one `sh -c :` slot (Config.Probe),
 	// measured to its process start; not counted in the figures above.
 	Probe *Figures `json:"sh_probe,omitempty"`
-	// Processes: the members were `kira run` processes (the production
-	// shape), and what ran was read from etcd; EtcdCost is then what the
-	// three `kira etcd` processes paid.
-	Processes bool      `json:"processes,omitempty"`
-	EtcdCost  *EtcdCost `json:"etcd_cost,omitempty"`
-	Cores     *Cores    `json:"cores,omitempty"`
+	// EtcdCost is what etcd paid (see Config.readEtcd), Cores how the
+	// machine's CPUs were shared.
+	EtcdCost *EtcdCost `json:"etcd_cost,omitempty"`
+	Cores    *Cores    `json:"cores,omitempty"`
 }
 
 // secondTally is what started and was skipped of the fires scheduled in
@@ -126,18 +114,6 @@ type Figures struct {
 	Max        time.Duration `json:"max_ns"`
 }
 
-// count adds f to the figures; a fire that started adds its lateness to late.
-func (g *Figures) count(f fire, late *[]time.Duration) {
-	switch {
-	case f.skipped:
-		g.Skipped++
-	case f.started != 0:
-		*late = append(*late, time.Duration(f.started-f.due))
-	default:
-		g.NotStarted++
-	}
-}
-
 // spread sets Started and the spread of the lateness of the fires that started.
 func (g *Figures) spread(late []time.Duration) {
 	g.Started = len(late)
@@ -154,26 +130,22 @@ type SecondLateness struct {
 	Max     time.Duration `json:"max_ns"`
 }
 
-// Memory is the heap that idle slots cost, measured in the rebalance phase:
-// live heap after a GC with 3 members holding Slots idle slots, minus the
-// heap before the members started.
+// Memory is what idle slots cost the members, measured in the rebalance
+// phase (one job) from the `kira run` processes' own /metrics: with 3
+// members holding Slots idle slots, each member's live heap (Go's
+// go_gc_heap_live_bytes, as of its last collection) and resident memory
+// (process_resident_memory_bytes), minus those of a member holding one
+// slot (the base).
 type Memory struct {
 	Slots            int     `json:"slots"`
 	Members          int     `json:"members"`
 	HeapBytes        int64   `json:"heap_bytes"`
 	PerSlotPerMember float64 `json:"heap_bytes_per_slot_per_member"`
-	// RSSBytes is the growth of the process's resident memory (VmRSS) from
-	// before the members started (free memory returned to the OS first) to
-	// every slot owned: the heap with the Go runtime's headroom, stacks, what
-	// the burst of taking every slot left in use by the runtime and, when
-	// EtcdInProcess, etcd's memory too. RSSKeptBytes is the same once the
-	// runtime has returned its free memory to the OS (debug.FreeOSMemory),
-	// as its scavenger does over time. Zero where /proc is missing.
-	RSSBytes                int64   `json:"rss_bytes,omitempty"`
-	RSSPer1000PerMember     float64 `json:"rss_bytes_per_1000_slots_per_member,omitempty"`
-	RSSKeptBytes            int64   `json:"rss_kept_bytes,omitempty"`
-	RSSKeptPer1000PerMember float64 `json:"rss_kept_bytes_per_1000_slots_per_member,omitempty"`
-	EtcdInProcess           bool    `json:"etcd_in_process"`
+	// BaseHeapBytes and BaseRSSBytes are the base member's.
+	BaseHeapBytes       int64   `json:"base_heap_bytes"`
+	BaseRSSBytes        int64   `json:"base_rss_bytes"`
+	RSSBytes            int64   `json:"rss_bytes"`
+	RSSPer1000PerMember float64 `json:"rss_bytes_per_1000_slots_per_member"`
 }
 
 // Rebalance is a membership change at many slots.
@@ -185,8 +157,6 @@ type Rebalance struct {
 	Moved  float64       `json:"moved_fraction"`
 	Ideal  float64       `json:"ideal_fraction"`
 	Settle time.Duration `json:"settle_ns"`
-	// Processes: the members were kira run processes (--production).
-	Processes bool `json:"processes,omitempty"`
 }
 
 // spread sorts late and returns its p50, p99 and maximum (zeros when empty).

@@ -27,7 +27,7 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 	armed := make(chan shard.Slot, 10)
 	entered := make(chan struct{}, 10)
 	h := jobs.Handlers{"count": func(context.Context) error { entered <- struct{}{}; return nil }}
-	a := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock,
 		grace: 10 * time.Minute, // a stop that waited for the armed fire would hang the test
 		armed: func(s shard.Slot) { armed <- s }})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
@@ -61,7 +61,7 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	b := manualNode(t, cli, cat, rec, clock, h)
+	b := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 	waitKind(t, rec, "b holds the slot", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
 	clock.Advance(DefaultArmAhead / 2)
 	evs = waitKind(t, rec, "12:00:30 ran", 1, func(e Event) bool {
@@ -81,7 +81,7 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 
 // The releaser opens each gate at its instant, the earliest first, whatever
 // the order the gates were asked for in, and wakes every run waiting there;
-// it counts the runs that still wait in startingFires until they leave.
+// it counts the runs that still wait in its starting count until they leave.
 func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 	clock := NewManualClock(t0)
 	r := newGates(clock)
@@ -103,13 +103,13 @@ func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 	clock.Advance(time.Nanosecond)
 	kiratest.Receive(t, early.woken, 10*time.Second, "early.woken")
 	kiratest.Receive(t, early2.woken, 10*time.Second, "early2.woken")
-	if n := startingFires.Load(); n != 2 {
+	if n := r.starting.Load(); n != 2 {
 		t.Fatalf("%d fires starting after the gate opened; want the 2 that waited", n)
 	}
 	r.leave(early)
 	r.leave(early2)
 	r.leave(late) // left before its gate opened
-	if n := startingFires.Load(); n != 0 {
+	if n := r.starting.Load(); n != 0 {
 		t.Fatalf("%d fires starting after all left; want 0", n)
 	}
 	select {
@@ -119,7 +119,7 @@ func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 	}
 	clock.Advance(time.Second)
 	kiratest.Receive(t, late.woken, 10*time.Second, "late.woken")
-	if n := startingFires.Load(); n != 0 {
+	if n := r.starting.Load(); n != 0 {
 		t.Fatalf("%d fires starting after a gate nobody waits at opened; want 0", n)
 	}
 }
@@ -152,7 +152,7 @@ func TestSlowStartsAreWokenFirst(t *testing.T) {
 	for _, p := range got {
 		r.leave(p)
 	}
-	if n := startingFires.Load(); n != 0 {
+	if n := r.starting.Load(); n != 0 {
 		t.Fatalf("%d fires starting after all left; want 0", n)
 	}
 }
@@ -195,12 +195,12 @@ func TestOthersWaitForTheSlowStarts(t *testing.T) {
 	r.open(at)    // would wait an hour for it
 	kiratest.Receive(t, fast.woken, 10*time.Second, "fast.woken")
 	r.leave(fast)
-	if n := startingFires.Load(); n != 0 {
+	if n := r.starting.Load(); n != 0 {
 		t.Fatalf("%d fires starting after all left; want 0", n)
 	}
 }
 
-// startingFires' settled channel closes when the last starting fire left,
+// A start count's settled channel closes when the last starting fire left,
 // or once fires have been starting for the hold: a start that waits on etcd
 // must not hold back every result.
 func TestStartCountSettlesWhenEmptyOrAfterItsHold(t *testing.T) {

@@ -26,12 +26,7 @@ import (
 func unrunScheduler(t *testing.T, cat *config.Catalog) (*Scheduler, *clientv3.Client) {
 	t.Helper()
 	cli := etcdtest.Start(t).Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: 2 * time.Second, Record: membership.Record{ID: membership.NewID(), HistoryFormat: history.NewestFormat}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := joinTestMember(t, cli, cat.Cluster, nodeOpts{ttl: 2 * time.Second})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -95,15 +95,8 @@ func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
 	return resp, err
 }
 
-// startGatedNode starts a node on clock whose state writer commits through
-// a gate, and returns the gate.
-func startGatedNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *recorder, clock *ManualClock, h jobs.Handlers) (*node, *gatedKV) {
-	t.Helper()
-	gk := &gatedKV{blocked: make(chan struct{}, 16)}
-	n := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
-		writerKV: func(kv clientv3.KV) clientv3.KV { gk.KV = kv; return gk }})
-	return n, gk
-}
+// newGatedKV is a gate for nodeOpts.gate.
+func newGatedKV() *gatedKV { return &gatedKV{blocked: make(chan struct{}, 16)} }
 
 // blockUntil is a handler whose runs last until release is closed or they
 // are cancelled.
@@ -188,7 +181,8 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 	cat := catalog("carry", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop",
 		Misfire: config.MisfireSkip, Overlap: config.OverlapSkip}))
 	rec := newRecorder()
-	n, gk := startGatedNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	gk := newGatedKV()
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock, gate: gk})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	// The takeover's last write records the start of 12:00:10 ahead.
 	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
@@ -270,7 +264,8 @@ func TestSkipsWaitingForEtcdAreMerged(t *testing.T) {
 	release := make(chan struct{})
 	block := blockUntil(release)
 	rec := newRecorder()
-	n, gk := startGatedNode(t, cli, cat, rec, clock, jobs.Handlers{"block": block})
+	gk := newGatedKV()
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"block": block}, nodeOpts{manual: clock, gate: gk})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
 		queued, inFlight := n.sched.writer.Queued()
@@ -341,7 +336,8 @@ func TestSkipsWhileTheWriterIsBehindGoWithTheRunsResult(t *testing.T) {
 	release := make(chan struct{})
 	block := blockUntil(release)
 	rec := newRecorder()
-	n, gk := startGatedNode(t, cli, cat, rec, clock, jobs.Handlers{"block": block, "noop": noop})
+	gk := newGatedKV()
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"block": block, "noop": noop}, nodeOpts{manual: clock, gate: gk})
 	waitKind(t, rec, "ready", 2, func(e Event) bool { return e.Kind == Raised })
 	waitUntil(t, "the writes of the takeover committed", 10*time.Second, func() bool {
 		queued, inFlight := n.sched.writer.Queued()

@@ -22,7 +22,7 @@ func TestCatalogConvergesWithoutRestart(t *testing.T) {
 	cat := catalog("converge", old, kept)
 	rec := newRecorder()
 	h := jobs.Handlers{"block": g.handler, "noop": noop}
-	n := manualNode(t, cli, cat, rec, clock, h)
+	n := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 	waitKind(t, rec, "both ready", 2, func(e Event) bool { return e.Kind == Raised })
 	clock.Advance(10 * time.Second) // 12:00:10: old starts and blocks, kept runs
 	waitKind(t, rec, "old running", 1, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "old" })

@@ -220,7 +220,7 @@ func (r *run) startRecorded(fr *finishedRun, err error) {
 		fr.res = r.executor.Execute(ctx, r.exec)
 		// The rest is bookkeeping: let the fires whose gate opened with this one
 		// start first.
-		<-startingFires.settled()
+		<-r.s.gates.starting.settled()
 		r.stopWaking() // off the instant: it locks the run's context
 	}
 }

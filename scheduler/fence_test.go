@@ -54,7 +54,7 @@ func TestFencesRaisedBeforeFirstExecution(t *testing.T) {
 	rec := newRecorder()
 	var hookMu sync.Mutex
 	var hooked []fencing.Claim
-	startNodeWith(t, cli, cat, rec, Config{OnAcquire: func(ctx context.Context, s shard.Slot, c fencing.Claim) error {
+	startNode(t, cli, cat, rec, nil, nodeOpts{cfg: Config{OnAcquire: func(ctx context.Context, s shard.Slot, c fencing.Claim) error {
 		if got, _ := fencing.ClaimFromContext(ctx); got != c {
 			t.Errorf("hook context carries %+v; want %+v", got, c)
 		}
@@ -62,7 +62,7 @@ func TestFencesRaisedBeforeFirstExecution(t *testing.T) {
 		hooked = append(hooked, c)
 		hookMu.Unlock()
 		return nil
-	}})
+	}}})
 	evs := rec.waitFor(t, "two finished executions", 15*time.Second, func(evs []Event) bool {
 		return count(evs, func(e Event) bool { return e.Kind == Finished }) >= 2
 	})
@@ -107,10 +107,10 @@ func TestSlotsTakingOverAreCounted(t *testing.T) {
 	cat := catalog("takingover", config.Job{Name: "sync", Schedule: "@every 1h", Handler: "noop", Partitions: 2})
 	rec := newRecorder()
 	release := make(chan struct{})
-	n := startNodeWith(t, cli, cat, rec, Config{
+	n := startNode(t, cli, cat, rec, nil, nodeOpts{cfg: Config{
 		Handlers:  jobs.Handlers{"noop": noop},
 		OnAcquire: func(ctx context.Context, _ shard.Slot, _ fencing.Claim) error { return blockUntil(release)(ctx) },
-	})
+	}})
 	waitKind(t, rec, "both slots won", 2, func(e Event) bool { return e.Kind == Acquired })
 	waitUntil(t, "two slots taking over", 10*time.Second, func() bool { return n.sched.TakingOver() == 2 })
 	close(release)
@@ -125,10 +125,10 @@ func TestFailedRaiseStartsNothing(t *testing.T) {
 	cli := etcd.Client(t)
 	cat := catalog("noraise", config.Job{Name: "sync", Schedule: "@every 1s", Handler: "noop"})
 	rec := newRecorder()
-	startNodeWith(t, cli, cat, rec, Config{
+	startNode(t, cli, cat, rec, nil, nodeOpts{cfg: Config{
 		Handlers:  jobs.Handlers{"noop": noop},
 		OnAcquire: func(context.Context, shard.Slot, fencing.Claim) error { return errors.New("database unreachable") },
-	})
+	}})
 	evs := rec.waitFor(t, "the slot given up twice", 20*time.Second, func(evs []Event) bool {
 		return count(evs, func(e Event) bool { return e.Kind == Released && strings.Contains(e.Reason, "fence not raised") }) >= 2
 	})
@@ -156,7 +156,7 @@ func TestConflictGivesTheSlotUp(t *testing.T) {
 	defer srv.Close()
 	cat := catalog("conflict", config.Job{Name: "sync", Schedule: "@every 1s", HTTP: &config.HTTPSpec{URL: srv.URL, Method: "POST"}})
 	rec := newRecorder()
-	startNodeWith(t, cli, cat, rec, Config{})
+	startNode(t, cli, cat, rec, nil, nodeOpts{cfg: Config{}})
 	evs := rec.waitFor(t, "a success after the conflict", 20*time.Second, func(evs []Event) bool {
 		return count(evs, func(e Event) bool { return e.Kind == Finished && e.Result.Outcome == jobs.Succeeded }) > 0
 	})
@@ -208,7 +208,7 @@ func TestRefusedTokensStartNothing(t *testing.T) {
 	logs := &lockedLog{}
 	cat := catalog("admit", config.Job{Name: "sync", Schedule: "@every 1s", Handler: "noop"})
 	rec := newRecorder()
-	startNodeWith(t, cli, cat, rec, Config{
+	startNode(t, cli, cat, rec, nil, nodeOpts{cfg: Config{
 		Handlers: jobs.Handlers{"noop": noop},
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
 		Admit: func(token int64) error {
@@ -230,7 +230,7 @@ func TestRefusedTokensStartNothing(t *testing.T) {
 			admitted = c.Token
 			return nil
 		},
-	})
+	}})
 	evs := rec.waitFor(t, "an execution after a refused token and a refused fence", 20*time.Second, func(evs []Event) bool {
 		return count(evs, func(e Event) bool { return e.Kind == Finished && e.Result.Outcome == jobs.Succeeded }) > 0
 	})

@@ -11,8 +11,7 @@ import (
 
 // gates are the gates that armed fires wait at, and their opener, which
 // opens each at its instant (see Config.ArmAhead): one goroutine and one
-// timer, however many fires share an instant; one per process for schedulers on the real clock
-// (useGates), one per scheduler otherwise.
+// timer per scheduler, however many fires share an instant.
 //
 // Go's timers wake a parked process up to a millisecond late (the runtime
 // sleeps in epoll_wait, whose timeout is in milliseconds), and a timer kept
@@ -26,6 +25,12 @@ type gates struct {
 	added chan struct{} // rung (capacity one) when a gate is added
 	// firstHold is firstHold, but for tests.
 	firstHold time.Duration
+	// starting counts the fires whose gate opened at their instant that
+	// have not started yet. While there are any, the scheduler's loop puts
+	// off recording results and started runs put off their bookkeeping: a
+	// second's worth of fires is woken at once, and that work would
+	// otherwise run between their starts.
+	starting *startCount
 
 	mu    sync.Mutex
 	gates map[int64]*gate // by instant, Unix ns; removed when opened
@@ -46,7 +51,7 @@ type place struct {
 	at     int64 // the instant, Unix ns
 	woken  chan struct{}
 	once   sync.Once
-	opened atomic.Bool // by the opener, which counted the run in startingFires
+	opened atomic.Bool // by the opener, which counted the run in starting
 	// first is the group of slow starts this run belongs to, set (before
 	// opened) when its gate opens; gone (under the gates' lock) says it
 	// left before that.
@@ -89,14 +94,6 @@ const firstHold = 5 * time.Millisecond
 
 // wake ends the wait: the gate opened, or the run's context ended.
 func (p *place) wake() { p.once.Do(func() { close(p.woken) }) }
-
-// startingFires counts the fires of this process whose gate opened at their instant
-// that have not started yet. While there are any, scheduler loops put off
-// recording results and started runs put off their bookkeeping: a second's
-// worth of fires is woken at once, and that work would otherwise run
-// between their starts.
-// Process-wide, since members sharing a process share its cores.
-var startingFires = newStartCount(maxStartHold)
 
 // maxStartHold bounds how long the fires of one opened gate hold up other work
 // (settled): a fire whose start waits on etcd must not hold up everything.
@@ -170,7 +167,8 @@ const (
 )
 
 func newGates(clock Clock) *gates {
-	return &gates{clock: clock, added: make(chan struct{}, 1), gates: map[int64]*gate{}, firstHold: firstHold}
+	return &gates{clock: clock, added: make(chan struct{}, 1), gates: map[int64]*gate{}, firstHold: firstHold,
+		starting: newStartCount(maxStartHold)}
 }
 
 // wait registers an armed run for the instant at and returns its place,
@@ -208,7 +206,7 @@ func (r *gates) wait(at time.Time, first bool) *place {
 }
 
 // leave ends an armed run's wait at its place. Once the gate is open, the
-// run was counted in startingFires (open counts before it wakes anyone): no
+// run was counted in starting (open counts before it wakes anyone): no
 // lock then, since a second's worth of runs leave together.
 func (r *gates) leave(p *place) {
 	if p.opened.Load() {
@@ -229,7 +227,7 @@ func (r *gates) started(p *place) {
 	if p.first != nil {
 		p.first.started()
 	}
-	startingFires.Add(-1)
+	r.starting.Add(-1)
 }
 
 func (r *gates) earliest() (time.Time, bool) {
@@ -259,7 +257,7 @@ func (r *gates) open(now time.Time) {
 }
 
 // due takes the gates whose instant is not after now, counts their runs in
-// startingFires, and returns the places to wake now, in order: the first
+// starting, and returns the places to wake now, in order: the first
 // places of all those gates, then the others unless a slow start is among
 // the first (they are then its firstStarts').
 func (r *gates) due(now time.Time) (first, rest []*place) {
@@ -270,7 +268,7 @@ func (r *gates) due(now time.Time) (first, rest []*place) {
 		k := heap.Pop(&r.order).(int64)
 		g := r.gates[k]
 		delete(r.gates, k)
-		startingFires.Add(int64(g.waiters))
+		r.starting.Add(int64(g.waiters))
 		opened = append(opened, g)
 		first = append(first, g.first...)
 		rest = append(rest, g.places...)
@@ -365,46 +363,12 @@ func (h *instants) Pop() any {
 	return x
 }
 
-// sharedGates are the gates of every scheduler in the process that runs
-// on the real clock: members sharing a process (as in kira bench) then
-// have their fires of one instant woken at once, not by three goroutines
-// taking turns on the same cores. It runs while any such scheduler runs.
-var sharedGates struct {
-	mu     sync.Mutex
-	r      *gates
-	users  int
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// useGates returns the gates for a scheduler on clock, started, and
-// the function that gives it back when the scheduler stops.
+// useGates returns new gates for a scheduler on clock, opening, and the
+// function that stops them when the scheduler stops.
 func useGates(clock Clock) (*gates, func()) {
-	if _, real := clock.(RealClock); !real {
-		r := newGates(clock)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { r.run(ctx); close(done) }()
-		return r, func() { cancel(); <-done }
-	}
-	sr := &sharedGates
-	sr.mu.Lock()
-	defer sr.mu.Unlock()
-	if sr.users == 0 {
-		sr.r = newGates(clock)
-		ctx, cancel := context.WithCancel(context.Background())
-		sr.cancel, sr.done = cancel, make(chan struct{})
-		r, done := sr.r, sr.done
-		go func() { r.run(ctx); close(done) }()
-	}
-	sr.users++
-	r := sr.r
-	return r, func() {
-		sr.mu.Lock()
-		defer sr.mu.Unlock()
-		if sr.users--; sr.users == 0 {
-			sr.cancel()
-			<-sr.done
-		}
-	}
+	r := newGates(clock)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.run(ctx); close(done) }()
+	return r, func() { cancel(); <-done }
 }

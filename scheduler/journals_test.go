@@ -31,7 +31,7 @@ func TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken(t *testing.T) {
 	cat := catalog("sweep", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
-	a := manualNode(t, cli, cat, rec, clock, h)
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	clock.Advance(10 * time.Second)
 	waitKind(t, rec, "a's first run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
@@ -46,10 +46,15 @@ func TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken(t *testing.T) {
 	}
 	waitUntil(t, "a's records in its journal", 10*time.Second, func() bool { return journalKeys() > 0 })
 
-	// b sweeps often, but a is still a member: its journal stays.
-	b := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now,
+	// b sweeps (here also by hand, so the sweeps surely happened), but a
+	// is still a member: its journal stays.
+	b := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock,
 		cfg: Config{JournalSweep: 50 * time.Millisecond}})
-	time.Sleep(300 * time.Millisecond) // several sweeps
+	for range 3 {
+		if err := b.sched.sweepOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if journalKeys() == 0 {
 		t.Fatal("the journal of a member still in the view was deleted")
 	}
@@ -149,7 +154,7 @@ func TestTakeoverCopiesEveryRecordOfTheLimit(t *testing.T) {
 	cat := catalog("copies", withDefaults(config.Job{Name: "tick", Schedule: "@every 1s", Handler: "noop", HistoryLimit: limit}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
-	a := manualNode(t, cli, cat, rec, clock, h)
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	for i := 1; i <= limit; i++ {
 		clock.Advance(time.Second)
@@ -158,7 +163,7 @@ func TestTakeoverCopiesEveryRecordOfTheLimit(t *testing.T) {
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	b := manualNode(t, cli, cat, rec, clock, h)
+	b := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 	waitKind(t, rec, "b ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
 	slot := shard.Slot{Job: "tick"}
 	waitUntil(t, "a's records in the slot's ring", 10*time.Second, func() bool {

@@ -42,7 +42,7 @@ func TestJunkInEtcdLeavesEverySlotFiring(t *testing.T) {
 		}
 	}
 	rec := newRecorder()
-	n := startNodeWith(t, cli, cat, rec, Config{Handlers: jobs.Handlers{"noop": noop}})
+	n := startNode(t, cli, cat, rec, nil, nodeOpts{cfg: Config{Handlers: jobs.Handlers{"noop": noop}}})
 	rec.waitFor(t, "every slot to fire twice", 20*time.Second, func(evs []Event) bool {
 		fired := map[shard.Slot]int{}
 		for _, e := range evs {

@@ -392,7 +392,7 @@ func TestSlotGivenUpDuringItsTakeoverWritesNoState(t *testing.T) {
 	cat := catalog("givenup", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
-	a := manualNode(t, cli, cat, rec, clock, h)
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	advance(t, rec, clock, 10*time.Second)
 	waitKind(t, rec, "a's run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
@@ -445,13 +445,14 @@ func TestLateCreateEventLeavesAResigningKeyToItsResign(t *testing.T) {
 	cat := catalog(cluster, withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Partitions: 8, Handler: "noop"}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
-	a, gate := startGatedNode(t, cli, cat, rec, clock, h)
+	gate := newGatedKV()
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock, gate: gate})
 	waitKind(t, rec, "a leads every slot", 8, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	clock.Advance(10 * time.Second)
 	waitKind(t, rec, "a's runs", 8, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
 
 	gate.close()
-	b := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now})
+	b := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 	owners := ringOwners(t, cat, a, b)
 	var moved []shard.Slot
 	for s, owner := range owners {

@@ -96,8 +96,15 @@ type nodeOpts struct {
 	grace     time.Duration // default 5s
 	clock     Clock
 	memberNow func() time.Time
-	cfg       Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
-	armed     func(shard.Slot)
+	// manual runs the scheduler and the trust window on this clock, with a
+	// long lease TTL (trusted for 600s of manual time after its last real
+	// keepalive), so a test can move the clock by minutes.
+	manual *ManualClock
+	// gate, if set, stands in front of the state writer's KV: its commits
+	// wait at the gate (see gatedKV).
+	gate  *gatedKV
+	cfg   Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
+	armed func(shard.Slot)
 	// readsFormat is the newest history format the member record
 	// publishes: history.NewestFormat if 0, none if -1 (as a version
 	// before history.FormatCompact).
@@ -105,34 +112,34 @@ type nodeOpts struct {
 	writerKV    func(clientv3.KV) clientv3.KV // wraps the state writer's KV (a gate in front of etcd)
 }
 
-// startNodeWith starts a node with scheduler settings cfg and defaults otherwise.
-func startNodeWith(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *recorder, cfg Config) *node {
-	t.Helper()
-	return startNode(t, cli, cat, rec, cfg.Handlers, nodeOpts{cfg: cfg})
-}
-
+// startNode is the one way a test starts a running member: it joins the
+// cluster, runs a Scheduler for cat with handlers (cfg.Handlers if nil) and
+// the options of o, and stops gracefully at the end of the test.
 func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *recorder, handlers jobs.Handlers, o nodeOpts) *node {
 	t.Helper()
+	if o.manual != nil {
+		o.clock, o.memberNow = o.manual, o.manual.Now
+		if o.ttl == 0 {
+			o.ttl = 600 * time.Second
+		}
+	}
+	if o.gate != nil {
+		o.writerKV = func(kv clientv3.KV) clientv3.KV { o.gate.KV = kv; return o.gate }
+	}
 	if o.ttl == 0 {
 		o.ttl = 2 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	id := membership.NewID()
-	published := membership.Record{ID: id, HistoryFormat: history.NewestFormat}
-	if o.readsFormat != 0 {
-		published.HistoryFormat = max(0, o.readsFormat)
-	}
-	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cat.Cluster, TTL: o.ttl, Record: published, Now: o.memberNow})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := joinTestMember(t, cli, cat.Cluster, o)
+	id := m.ID()
 	views := membership.NewViews(cli, cat.Cluster)
 	cfg := o.cfg
 	if o.grace == 0 {
 		o.grace = 5 * time.Second
 	}
-	cfg.Handlers, cfg.Clock, cfg.OnEvent, cfg.Grace = handlers, o.clock, rec.add, o.grace
+	if handlers != nil {
+		cfg.Handlers = handlers
+	}
+	cfg.Clock, cfg.OnEvent, cfg.Grace = o.clock, rec.add, o.grace
 	s, err := New(m, views, cat, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +172,23 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 	t.Cleanup(func() { n.stop() })
 	debugNodes[t] = append(debugNodes[t], n)
 	return n
+}
+
+// joinTestMember joins cluster as a new member with o's TTL, clock and
+// published history format. The caller leaves.
+func joinTestMember(t *testing.T, cli *clientv3.Client, cluster string, o nodeOpts) *membership.Member {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	published := membership.Record{ID: membership.NewID(), HistoryFormat: history.NewestFormat}
+	if o.readsFormat != 0 {
+		published.HistoryFormat = max(0, o.readsFormat)
+	}
+	m, err := membership.Join(ctx, cli, membership.Config{Cluster: cluster, TTL: o.ttl, Record: published, Now: o.memberNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func catalog(cluster string, jobsSpec ...config.Job) *config.Catalog {

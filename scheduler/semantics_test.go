@@ -47,14 +47,6 @@ func withDefaults(j config.Job) config.Job {
 	return j
 }
 
-// manualNode runs a member whose scheduler and trust window both read clock.
-// Its lease TTL is long (trusted for 500s of manual time after its last real
-// keepalive), so tests can move the clock by minutes.
-func manualNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *recorder, clock *ManualClock, h jobs.Handlers) *node {
-	t.Helper()
-	return startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now})
-}
-
 // advance moves the clock by d and waits for what the member did about the
 // fire that fell due (started, skipped or queued).
 func advance(t *testing.T, rec *recorder, clock *ManualClock, d time.Duration) Event {
@@ -170,7 +162,7 @@ func TestFailoverCatchUp(t *testing.T) {
 			cat := catalog("catchup", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: policy}))
 			rec := newRecorder()
 			h := jobs.Handlers{"noop": noop}
-			a := manualNode(t, cli, cat, rec, clock, h)
+			a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 			waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 			clock.Advance(10 * time.Second) // 12:00:10.5
 			waitKind(t, rec, "a's first run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
@@ -180,7 +172,7 @@ func TestFailoverCatchUp(t *testing.T) {
 				t.Fatal(err)
 			}
 			clock.Advance(35 * time.Second) // 12:00:55.5: 30, 40 and 50 pass with nobody
-			b := manualNode(t, cli, cat, rec, clock, h)
+			b := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 			want := map[config.Misfire][]time.Time{
 				config.MisfireFireAll:  {sec(30), sec(40), sec(50)},
 				config.MisfireFireOnce: {sec(50)},
@@ -248,7 +240,7 @@ func catchingUp(t *testing.T) (*recorder, *ManualClock, *heldHandler, *node) {
 	clock := NewManualClock(t0)
 	cat := catalog("catchup", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
 	rec := newRecorder()
-	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": noop})
+	a := startNode(t, cli, cat, rec, jobs.Handlers{"h": noop}, nodeOpts{manual: clock})
 	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	clock.Advance(10 * time.Second) // 12:00:10.5
 	waitKind(t, rec, "a's run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
@@ -257,7 +249,7 @@ func catchingUp(t *testing.T) (*recorder, *ManualClock, *heldHandler, *node) {
 	}
 	clock.Advance(25 * time.Second) // 12:00:35.5: 20 and 30 pass with nobody
 	g := newGate()
-	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
+	b := startNode(t, cli, cat, rec, jobs.Handlers{"h": g.handler}, nodeOpts{manual: clock})
 	g.waitEntered(t, "the catch-up of 20 running (30 waits)")
 	return rec, clock, g, b
 }
@@ -298,7 +290,8 @@ func TestFiresDueWhileEtcdStallsAreMisfires(t *testing.T) {
 	cat := catalog("stall", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
 	rec := newRecorder()
 	g := newGate()
-	n, gk := startGatedNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
+	gk := newGatedKV()
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"h": g.handler}, nodeOpts{manual: clock, gate: gk})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	waitUntil(t, "the takeover's writes committed", 10*time.Second, func() bool {
 		queued, inFlight := n.sched.writer.Queued()
@@ -426,7 +419,7 @@ func takeOverUnfinished(t *testing.T, misfire config.Misfire, at time.Duration) 
 	cat := catalog("unfinished", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: misfire}))
 	rec := newRecorder()
 	g := newGate()
-	return rec, clock, g, manualNode(t, cli, cat, rec, clock, jobs.Handlers{"h": g.handler})
+	return rec, clock, g, startNode(t, cli, cat, rec, jobs.Handlers{"h": g.handler}, nodeOpts{manual: clock})
 }
 
 // A member whose clock runs 30 s ahead runs the fire at 40 while the others'
@@ -440,14 +433,14 @@ func TestNewOwnerDoesNotRerunFiresOfAnAheadClock(t *testing.T) {
 	cat := catalog("skew", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: config.MisfireFireAll}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
-	a := manualNode(t, cli, cat, rec, ahead, h)
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: ahead})
 	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	ahead.Advance(10 * time.Second) // 12:00:40.5 by a's clock
 	waitKind(t, rec, "a's run of 40", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	b := manualNode(t, cli, cat, rec, right, h) // 12:00:00.5
+	b := startNode(t, cli, cat, rec, h, nodeOpts{manual: right}) // 12:00:00.5
 	waitKind(t, rec, "b ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
 	for i := 0; i < 5; i++ {
 		right.Advance(10 * time.Second) // 10.5, 20.5, …, 50.5
@@ -473,11 +466,11 @@ func TestStopWithRunInFlightHandsIdleSlotsOverAtOnce(t *testing.T) {
 	rec := newRecorder()
 	g := newGate()
 	h := jobs.Handlers{"gate": g.handler, "noop": noop}
-	a := startNode(t, cli, cat, rec, h, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now, grace: time.Minute})
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock, grace: time.Minute})
 	waitKind(t, rec, "a holds all 17 slots", 17, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	clock.Advance(10 * time.Second)
 	g.waitEntered(t, "long running on a")
-	b := manualNode(t, cli, cat, rec, clock, h)
+	b := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
 	rec.waitFor(t, "b takes its share", 15*time.Second, func(evs []Event) bool {
 		return count(evs, func(e Event) bool { return e.Kind == Raised && e.Member == b.id }) > 0 &&
 			len(a.sched.Leading()) < 17
@@ -516,7 +509,7 @@ func TestGracefulStopWritesTheLastDrainedSlotsState(t *testing.T) {
 	cat := catalog("lastdrain", withDefaults(config.Job{Name: "long", Schedule: "@every 10s", Handler: "gate"}))
 	rec := newRecorder()
 	g := newGate()
-	a := startNode(t, cli, cat, rec, jobs.Handlers{"gate": g.handler}, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now, grace: time.Minute})
+	a := startNode(t, cli, cat, rec, jobs.Handlers{"gate": g.handler}, nodeOpts{manual: clock, grace: time.Minute})
 	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	clock.Advance(10 * time.Second)
 	g.waitEntered(t, "long running on a")
@@ -541,7 +534,7 @@ func TestUnfinishedFireRerunsWithSameID(t *testing.T) {
 	cat := catalog("rerun", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "block", Misfire: config.MisfireSkip}))
 	rec := newRecorder()
 	g := newGate()
-	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"block": g.handler})
+	a := startNode(t, cli, cat, rec, jobs.Handlers{"block": g.handler}, nodeOpts{manual: clock})
 	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	clock.Advance(10 * time.Second)
 	first := waitKind(t, rec, "a started", 1, func(e Event) bool { return e.Kind == Started && e.Member == a.id })
@@ -558,7 +551,7 @@ func TestUnfinishedFireRerunsWithSameID(t *testing.T) {
 	}
 	a.done <- <-a.done // wait for a to give up; leave the result for its cleanup
 	g.open()
-	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"block": g.handler})
+	b := startNode(t, cli, cat, rec, jobs.Handlers{"block": g.handler}, nodeOpts{manual: clock})
 	evs := waitKind(t, rec, "b re-runs the unfinished fire", 1, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
 	rerun := started(evs, b.id)[0]
 	if rerun.Execution.ID != original.Execution.ID || rerun.Cause != history.CauseRetry || rerun.Attempt != 2 || !rerun.Execution.ScheduledTime.Equal(sec(10)) {
@@ -579,7 +572,7 @@ func overlapRun(t *testing.T, policy config.Overlap) (*recorder, *heldHandler, *
 	cat := catalog("overlap", withDefaults(config.Job{Name: "slow", Schedule: "@every 10s", Handler: "block", Overlap: policy}))
 	rec := newRecorder()
 	g := newGate()
-	n := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"block": g.handler})
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"block": g.handler}, nodeOpts{manual: clock})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	for range 3 { // 12:00:10 starts and blocks; 12:00:20 and 12:00:30 come while it runs
 		advance(t, rec, clock, 10*time.Second)
@@ -657,7 +650,7 @@ func TestRetries(t *testing.T) {
 	g := newGate()
 	g.fail = 5 // more failures than retries
 	g.open()
-	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"flaky": g.handler})
+	startNode(t, cli, cat, rec, jobs.Handlers{"flaky": g.handler}, nodeOpts{manual: clock})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	clock.Advance(60 * time.Second)
 	for attempt := 1; attempt <= 3; attempt++ {
@@ -719,7 +712,7 @@ func TestJitterDelaysTheStart(t *testing.T) {
 	cat := catalog("jitter", j)
 	offset := j.JitterOffset(shard.Slot{Job: "spread"})
 	rec := newRecorder()
-	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	clock.Advance(sec(60).Sub(t0) + offset - time.Millisecond) // just before the jittered start
 	clock.Advance(time.Millisecond)
@@ -738,7 +731,7 @@ func TestPauseResumeTrigger(t *testing.T) {
 	clock := NewManualClock(t0)
 	cat := catalog("control", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
 	rec := newRecorder()
-	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	ctx := context.Background()
 	if err := operator.Pause(ctx, cli, "control", "tick"); err != nil {
@@ -793,7 +786,7 @@ func TestReleasedSlotRetractsItsAheadRecord(t *testing.T) {
 	clock := NewManualClock(t0)
 	cat := catalog("retract", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: config.MisfireSkip}))
 	rec := newRecorder()
-	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	a := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	advance(t, rec, clock, 10*time.Second) // 12:00:10 runs; its result records 12:00:20 ahead
 	waitKind(t, rec, "the run", 1, func(e Event) bool { return e.Kind == Finished })
@@ -837,7 +830,7 @@ func TestHistoryKeepsItsLimitAndTrimsWhenLowered(t *testing.T) {
 	clock := NewManualClock(t0)
 	cat := catalog("history", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", HistoryLimit: 3}))
 	rec := newRecorder()
-	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	a := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
 	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
 	for i := 1; i <= 5; i++ {
 		clock.Advance(10 * time.Second)
@@ -930,7 +923,7 @@ func TestFiresFallenBehindAreRecorded(t *testing.T) {
 	clock := NewManualClock(t0)
 	cat := catalog("behind", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
 	rec := newRecorder()
-	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	clock.Advance(35 * time.Second) // past the fires at :10, :20 and :30 at once
 	waitKind(t, rec, "the late fire", 1, func(e Event) bool { return e.Kind == Finished })
@@ -966,7 +959,7 @@ func TestFiresFallenBehindRunUnderFireAll(t *testing.T) {
 	cat := catalog("behindall", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop",
 		Misfire: config.MisfireFireAll, CatchupWindow: 26 * time.Second}))
 	rec := newRecorder()
-	n := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	clock.Advance(45 * time.Second) // past the fires at :10 to :40 at once
 	waitKind(t, rec, "the fires within the window", 3, func(e Event) bool { return e.Kind == Finished })

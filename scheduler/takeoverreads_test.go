@@ -56,11 +56,7 @@ func TestTakeoverReadsShareTransactions(t *testing.T) {
 	wg.Add(1)
 	readOne(7)
 	stop()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the reads did not stop")
-	}
+	kiratest.Receive(t, done, 10*time.Second, "the reads to stop")
 	close(errs)
 	for err := range errs {
 		if err != nil {

@@ -40,13 +40,12 @@ func (c *cli) benchCmd() *cobra.Command {
 	fs.StringVar(&f.slots, "slots", "100,1000,10000", "lateness: comma-separated slot counts (empty skips)")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "lateness: measuring window")
 	fs.DurationVar(&f.warmup, "warmup", 10*time.Second, "lateness and soak: wait this long after every slot is owned before measuring")
-	fs.BoolVar(&f.command, "sh", false, "lateness: run `sh -c :` per execution instead of the Go handler noop (in the bench's own process: not with --production)")
+	fs.BoolVar(&f.command, "sh", false, "lateness: the load is a command job, `date +%s.%N`, instead of the Go handler noop; its lateness counts to when its process ran (the instant it printed)")
 	fs.DurationVar(&f.jitter, "jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
 	fs.IntVar(&f.outputBytes, "output-bytes", 0, "lateness: the load is an HTTP job whose answer, its output, is this many bytes (served by the bench), instead of the Go handler noop (built into kira run); soak: its HTTP job's answer")
 	fs.StringVar(&f.overlap, "overlap", string(config.DefaultOverlap), "lateness: the load job's overlap policy (skip, queue, replace, allow): what a fire does while the slot's previous run still runs, which past capacity decides what the fires that cannot run cost")
-	fs.BoolVar(&f.probe, "sh-probe", false, "lateness: add one slot running `sh -c :` every second and report its lateness (to the process start) on its own")
+	fs.BoolVar(&f.probe, "sh-probe", false, "lateness: add one slot running the command job of --sh every second and report its lateness (to when its process ran) on its own")
 	fs.StringVar(&f.ttls, "ttls", "2s,6s,15s", "failover: comma-separated lease TTLs (empty skips)")
-	fs.BoolVar(&f.procs, "procs", false, "failover and handover: run each member as a kira run process of this binary, and end the owner with SIGKILL (failover) or SIGTERM (handover) (default: members share this process)")
 	fs.IntVar(&f.trials, "trials", 9, "failover and handover: trials each (0 skips handover)")
 	fs.IntVar(&f.rebalance, "rebalance", 10000, "rebalance: slots (0 skips)")
 	f.output.register(fs)
@@ -56,24 +55,23 @@ func (c *cli) benchCmd() *cobra.Command {
 	fs.BoolVar(&f.etcdFast, "etcd-fast", false, "with no --etcd: tune the embedded etcd as the tests do (no fsync, 20 ms ticks) instead of as kira run does")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
 	fs.StringVar(&f.plot, "plot", "", "write SVG charts of what the run measured into this directory: lateness.svg (p50, p99 and fires started against fires a second), failover.svg (each failover and handover trial), soak.svg (etcd's database and the members' memory over time)")
-	fs.StringVar(&f.heapProfile, "heapprofile", "", "write a heap profile to this file while the rebalance's members hold their idle slots (go tool pprof)")
 	return cmd
 }
 
 type benchFlags struct {
-	slots, ttls                                 string
-	duration, warmup, jitter, soak, soakEvery   time.Duration
-	command, probe, procs, etcdFast, production bool
-	slotsSet                                    bool // --slots was given
-	http                                        bool // --output-bytes was given
-	trials, rebalance, outputBytes              int
-	output                                      output
-	cpuProfile, heapProfile, overlap, plot      string
+	slots, ttls                               string
+	duration, warmup, jitter, soak, soakEvery time.Duration
+	command, probe, etcdFast, production      bool
+	slotsSet                                  bool // --slots was given
+	http                                      bool // --output-bytes was given
+	trials, rebalance, outputBytes            int
+	output                                    output
+	cpuProfile, overlap, plot                 string
 }
 
 func (c *cli) bench(f benchFlags) error {
 	stdout, stderr := c.stdout, c.stderr
-	cfg := bench.Config{Processes: f.procs, Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, HeapProfile: f.heapProfile, OutputBytes: f.outputBytes,
+	cfg := bench.Config{Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, OutputBytes: f.outputBytes,
 		HTTP: f.http, Overlap: config.Overlap(f.overlap)}
 	if !cfg.Overlap.Known() {
 		return fmt.Errorf("kira bench: --overlap %q is not one of skip, queue, replace, allow", f.overlap)
@@ -97,19 +95,15 @@ func (c *cli) bench(f benchFlags) error {
 		}
 		cfg.TTLs = append(cfg.TTLs, d)
 	}
-	if cfg.Processes || f.production {
-		bin, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("kira bench: %w", err)
-		}
-		cfg.Binary, cfg.Processes = bin, true
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("kira bench: %w", err)
 	}
+	cfg.Binary = bin
 	cfg.Etcd = c.etcdConfig("")
 	switch {
 	case f.production && len(cfg.Etcd.Endpoints) > 0:
 		return fmt.Errorf("kira bench: --production and --soak start their own etcd cluster; leave out --etcd")
-	case f.production && (f.command || f.probe):
-		return fmt.Errorf("kira bench: --sh and --sh-probe run in the bench's own process; leave them out with --production and --soak")
 	case f.production:
 		dir, err := os.MkdirTemp("", "kira-bench-etcd")
 		if err != nil {
@@ -188,6 +182,8 @@ func soakConfig(f *benchFlags, cfg *bench.Config) error {
 		return fmt.Errorf("kira bench: --soak-every %s: want more than 0 and at most --soak (%s)", f.soakEvery, f.soak)
 	case f.overlap != string(config.DefaultOverlap):
 		return fmt.Errorf("kira bench: --overlap %s: the soak runs the job with the defaults a user gets; leave out --overlap", f.overlap)
+	case f.command || f.probe:
+		return fmt.Errorf("kira bench: --sh and --sh-probe are lateness loads; the soak runs its own HTTP job: leave them out with --soak")
 	}
 	f.production, f.slots, f.ttls, f.trials, f.rebalance = true, "", "", 0, 0
 	cfg.Soak, cfg.SoakSlots, cfg.SoakEvery, cfg.Trials, cfg.Rebalance = f.soak, n, f.soakEvery, 0, 0
@@ -215,11 +211,7 @@ func printBench(w io.Writer, r *bench.Report) {
 	fmt.Fprintf(w, "etcd: %s\n\n", r.Etcd)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(r.Failover) > 0 {
-		crash := "FAILOVER (crash)"
-		if r.Failover[0].Processes {
-			crash = "FAILOVER (kill -9)"
-		}
-		fmt.Fprintln(tw, crash+"\tTTL\tMEDIAN\tWORST\tMEDIAN/TTL\tFIRES LOST\tSAMPLES")
+		fmt.Fprintln(tw, "FAILOVER (kill -9)\tTTL\tMEDIAN\tWORST\tMEDIAN/TTL\tFIRES LOST\tSAMPLES")
 		for _, f := range r.Failover {
 			var s []string
 			for _, d := range f.Samples {
@@ -230,11 +222,7 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintln(tw)
 	}
 	if h := r.Handover; h != nil {
-		stop := "GRACEFUL HANDOVER"
-		if h.Processes {
-			stop = "GRACEFUL HANDOVER (SIGTERM)"
-		}
-		fmt.Fprintln(tw, stop+"\t\tMEDIAN\tWORST\t\tFIRES LOST")
+		fmt.Fprintln(tw, "GRACEFUL HANDOVER (SIGTERM)\t\tMEDIAN\tWORST\t\tFIRES LOST")
 		fmt.Fprintf(tw, "\t\t%s\t%s\t\t%d\n\n", ms(h.Median), ms(h.Worst), h.Lost)
 	}
 	if len(r.Lateness) > 0 {
@@ -244,12 +232,12 @@ func printBench(w io.Writer, r *bench.Report) {
 				fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t-\t-\t-\t-\t-\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted)
 				continue
 			}
-			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.3f%s\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, keysText(l.PerExecute), keysText(l.KeysPerExecute), bytesText(l.BytesPerExecute), l.Settle.Round(time.Millisecond),
-				l.CPUPer1000, withEtcd(l.EtcdInProcess))
+			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.3f\n", l.Slots, executorText(l), ms(l.P50), ms(l.P99), ms(l.Max), l.Started, l.Expected, l.Skipped, l.NotStarted, keysText(l.PerExecute), keysText(l.KeysPerExecute), bytesText(l.BytesPerExecute), l.Settle.Round(time.Millisecond),
+				l.CPUPer1000)
 		}
 		for _, l := range r.Lateness {
 			if p := l.Probe; p != nil {
-				fmt.Fprintf(tw, "\t+1\tsh -c : among %d\t%s\t%s\t%s\t%d/%d\t%d\t%d\n", l.Slots, ms(p.P50), ms(p.P99), ms(p.Max), p.Started, p.Expected, p.Skipped, p.NotStarted)
+				fmt.Fprintf(tw, "\t+1\tthe command among %d\t%s\t%s\t%s\t%d/%d\t%d\t%d\n", l.Slots, ms(p.P50), ms(p.P99), ms(p.Max), p.Started, p.Expected, p.Skipped, p.NotStarted)
 			}
 		}
 		for _, l := range r.Lateness {
@@ -260,13 +248,9 @@ func printBench(w io.Writer, r *bench.Report) {
 		fmt.Fprintln(tw)
 	}
 	if len(r.Rebalance) > 0 {
-		fmt.Fprintln(tw, "REBALANCE\tCATALOG\tCHANGE\tSLOTS\tMOVED\tIDEAL\tMOVED/IDEAL\tSETTLE\tMEMBERS")
+		fmt.Fprintln(tw, "REBALANCE\tCATALOG\tCHANGE\tSLOTS\tMOVED\tIDEAL\tMOVED/IDEAL\tSETTLE")
 		for _, b := range r.Rebalance {
-			members := "in the bench's process"
-			if b.Processes {
-				members = "kira run processes"
-			}
-			fmt.Fprintf(tw, "\t%s\t%s\t%d\t%.3f\t%.3f\t%.2f\t%s\t%s\n", b.Shape, b.Change, b.Slots, b.Moved, b.Ideal, b.Moved/b.Ideal, b.Settle.Round(time.Millisecond), members)
+			fmt.Fprintf(tw, "\t%s\t%s\t%d\t%.3f\t%.3f\t%.2f\t%s\n", b.Shape, b.Change, b.Slots, b.Moved, b.Ideal, b.Moved/b.Ideal, b.Settle.Round(time.Millisecond))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -287,7 +271,7 @@ func printBench(w io.Writer, r *bench.Report) {
 			fmt.Fprintf(tw, "\t%d\t%.3f\t%s\t%.2f MB\t%.0f\t%.1f\t%.1f MB\n", l.Slots, c.CPUSeconds, disk, c.WALBytes/1e6, c.Keys, c.Txns, c.DBBytes/1e6)
 		}
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "CORES USED IN THE WINDOW\tSLOTS\tETCD (3 PROCESSES)\tMEMBERS (3)\tBENCH (THE JOB'S RECEIVER)\tMACHINE")
+		fmt.Fprintln(tw, "CORES USED IN THE WINDOW\tSLOTS\tETCD (WITH THE BENCH IF EMBEDDED)\tMEMBERS (3)\tBENCH (THE JOB'S RECEIVER)\tMACHINE")
 		for _, l := range costs {
 			if c := l.Cores; c != nil {
 				fmt.Fprintf(tw, "\t%d\t%.2f\t%.2f\t%.2f\t%d\n", l.Slots, c.Etcd, c.Members, c.Bench, c.Machine)
@@ -299,12 +283,9 @@ func printBench(w io.Writer, r *bench.Report) {
 		printSoak(tw, s)
 	}
 	if m := r.Memory; m != nil {
-		fmt.Fprintln(tw, "MEMORY\tIDLE SLOTS\tMEMBERS\tHEAP\tPER SLOT PER MEMBER\tRESIDENT PER 1000 SLOTS PER MEMBER (AT SETTLE / FREE MEMORY RETURNED)")
-		rss := "-"
-		if m.RSSBytes != 0 {
-			rss = fmt.Sprintf("%.2f / %.2f MiB", m.RSSPer1000PerMember/(1<<20), m.RSSKeptPer1000PerMember/(1<<20))
-		}
-		fmt.Fprintf(tw, "\t%d\t%d\t%.1f MiB\t%.0f B%s\t%s\n", m.Slots, m.Members, float64(m.HeapBytes)/(1<<20), m.PerSlotPerMember, withEtcd(m.EtcdInProcess), rss)
+		fmt.Fprintln(tw, "MEMORY\tIDLE SLOTS\tMEMBERS\tLIVE HEAP\tPER SLOT PER MEMBER\tRESIDENT PER 1000 SLOTS PER MEMBER\tBASE MEMBER (HEAP / RESIDENT)")
+		fmt.Fprintf(tw, "\t%d\t%d\t%.1f MiB\t%.0f B\t%.2f MiB\t%.1f / %.1f MiB\n", m.Slots, m.Members, float64(m.HeapBytes)/(1<<20), m.PerSlotPerMember,
+			m.RSSPer1000PerMember/(1<<20), float64(m.BaseHeapBytes)/(1<<20), float64(m.BaseRSSBytes)/(1<<20))
 	}
 	tw.Flush()
 }
@@ -342,13 +323,6 @@ func printSoak(tw *tabwriter.Writer, s *bench.Soak) {
 		fmt.Fprintf(tw, "\tended early: %s\n", s.MemberLost)
 	}
 	fmt.Fprintln(tw)
-}
-
-func withEtcd(inProcess bool) string {
-	if inProcess {
-		return " (incl. etcd)"
-	}
-	return ""
 }
 
 // bytesText prints bytes per execution, "-" when etcd's counters were not

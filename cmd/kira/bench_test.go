@@ -7,8 +7,8 @@ import (
 
 // TestBenchRefusesWhatItCannotRun: --soak measures one rate, in the
 // production shape, with the job's defaults, sampled within its length;
-// --overlap is one of the catalog's policies; the production shape has no
-// sh load; anything else is refused before a process starts, naming the
+// --overlap is one of the catalog's policies; the soak has no command
+// load; anything else is refused before a process starts, naming the
 // flag.
 func TestBenchRefusesWhatItCannotRun(t *testing.T) {
 	for _, c := range []struct {
@@ -21,8 +21,8 @@ func TestBenchRefusesWhatItCannotRun(t *testing.T) {
 		{[]string{"--soak", "1m", "--etcd", "http://127.0.0.1:1"}, "leave out --etcd"},
 		{[]string{"--soak", "1m", "--overlap", "queue"}, "leave out --overlap"},
 		{[]string{"--overlap", "wait"}, `--overlap "wait" is not one of skip, queue, replace, allow`},
-		{[]string{"--production", "--sh"}, "leave them out with --production"},
-		{[]string{"--soak", "1m", "--sh-probe"}, "leave them out with --production"},
+		{[]string{"--soak", "1m", "--sh"}, "leave them out with --soak"},
+		{[]string{"--soak", "1m", "--sh-probe"}, "leave them out with --soak"},
 	} {
 		out, code := runKira(t, append([]string{"bench"}, c.args...)...)
 		if code == 0 || !strings.Contains(out, c.want) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -114,7 +115,7 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 		return 0
 	})
 	m.registry.MustRegister(incarnationGauges{current: current}, m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.notified, m.lateness,
-		catalogRev, buildInfo, leaseLeft, leaseTTL, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		catalogRev, buildInfo, leaseLeft, leaseTTL, collectors.NewGoCollector(liveHeap), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -263,3 +264,9 @@ func (m *metrics) finished(e scheduler.Event) {
 		m.fenced.WithLabelValues(e.Slot.Job).Inc()
 	}
 }
+
+// liveHeap adds Go's live heap as of the last collection
+// (go_gc_heap_live_bytes) to the Go collector's series: what a member's
+// slots keep, without the garbage between collections. kira bench reads it
+// (docs/benchmarks.md#rebalance).
+var liveHeap = collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})
