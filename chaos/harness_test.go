@@ -399,20 +399,16 @@ func (c *cluster) waitAllFiring(timeout time.Duration) {
 // until (sweep's writes come sweepWork after its fires).
 func (c *cluster) waitWrittenThrough(until time.Time, timeout time.Duration) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	// Not fatal: the checker says which fires are missing.
+	kiratest.PollEach(timeout, 100*time.Millisecond, func() bool {
 		done := map[string]bool{}
 		for _, a := range c.witness.Attempts() {
 			if a.Kind == Write && a.Outcome == Accepted && !a.Scheduled.Before(until) {
 				done[a.Slot()] = true
 			}
 		}
-		if len(done) == c.slotCount() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	// Not fatal: the checker says which fires are missing.
+		return len(done) == c.slotCount()
+	})
 }
 
 // byID finds the member whose current incarnation has id.
@@ -512,12 +508,8 @@ func (c *cluster) etcdLeader() int {
 
 func (c *cluster) eventually(what string, timeout time.Duration, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !kiratest.PollEach(timeout, 100*time.Millisecond, cond) {
+		c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
 	}
 }
 

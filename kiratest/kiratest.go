@@ -25,12 +25,18 @@ const PollEvery = 20 * time.Millisecond
 // Poll checks cond every PollEvery until it holds (true) or within has
 // passed (false).
 func Poll(within time.Duration, cond func() bool) bool {
+	return PollEach(within, PollEvery, cond)
+}
+
+// PollEach is Poll checking every every: for a condition that costs a
+// read of etcd or of a process (the chaos suite's, every 100 ms).
+func PollEach(within, every time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(PollEvery)
+		time.Sleep(every)
 	}
 	return true
 }
