@@ -19,7 +19,7 @@ func TestRecordsKeepTheirTraceID(t *testing.T) {
 	older := Stored{Record: Record{Job: slot.Job, Partition: slot.Partition, ExecutionID: "x1", Member: "m1", Token: 42, ScheduledTime: at,
 		StartedAt: at.Add(time.Millisecond), FinishedAt: at.Add(time.Second), Outcome: "succeeded", Attempt: 1, Cause: CauseSchedule, HTTPStatus: &status},
 		State: &SlotState{Token: 42, Member: "m1", Started: at.Add(time.Minute), StartedID: "x2", StartedAttempt: 1, Finished: at, Outcome: "succeeded", HistorySeq: 8, HistoryLimit: 10},
-		Seq: seqOf(7)}
+		Seq:   seqOf(7)}
 	for _, id := range []string{"4bf92f3577b34da6a3ce929d0e0e4736", "not-a-w3c-trace-id"} {
 		traced := older
 		traced.TraceID = id
