@@ -29,8 +29,9 @@ func TestStoredRecordIsBounded(t *testing.T) {
 		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
 	st := SlotState{Token: 1 << 62, Member: member, Started: at, StartedID: "manual-" + long(64, "f"), StartedAttempt: 100,
 		Finished: at, Outcome: "timed_out", HistorySeq: 1 << 62, HistoryLimit: 999, MissedDropped: 1 << 62}
-	skip := r                                                                                                   // the skip record carried with it, as long
-	skip.Outcome, skip.OutputTail, skip.ExitCode, skip.Token, skip.TraceID = OutcomeSkipped, "", nil, 1<<61, "" // no execution, no trace
+	// The skip record carried with it, as long; no execution, so no trace.
+	skip := r
+	skip.Outcome, skip.OutputTail, skip.ExitCode, skip.Token, skip.TraceID = OutcomeSkipped, "", nil, 1<<61, ""
 	data, err := json.Marshal(Stored{Record: r, State: &st, Skipped: &skip})
 	if err != nil {
 		t.Fatal(err)
