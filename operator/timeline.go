@@ -97,6 +97,9 @@ type Execution struct {
 	HTTPStatus *int   `json:"http_status"`
 	// Repeats counts the later fires a skip record stands for.
 	Repeats int `json:"repeats"`
+	// TraceID is the execution's trace id, "" if its record keeps none
+	// (history.Record.TraceID).
+	TraceID string `json:"trace_id"`
 }
 
 // Holding is a stretch of time a slot's records show one holder (member and
@@ -277,7 +280,7 @@ func maxTime(a, b time.Time) time.Time {
 
 func executionOf(r history.Record) Execution {
 	e := Execution{ID: r.ExecutionID, Attempt: r.Attempt, Cause: string(r.Cause), Member: r.Member, Token: int64(r.Token),
-		Scheduled: r.ScheduledTime, Outcome: r.Outcome, ExitCode: r.ExitCode, HTTPStatus: r.HTTPStatus, Repeats: r.Repeats}
+		Scheduled: r.ScheduledTime, Outcome: r.Outcome, ExitCode: r.ExitCode, HTTPStatus: r.HTTPStatus, Repeats: r.Repeats, TraceID: r.TraceID}
 	if r.Outcome != history.OutcomeSkipped && r.Outcome != history.OutcomeMissed && !r.StartedAt.IsZero() {
 		started := r.StartedAt
 		e.Started = &started
