@@ -67,12 +67,14 @@ func TestHealthListsEtcdAlarmsAndMembers(t *testing.T) {
 // left each show their part in the failover, the crashed member's slots
 // (as it led them before the crash) split between them, the one that took
 // more leading, each acting after the crashed member's last record; the
-// slots it gave up as the others joined are no part of it.
+// slots it gave up as the others joined are no part of it. Then a graceful
+// stop of one of the two is the last failover: the last member took over
+// all its slots.
 func TestMembersShowTheLastFailover(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	a, crashA := startMember(t, etcd.Endpoints(), "a")
-	startMember(t, etcd.Endpoints(), "b")
+	b, _ := startMember(t, etcd.Endpoints(), "b")
 	startMember(t, etcd.Endpoints(), "c")
 	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "tl", Leases: cli}))
 	defer srv.Close()
@@ -83,35 +85,40 @@ func TestMembersShowTheLastFailover(t *testing.T) {
 		}
 		return ms
 	}
+	// settled reports whether every slot of the catalog has an owner
+	// whose last two records are its newest, and returns how many slots
+	// the member id leads.
+	settled := func(id string) (int, bool) {
+		led := 0
+		for _, job := range []string{"tick", "broken", "wide"} {
+			tl, err := operator.ReadTimeline(context.Background(), cli, nil, nil, "tl", operator.TimelineQuery{From: time.Now().Add(-time.Minute), To: time.Now(), Bucket: time.Second, Job: job})
+			if err != nil {
+				return 0, false
+			}
+			for _, s := range tl.Jobs[0].Slots {
+				n := len(s.Executions)
+				if n < 2 || s.Owner == "" || s.Executions[n-1].Member != s.Owner || s.Executions[n-2].Member != s.Owner {
+					return 0, false
+				}
+				if s.Owner == id {
+					led++
+				}
+			}
+		}
+		return led, true
+	}
 	var led int
 	kiratest.WaitUntil(t, "the 23 slots split over a, b and c, with records, and no failover yet", 40*time.Second, func() bool {
-		ms, total := members(), 0
+		ms := members()
 		for _, m := range ms {
 			if m.LastFailover != nil {
 				t.Fatalf("a failover before any member left: %+v", m)
 			}
-			if m.ID == a.ID() {
-				led = m.SlotsLed
-			}
-			total += m.SlotsLed
 		}
-		tl, err := operator.ReadTimeline(context.Background(), cli, nil, nil, "tl", operator.TimelineQuery{From: time.Now().Add(-time.Minute), To: time.Now(), Bucket: time.Second, Job: "wide"})
-		if err != nil || len(ms) != 3 || total != 23 || led == 0 {
-			return false
-		}
-		for _, s := range tl.Jobs[0].Slots {
-			if len(s.Executions) < 2 || s.Owner == "" || s.Holders[len(s.Holders)-1].Member != s.Owner {
-				return false
-			}
-		}
-		return true
+		var ok bool
+		led, ok = settled(a.ID())
+		return len(ms) == 3 && ok && led > 0
 	})
-	ms := members()
-	for _, m := range ms {
-		if m.ID == a.ID() {
-			led = m.SlotsLed
-		}
-	}
 	crashed := time.Now()
 	crashA()
 	kiratest.WaitUntil(t, fmt.Sprintf("b and c took over a's %d slots", led), 30*time.Second, func() bool {
@@ -148,5 +155,28 @@ func TestMembersShowTheLastFailover(t *testing.T) {
 			t.Fatalf("%d members lead the failover: %+v, %+v", leaders, ms[0].LastFailover, ms[1].LastFailover)
 		}
 		return true
+	})
+
+	// b stops gracefully (as on SIGTERM): c takes over all of b's slots,
+	// and that is the last failover now.
+	kiratest.WaitUntil(t, "the 23 slots split over b and c, with records", 40*time.Second, func() bool {
+		var ok bool
+		led, ok = settled(b.ID())
+		return ok && led > 0
+	})
+	b.Stop()
+	if err := b.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	kiratest.WaitUntil(t, fmt.Sprintf("c took over b's %d slots", led), 30*time.Second, func() bool {
+		ms := members()
+		if len(ms) != 1 || ms[0].LastFailover == nil || ms[0].LastFailover.Left != b.ID() {
+			return false
+		}
+		f := ms[0].LastFailover
+		if f.Of > led || f.Slots != f.Of || !f.LedMost {
+			t.Fatalf("c's part in b's stop, of %d slots b led: %+v", led, f)
+		}
+		return f.Of == led
 	})
 }
