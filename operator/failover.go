@@ -43,31 +43,12 @@ type Takeover struct {
 // not a failover's, while a slot it let go as it stopped (SIGTERM), its
 // other slots' runs still finishing, is.
 func LastFailover(recs []history.Record, live map[string]bool) map[string]Takeover {
-	bySlot := recordsBySlot(recs)
-	holders := make([][]Holding, 0, len(bySlot))
-	lastEnd, lastStart := map[string]time.Time{}, map[string]time.Time{}
-	for _, rs := range bySlot {
-		slices.SortFunc(rs, func(a, b history.Record) int {
-			return cmp.Or(a.ScheduledTime.Compare(b.ScheduledTime), a.StartedAt.Compare(b.StartedAt))
-		})
-		var hs []Holding
-		for _, r := range rs {
-			hs = addHolding(hs, r)
-			if r.Outcome != string(jobs.Fenced) {
-				lastStart[r.Member] = maxTime(lastStart[r.Member], startOf(r))
-			}
-		}
-		for _, h := range hs {
-			lastEnd[h.Member] = maxTime(lastEnd[h.Member], h.To)
-		}
-		holders = append(holders, hs)
-	}
-	// by departed member, by successor: its takeovers.
-	taken := map[string]map[string]*Takeover{}
-	for _, hs := range holders {
+	a := holdersOf(recs)
+	taken := map[string]map[string]*Takeover{} // by departed member, by successor
+	for _, hs := range a.holders {
 		for i := 1; i < len(hs); i++ {
 			left, next := hs[i-1], hs[i]
-			if live[left.Member] || left.Member == next.Member || next.From.Before(lastStart[left.Member]) {
+			if live[left.Member] || left.Member == next.Member || next.From.Before(a.lastStart[left.Member]) {
 				continue
 			}
 			if taken[left.Member] == nil {
@@ -75,7 +56,7 @@ func LastFailover(recs []history.Record, live map[string]bool) map[string]Takeov
 			}
 			t := taken[left.Member][next.Member]
 			if t == nil {
-				t = &Takeover{Left: left.Member, LeftLastRecord: lastEnd[left.Member], At: next.From}
+				t = &Takeover{Left: left.Member, LeftLastRecord: a.lastEnd[left.Member], At: next.From}
 				taken[left.Member][next.Member] = t
 			}
 			t.Slots++
@@ -86,24 +67,59 @@ func LastFailover(recs []history.Record, live map[string]bool) map[string]Takeov
 	}
 	last := ""
 	for m := range taken {
-		if last == "" || lastEnd[m].After(lastEnd[last]) || lastEnd[m].Equal(lastEnd[last]) && m < last {
+		if last == "" || a.lastEnd[m].After(a.lastEnd[last]) || a.lastEnd[m].Equal(a.lastEnd[last]) && m < last {
 			last = m
 		}
 	}
 	if last == "" {
 		return nil
 	}
-	// The successor that took most leads; of those that took as many,
-	// the one that acted first, then the smallest id.
+	return ranked(taken[last])
+}
+
+// activity is every slot's holders, oldest first, and each member's last
+// start and last end of a record in any slot.
+type activity struct {
+	holders            [][]Holding
+	lastStart, lastEnd map[string]time.Time
+}
+
+// holdersOf is the activity recs show (fenced records left out).
+func holdersOf(recs []history.Record) activity {
+	bySlot := recordsBySlot(recs)
+	a := activity{holders: make([][]Holding, 0, len(bySlot)), lastStart: map[string]time.Time{}, lastEnd: map[string]time.Time{}}
+	for _, rs := range bySlot {
+		slices.SortFunc(rs, func(x, y history.Record) int {
+			return cmp.Or(x.ScheduledTime.Compare(y.ScheduledTime), x.StartedAt.Compare(y.StartedAt))
+		})
+		var hs []Holding
+		for _, r := range rs {
+			hs = addHolding(hs, r)
+			if r.Outcome != string(jobs.Fenced) {
+				a.lastStart[r.Member] = maxTime(a.lastStart[r.Member], startOf(r))
+			}
+		}
+		for _, h := range hs {
+			a.lastEnd[h.Member] = maxTime(a.lastEnd[h.Member], h.To)
+		}
+		a.holders = append(a.holders, hs)
+	}
+	return a
+}
+
+// ranked is one failover's takeovers with Of and LedMost set: the
+// successor that took most leads; of those that took as many, the one that
+// acted first, then the smallest id.
+func ranked(taken map[string]*Takeover) map[string]Takeover {
 	lead, of := "", 0
-	for m, t := range taken[last] {
+	for m, t := range taken {
 		of += t.Slots
-		if l := taken[last][lead]; l == nil || cmp.Or(l.Slots-t.Slots, t.At.Compare(l.At), cmp.Compare(m, lead)) < 0 {
+		if l := taken[lead]; l == nil || cmp.Or(l.Slots-t.Slots, t.At.Compare(l.At), cmp.Compare(m, lead)) < 0 {
 			lead = m
 		}
 	}
 	out := map[string]Takeover{}
-	for m, t := range taken[last] {
+	for m, t := range taken {
 		t.Of, t.LedMost = of, m == lead
 		out[m] = *t
 	}
