@@ -8,11 +8,21 @@ import (
 	"github.com/kira-scheduler/kira/operator"
 )
 
-// members answers each live member with its slots and lease.
+// members answers each live member with its slots, its lease and its
+// part in the last failover.
 func (s *server) members(ctx context.Context, _ *http.Request) (any, error) {
 	st, err := operator.ReadStatus(ctx, s.cfg.KV, s.cfg.Cluster)
 	if err != nil {
 		return nil, err
 	}
-	return operator.ReadMembers(ctx, s.cfg.KV, s.cfg.Leases, st, time.Now())
+	members, err := operator.ReadMembers(ctx, s.cfg.KV, s.cfg.Leases, st, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.rings.Records(ctx, s.journals)
+	if err != nil {
+		return nil, err
+	}
+	operator.AddLastFailover(members, recs)
+	return members, nil
 }

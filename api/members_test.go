@@ -2,11 +2,15 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,4 +61,122 @@ func TestHealthListsEtcdAlarmsAndMembers(t *testing.T) {
 			t.Fatalf("health once disarmed: %+v", problems)
 		}
 	}
+}
+
+// GET /v1/members after a member's crash, three real members: the two
+// left each show their part in the failover, the crashed member's slots
+// (as it led them before the crash) split between them, the one that took
+// more leading, each acting after the crashed member's last record; the
+// slots it gave up as the others joined are no part of it. Then a graceful
+// stop of one of the two is the last failover: the last member took over
+// all its slots.
+func TestMembersShowTheLastFailover(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	a, crashA := startMember(t, etcd.Endpoints(), "a")
+	b, _ := startMember(t, etcd.Endpoints(), "b")
+	startMember(t, etcd.Endpoints(), "c")
+	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "tl", Leases: cli}))
+	defer srv.Close()
+	members := func() []operator.MemberView {
+		var ms []operator.MemberView
+		if code := call(t, srv.Client(), "GET", srv.URL+"/v1/members", "", "", &ms); code != 200 {
+			t.Fatalf("GET /v1/members: %d", code)
+		}
+		return ms
+	}
+	// settled reports whether every slot of the catalog has an owner
+	// whose last two records are its newest, and returns how many slots
+	// the member id leads.
+	settled := func(id string) (int, bool) {
+		led := 0
+		for _, job := range []string{"tick", "broken", "wide"} {
+			tl, err := operator.ReadTimeline(context.Background(), cli, nil, nil, "tl", operator.TimelineQuery{From: time.Now().Add(-time.Minute), To: time.Now(), Bucket: time.Second, Job: job})
+			if err != nil {
+				return 0, false
+			}
+			for _, s := range tl.Jobs[0].Slots {
+				n := len(s.Executions)
+				if n < 2 || s.Owner == "" || s.Executions[n-1].Member != s.Owner || s.Executions[n-2].Member != s.Owner {
+					return 0, false
+				}
+				if s.Owner == id {
+					led++
+				}
+			}
+		}
+		return led, true
+	}
+	var led int
+	kiratest.WaitUntil(t, "the 23 slots split over a, b and c, with records, and no failover yet", 40*time.Second, func() bool {
+		ms := members()
+		for _, m := range ms {
+			if m.LastFailover != nil {
+				t.Fatalf("a failover before any member left: %+v", m)
+			}
+		}
+		var ok bool
+		led, ok = settled(a.ID())
+		return len(ms) == 3 && ok && led > 0
+	})
+	crashed := time.Now()
+	crashA()
+	kiratest.WaitUntil(t, fmt.Sprintf("b and c took over a's %d slots", led), 30*time.Second, func() bool {
+		ms := members()
+		if len(ms) != 2 {
+			return false
+		}
+		sum, most := 0, 0
+		for _, m := range ms {
+			f := m.LastFailover
+			if f == nil || f.Left != a.ID() || f.Of != led {
+				return false
+			}
+			sum += f.Slots
+			most = max(most, f.Slots)
+		}
+		if sum != led {
+			return false
+		}
+		leaders := 0
+		for _, m := range ms {
+			f := m.LastFailover
+			if f.LedMost {
+				leaders++
+				if f.Slots != most {
+					t.Fatalf("%s leads with %d slots; another took %d: %+v", m.Name, f.Slots, most, ms)
+				}
+			}
+			if f.LeftLastRecord.After(crashed) || f.At.Before(f.LeftLastRecord) {
+				t.Fatalf("%s: a's last record at %v (crashed at %v), %s first acted at %v", m.Name, f.LeftLastRecord, crashed, m.Name, f.At)
+			}
+		}
+		if leaders != 1 {
+			t.Fatalf("%d members lead the failover: %+v, %+v", leaders, ms[0].LastFailover, ms[1].LastFailover)
+		}
+		return true
+	})
+
+	// b stops gracefully (as on SIGTERM): c takes over all of b's slots,
+	// and that is the last failover now.
+	kiratest.WaitUntil(t, "the 23 slots split over b and c, with records", 40*time.Second, func() bool {
+		var ok bool
+		led, ok = settled(b.ID())
+		return ok && led > 0
+	})
+	b.Stop()
+	if err := b.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	kiratest.WaitUntil(t, fmt.Sprintf("c took over b's %d slots", led), 30*time.Second, func() bool {
+		ms := members()
+		if len(ms) != 1 || ms[0].LastFailover == nil || ms[0].LastFailover.Left != b.ID() {
+			return false
+		}
+		f := ms[0].LastFailover
+		if f.Of > led || f.Slots != f.Of || !f.LedMost {
+			t.Fatalf("c's part in b's stop, of %d slots b led: %+v", led, f)
+		}
+		return f.Of == led
+	})
 }

@@ -69,7 +69,7 @@ func toCompact(s Stored) compact {
 	at := r.ScheduledTime
 	c := compact{Member: r.Member, Token: r.Token, Scheduled: at.UnixNano(), Started: offset(at, r.StartedAt), Finished: offset(at, r.FinishedAt),
 		Outcome: r.Outcome, Attempt: r.Attempt, Cause: r.Cause, OutputTail: lastBytes(r.OutputTail, StoredOutputBytes),
-		Error: firstBytes(r.Error, StoredErrorBytes), ExitCode: r.ExitCode, HTTPStatus: r.HTTPStatus, Repeats: r.Repeats}
+		Error: firstBytes(r.Error, StoredErrorBytes), ExitCode: r.ExitCode, HTTPStatus: r.HTTPStatus, Repeats: r.Repeats, TraceID: r.TraceID}
 	if c.Cause == CauseSchedule {
 		c.Cause = ""
 	}
@@ -142,7 +142,7 @@ func fromCompact(s shard.Slot, c compact) (Stored, error) {
 	at := time.Unix(0, c.Scheduled).UTC()
 	r := Record{Job: s.Job, Partition: s.Partition, ExecutionID: c.ExecutionID, Member: c.Member, Token: c.Token,
 		ScheduledTime: at, StartedAt: timeAt(at, c.Started), FinishedAt: timeAt(at, c.Finished), Outcome: c.Outcome, Attempt: c.Attempt,
-		Cause: c.Cause, OutputTail: c.OutputTail, Error: c.Error, ExitCode: c.ExitCode, HTTPStatus: c.HTTPStatus, Repeats: c.Repeats}
+		Cause: c.Cause, OutputTail: c.OutputTail, Error: c.Error, ExitCode: c.ExitCode, HTTPStatus: c.HTTPStatus, Repeats: c.Repeats, TraceID: c.TraceID}
 	if r.ExecutionID == "" {
 		r.ExecutionID = standardID(s.Job, s.Partition, at)
 	}
@@ -223,6 +223,9 @@ type compact struct {
 	State         *compactState `json:"n,omitempty"`
 	Skipped       *compact      `json:"sk,omitempty"` // without the member and token it shares
 	Seq           *int64        `json:"-"`            // the wire format's only (Stored.Seq)
+	// TraceID: absent in records of versions that did not keep it, which
+	// then read as "" (TestRecordsKeepTheirTraceID).
+	TraceID string `json:"tr,omitempty"`
 }
 
 // compactState is the slot's state in a compact record; Token, Member and

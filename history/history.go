@@ -71,6 +71,11 @@ type Record struct {
 	// for every other record.
 	Repeats           int        `json:"repeats"`
 	LastScheduledTime *time.Time `json:"last_scheduled_time"`
+	// TraceID is the OpenTelemetry trace id (32 hex digits) of the
+	// execution's span, when tracing sampled it; "" otherwise, for records
+	// without an execution, and for records written by versions that did
+	// not keep it (TestRecordsKeepTheirTraceID).
+	TraceID string `json:"trace_id"`
 }
 
 // Fires is how many fires the record stands for: 1, or 1 + Repeats for a
@@ -179,6 +184,7 @@ type storedRecord struct {
 	HTTPStatus        *int          `json:"http_status,omitempty"`
 	Repeats           int           `json:"repeats,omitempty"`
 	LastScheduledTime *time.Time    `json:"last_scheduled_time,omitempty"`
+	TraceID           string        `json:"trace_id,omitempty"`
 }
 
 // lastBytes is the end of s, at most n bytes, not starting in the middle

@@ -25,11 +25,13 @@ func TestStoredRecordIsBounded(t *testing.T) {
 	at := time.Date(2026, 12, 31, 23, 59, 59, 999999999, time.FixedZone("X", -12*3600))
 	r := Record{Job: long(63, "j"), Partition: 99999, ExecutionID: "manual-" + long(64, "f"), Member: member, Token: 1 << 62,
 		ScheduledTime: at, StartedAt: at, FinishedAt: at, Outcome: "timed_out", Attempt: 100, Cause: CauseManual,
-		OutputTail: long(1<<20, "é"), Error: long(1<<20, "ü"), ExitCode: &code, Repeats: 1 << 30, LastScheduledTime: &at}
+		OutputTail: long(1<<20, "é"), Error: long(1<<20, "ü"), ExitCode: &code, Repeats: 1 << 30, LastScheduledTime: &at,
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
 	st := SlotState{Token: 1 << 62, Member: member, Started: at, StartedID: "manual-" + long(64, "f"), StartedAttempt: 100,
 		Finished: at, Outcome: "timed_out", HistorySeq: 1 << 62, HistoryLimit: 999, MissedDropped: 1 << 62}
-	skip := r // the skip record carried with it, as long
-	skip.Outcome, skip.OutputTail, skip.ExitCode, skip.Token = OutcomeSkipped, "", nil, 1<<61
+	// The skip record carried with it, as long; no execution, so no trace.
+	skip := r
+	skip.Outcome, skip.OutputTail, skip.ExitCode, skip.Token, skip.TraceID = OutcomeSkipped, "", nil, 1<<61, ""
 	data, err := json.Marshal(Stored{Record: r, State: &st, Skipped: &skip})
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +72,7 @@ func TestStoredRecordIsBounded(t *testing.T) {
 		t.Fatalf("empty fields stored: %s", quiet)
 	}
 	printed, _ := json.Marshal(Record{})
-	for _, field := range []string{`"output_tail":""`, `"error":""`, `"exit_code":null`, `"http_status":null`, `"repeats":0`, `"last_scheduled_time":null`} {
+	for _, field := range []string{`"trace_id":""`, `"output_tail":""`, `"error":""`, `"exit_code":null`, `"http_status":null`, `"repeats":0`, `"last_scheduled_time":null`} {
 		if !strings.Contains(string(printed), field) {
 			t.Errorf("a printed record lacks %s: %s", field, printed)
 		}

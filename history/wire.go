@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -20,7 +21,10 @@ import (
 // 9 cause, 10 execution id, 11 output tail, 12 error, 13 exit code,
 // 14 HTTP status, 15 repeats, 16 last scheduled, 17 state, 18 carried
 // skip record (a record, without state), 19 seq (FormatJournal's records
-// only; earlier readers skip it). State fields:
+// only; earlier readers skip it), 20 trace id (its 16 bytes), 21 trace id
+// (text, if it is not 32 hex digits). Earlier readers skip 20 and 21, and a
+// record without them reads with no trace id (TestRecordsKeepTheirTraceID).
+// State fields:
 // 1 token, 2 member, 3 started, 4 started execution id, 5 started attempt,
 // 6 finished, 7 outcome (number), 8 outcome (text), 9 history seq,
 // 10 history limit, 11 missed dropped.
@@ -74,7 +78,17 @@ func appendWire(b []byte, c compact) []byte {
 	if c.Seq != nil {
 		b = appendPresent(b, 19, *c.Seq)
 	}
-	return b
+	return appendTraceID(b, c.TraceID)
+}
+
+// appendTraceID appends trace id id as its 16 bytes in field 20, or as
+// text in field 21 if it is not 32 hex digits; nothing if it is empty.
+func appendTraceID(b []byte, id string) []byte {
+	if raw, err := hex.DecodeString(id); err == nil && len(raw) == 16 && hex.EncodeToString(raw) == id {
+		b = protowire.AppendTag(b, 20, protowire.BytesType)
+		return protowire.AppendBytes(b, raw)
+	}
+	return appendString(b, 21, id)
 }
 
 func appendWireState(b []byte, st compactState) []byte {
@@ -258,6 +272,14 @@ func (c *compact) set(f wireField) error {
 			return errWireType
 		}
 		c.Seq = &v
+	case 20, 21:
+		if f.isInt || f.num == 20 && len(f.bytes) != 16 {
+			return errWireType
+		}
+		c.TraceID = text
+		if f.num == 20 {
+			c.TraceID = hex.EncodeToString(f.bytes)
+		}
 	}
 	return nil
 }

@@ -33,6 +33,10 @@ type MemberView struct {
 	LeaseTTLSeconds  *int64     `json:"lease_ttl_seconds"`
 	LeaseLeftSeconds *int64     `json:"lease_left_seconds"`
 	LastSeen         *time.Time `json:"last_seen"`
+	// LastFailover is the member's part in the cluster's last failover:
+	// null if it took over none of the departed member's slots
+	// (AddLastFailover).
+	LastFailover *Takeover `json:"last_failover"`
 }
 
 // MemberJob is how many of a job's slots a member leads.

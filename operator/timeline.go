@@ -97,6 +97,9 @@ type Execution struct {
 	HTTPStatus *int   `json:"http_status"`
 	// Repeats counts the later fires a skip record stands for.
 	Repeats int `json:"repeats"`
+	// TraceID is the execution's trace id, "" if its record keeps none
+	// (history.Record.TraceID).
+	TraceID string `json:"trace_id"`
 }
 
 // Holding is a stretch of time a slot's records show one holder (member and
@@ -246,26 +249,40 @@ func slotTimeline(p int, now SlotStatus, recs []history.Record, q TimelineQuery)
 			continue
 		}
 		out.Executions = append(out.Executions, executionOf(r))
-		if r.Outcome == string(jobs.Fenced) {
-			continue
-		}
-		from, to := r.StartedAt, r.FinishedAt
-		if from.IsZero() {
-			from = r.ScheduledTime
-		}
-		if to.Before(from) {
-			to = from
-		}
-		if n := len(out.Holders); n > 0 && out.Holders[n-1].Member == r.Member && out.Holders[n-1].Token == int64(r.Token) {
-			out.Holders[n-1].To = maxTime(out.Holders[n-1].To, to)
-			continue
-		}
-		out.Holders = append(out.Holders, Holding{Member: r.Member, Token: int64(r.Token), From: from, To: to})
+		out.Holders = addHolding(out.Holders, r)
 	}
 	if n := len(out.Holders); n > 0 && out.Holders[n-1].Member == now.Owner && out.Holders[n-1].Token == now.Token {
 		out.Holders[n-1].To = q.To
 	}
 	return out
+}
+
+// startOf is when record r's holder acted on it: its start, or its
+// scheduled time for a record of a fire not started.
+func startOf(r history.Record) time.Time {
+	if r.StartedAt.IsZero() {
+		return r.ScheduledTime
+	}
+	return r.StartedAt
+}
+
+// addHolding is holders, a slot's holders so far (oldest first), with
+// the holder of record r, next in time, taken in: its stretch extended, or
+// a new one. A fenced record is left out: its writer no longer held the
+// slot.
+func addHolding(holders []Holding, r history.Record) []Holding {
+	if r.Outcome == string(jobs.Fenced) {
+		return holders
+	}
+	from, to := startOf(r), r.FinishedAt
+	if to.Before(from) {
+		to = from
+	}
+	if n := len(holders); n > 0 && holders[n-1].Member == r.Member && holders[n-1].Token == int64(r.Token) {
+		holders[n-1].To = maxTime(holders[n-1].To, to)
+		return holders
+	}
+	return append(holders, Holding{Member: r.Member, Token: int64(r.Token), From: from, To: to})
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -277,7 +294,7 @@ func maxTime(a, b time.Time) time.Time {
 
 func executionOf(r history.Record) Execution {
 	e := Execution{ID: r.ExecutionID, Attempt: r.Attempt, Cause: string(r.Cause), Member: r.Member, Token: int64(r.Token),
-		Scheduled: r.ScheduledTime, Outcome: r.Outcome, ExitCode: r.ExitCode, HTTPStatus: r.HTTPStatus, Repeats: r.Repeats}
+		Scheduled: r.ScheduledTime, Outcome: r.Outcome, ExitCode: r.ExitCode, HTTPStatus: r.HTTPStatus, Repeats: r.Repeats, TraceID: r.TraceID}
 	if r.Outcome != history.OutcomeSkipped && r.Outcome != history.OutcomeMissed && !r.StartedAt.IsZero() {
 		started := r.StartedAt
 		e.Started = &started

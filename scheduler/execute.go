@@ -143,7 +143,7 @@ func (r *run) run() {
 	}
 	fr := finishedRun{slot: r.slot, run: r.number, fire: r.fire, exec: r.exec}
 	if sc := r.span.SpanContext(); sc.HasTraceID() {
-		fr.traceID = sc.TraceID().String()
+		fr.traceID, fr.sampled = sc.TraceID().String(), sc.IsValid() && sc.IsSampled()
 	}
 	select {
 	case err := <-r.recorded:

@@ -24,6 +24,9 @@ type finishedRun struct {
 	notStarted bool   // its start could not be recorded, so it did not run
 	refused    bool   // etcd refused its start (counted in slot.refused)
 	traceID    string // the execution's trace, if its span is recorded
+	// sampled: the span is exported, so its trace id goes in the record
+	// (TestExecutionsAreTraced); an unsampled trace is nowhere to link to.
+	sampled bool
 }
 
 // finishedRuns is where execution goroutines leave their results, for the
@@ -123,6 +126,9 @@ func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
 	r := history.Record{ExecutionID: fr.exec.ID, ScheduledTime: fr.fire.scheduled, StartedAt: fr.started, FinishedAt: fr.finished,
 		Outcome: string(fr.res.Outcome), Attempt: fr.fire.attempt, Cause: fr.fire.cause, OutputTail: fr.res.OutputTail}
 	r.ExitCode, r.HTTPStatus = jobs.Codes(sl.job.executor, fr.res)
+	if fr.sampled {
+		r.TraceID = fr.traceID
+	}
 	if r.StartedAt.IsZero() {
 		r.StartedAt = fr.finished
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -494,12 +495,23 @@ func debugDump(t *testing.T) {
 }
 
 // Each execution is an OpenTelemetry span carrying job, partition, token,
-// execution id and lateness.
+// execution id and lateness; its history record keeps the span's trace id
+// when the span is sampled, and none when it is not.
 func TestExecutionsAreTraced(t *testing.T) {
+	for _, sampled := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sampled=%v", sampled), func(t *testing.T) { testExecutionsAreTraced(t, sampled) })
+	}
+}
+
+func testExecutionsAreTraced(t *testing.T, sampled bool) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	sampler := sdktrace.AlwaysSample()
+	if !sampled {
+		sampler = sdktrace.NeverSample()
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans), sdktrace.WithSampler(sampler))
 	defer tp.Shutdown(context.Background())
 
 	cat := catalog("traced", config.Job{Name: "traced", Schedule: "@every 1s", Handler: "noop"})
@@ -524,14 +536,30 @@ func TestExecutionsAreTraced(t *testing.T) {
 	evs := rec.waitFor(t, "a finished execution", 15*time.Second, func(evs []Event) bool {
 		return count(evs, func(e Event) bool { return e.Kind == Finished }) > 0
 	})
-	stop()
-	wg.Wait()
 	var fin Event
 	for _, e := range evs {
 		if e.Kind == Finished {
 			fin = e
 			break
 		}
+	}
+	var recorded *history.Record
+	waitUntil(t, "the execution's record", 10*time.Second, func() bool {
+		hist, err := operator.ReadHistory(context.Background(), cli, cat.Cluster, "traced", 0, -1)
+		for i := range hist {
+			if err == nil && hist[i].ExecutionID == fin.Execution.ID {
+				recorded = &hist[i]
+			}
+		}
+		return recorded != nil
+	})
+	stop()
+	wg.Wait()
+	if !sampled {
+		if recorded.TraceID != "" || len(spans.Ended()) != 0 {
+			t.Fatalf("unsampled: the record keeps trace id %q; %d spans recorded", recorded.TraceID, len(spans.Ended()))
+		}
+		return
 	}
 	for _, sp := range spans.Ended() {
 		attrs := map[string]string{}
@@ -552,6 +580,9 @@ func TestExecutionsAreTraced(t *testing.T) {
 		}
 		if _, ok := attrs["kira.lateness_ns"]; !ok {
 			t.Error("span has no lateness")
+		}
+		if id := sp.SpanContext().TraceID().String(); recorded.TraceID != id || fin.TraceID != id {
+			t.Errorf("the record keeps trace id %q, the event %q; the span's is %s", recorded.TraceID, fin.TraceID, id)
 		}
 		return
 	}

@@ -130,18 +130,19 @@ func membersView(ctx context.Context, t *testing.T, page func(string) string) {
 	})
 }
 
-// --trace-url must be an http(s) address with {execution_id}; {trace_id}
-// is refused with what to use instead, since records keep no trace id.
+// --trace-url must be an http(s) address with {trace_id} or
+// {execution_id}.
 func TestTraceURLIsChecked(t *testing.T) {
-	for _, ok := range []string{"", dashboardTraceURL, "https://jaeger.example/search?service=kira&tags=%7B%22kira.execution_id%22%3A%22{execution_id}%22%7D"} {
+	for _, ok := range []string{"", dashboardTraceURL, "https://jaeger.example/search?service=kira&tags=%7B%22kira.execution_id%22%3A%22{execution_id}%22%7D",
+		"https://jaeger.example/trace/{trace_id}", "http://127.0.0.1:16686/trace/{trace_id}?job={job}&p={partition}"} {
 		if err := checkTraceURL(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for bad, says := range map[string]string{
-		"https://traces.example/trace/{trace_id}": "records keep no trace id",
-		"https://traces.example/trace/":           "needs {execution_id}",
-		"traces.example/{execution_id}":           "http or https",
+		"https://traces.example/trace/":   "needs {trace_id} or {execution_id}",
+		"traces.example/{execution_id}":   "http or https",
+		"traces.example/trace/{trace_id}": "http or https",
 	} {
 		if err := checkTraceURL(bad); err == nil || !strings.Contains(err.Error(), says) {
 			t.Errorf("%q: %v, want an error saying %q", bad, err, says)

@@ -38,24 +38,22 @@ func (h *httpFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&h.tlsKey, "http-tls-key", "", "key of --http-tls-cert")
 	fs.StringVar(&h.useCA, "http-client-ca", "", "CA bundle: a client certificate it verifies may use the API's write actions (needs --http-tls-cert)")
 	fs.BoolVar(&h.readAuth, "http-read-auth", false, "require the same authentication for the API's read endpoints (default: reads are open)")
-	fs.StringVar(&h.traceURL, "trace-url", "", "the dashboard links each execution to this address, its {execution_id} (and {job}, {partition}) filled in: a search of your trace backend for the span attribute kira.execution_id")
+	fs.StringVar(&h.traceURL, "trace-url", "", "the dashboard links each execution to this address, its {trace_id} or {execution_id} (and {job}, {partition}) filled in: the trace, or a search of your trace backend for the span attribute kira.execution_id; with {trace_id}, executions not traced have no link")
 }
 
 // checkTraceURL says what is wrong with a --trace-url template, if
-// anything: an http(s) address with {execution_id} in it. History records
-// keep no trace id, so {trace_id} cannot be filled in
-// (TestTraceURLIsChecked).
+// anything: an http(s) address with {trace_id} or {execution_id} in it.
+// With {trace_id}, an execution whose record keeps no trace id (tracing
+// off or unsampled, or an earlier version's record) gets no link
+// (TestTraceURLIsChecked, TestTraceLinksByTraceID).
 func checkTraceURL(tmpl string) error {
 	if tmpl == "" {
 		return nil
 	}
-	if strings.Contains(tmpl, "{trace_id}") {
-		return fmt.Errorf("kira run: --trace-url %q: {trace_id} cannot be filled in: history records keep no trace id. Use {execution_id} in a search of your trace backend for the span attribute kira.execution_id, such as https://jaeger.example/search?service=kira&tags=%%7B%%22kira.execution_id%%22%%3A%%22{execution_id}%%22%%7D", tmpl)
+	if !strings.Contains(tmpl, "{trace_id}") && !strings.Contains(tmpl, "{execution_id}") {
+		return fmt.Errorf("kira run: --trace-url %q: it needs {trace_id} or {execution_id}, filled in with each execution's trace id or execution id", tmpl)
 	}
-	if !strings.Contains(tmpl, "{execution_id}") {
-		return fmt.Errorf("kira run: --trace-url %q: it needs {execution_id}, filled in with each execution's id", tmpl)
-	}
-	u, err := url.Parse(strings.NewReplacer("{execution_id}", "x", "{job}", "x", "{partition}", "0").Replace(tmpl))
+	u, err := url.Parse(strings.NewReplacer("{trace_id}", "x", "{execution_id}", "x", "{job}", "x", "{partition}", "0").Replace(tmpl))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("kira run: --trace-url %q: want an http or https address", tmpl)
 	}
