@@ -74,6 +74,10 @@ type Config struct {
 	// Maintenance, if set, answers etcd's raised alarms, which
 	// GET /v1/health lists; without it none are.
 	Maintenance clientv3.Maintenance
+	// Peers, if set, reads the other members' /metrics over plain HTTP, so
+	// GET /v1/health names a slot two members each say they lead
+	// (operator.ReadClaims); without it that is not checked.
+	Peers *http.Client
 }
 
 // route is one endpoint: its pattern (as http.ServeMux reads it), whether

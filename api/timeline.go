@@ -75,6 +75,9 @@ func (s *server) health(ctx context.Context, _ *http.Request) (any, error) {
 		return nil, err
 	}
 	problems := operator.Health(st)
+	if s.cfg.Peers != nil {
+		problems = append(problems, operator.TwoLeaders(operator.ReadClaims(ctx, s.cfg.Peers, st.Members))...)
+	}
 	if s.cfg.Maintenance != nil {
 		resp, err := s.cfg.Maintenance.AlarmList(ctx)
 		if err != nil {

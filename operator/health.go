@@ -9,7 +9,8 @@ import (
 // Problem is one thing wrong with a cluster that an operator must act on:
 // what is wrong and what to do, in one sentence a page shows as is.
 type Problem struct {
-	// Kind is leaderless, catalog_revision, unplaced or etcd_alarm.
+	// Kind is leaderless, catalog_revision, unplaced, etcd_alarm,
+	// two_leaders or members_unread.
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 }
@@ -21,9 +22,8 @@ const maxNamed = 10
 // for those of jobs placed on no member, said once per job), members
 // running another catalog revision than the stored one, jobs whose
 // placement matches no member. Two leaders of one slot cannot be seen
-// here: etcd's election has one leader by construction, and a member that
-// still acts after losing its key is fenced (kira_slots_led summed over the
-// members' metrics shows it). TestHealthNamesWhatToDo.
+// here, since etcd's election has one leader by construction: TwoLeaders
+// reads them from the members. TestHealthNamesWhatToDo.
 func Health(st *Status) []Problem {
 	out := []Problem{}
 	var leaderless []string

@@ -181,7 +181,11 @@ func (r *runner) serveHTTP(h httpFlags, etcd etcdclient.Config, cluster string) 
 	mux.HandleFunc("/readyz", ready)
 	mux.HandleFunc("/healthz", ready)
 	mux.Handle("/metrics", promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{}))
-	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth, Leases: cli, Maintenance: cli}))
+	var peers *http.Client // members serving HTTPS are not asked: see operator.ReadClaims
+	if h.tlsCert == "" {
+		peers = &http.Client{}
+	}
+	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth, Leases: cli, Maintenance: cli, Peers: peers}))
 	mux.Handle("/", dashboard.Handler(dashboard.Config{TraceURL: h.traceURL}))
 	l, err := net.Listen("tcp", h.listenAddr())
 	if err != nil {
