@@ -29,6 +29,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/keyspace"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -88,33 +89,37 @@ func (p *Pools) Acquire(ctx context.Context, l config.Limit, value string) (*Per
 	pm := &Permit{p: p, key: keyspace.Permit(p.cluster, l.Pool, int64(p.lease), p.seq.Add(1))}
 	changed, done := p.follow(l.Pool)
 	defer done()
-	rev, err := pm.put(ctx, value)
-	for err == nil {
-		ch := changed()
-		var held bool
-		if held, err = pm.held(ctx, l, rev); err == nil && held {
-			return pm, nil
-		}
-		if err == nil {
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				err = ctx.Err()
-			}
+	ch := changed()
+	rev, held, err := pm.put(ctx, l, value)
+	for err == nil && !held {
+		select {
+		case <-ch:
+			ch = changed()
+			held, err = pm.held(ctx, l, rev)
+		case <-ctx.Done():
+			err = ctx.Err()
 		}
 	}
-	pm.Release()
-	return nil, err
+	if err != nil {
+		pm.Release()
+		return nil, err
+	}
+	return pm, nil
 }
 
 // put creates the key under the lease, or finds it created by an attempt
-// whose answer was lost, and returns its create revision.
-func (pm *Permit) put(ctx context.Context, value string) (int64, error) {
+// whose answer was lost, and returns its create revision and whether it
+// holds a permit already: the pool's first keys are read in the same
+// transaction (which sees its own put), so a fire that need not wait pays
+// one round trip to start and one to end.
+func (pm *Permit) put(ctx context.Context, l config.Limit, value string) (int64, bool, error) {
 	var rev int64
+	var held bool
 	err := retry(ctx, func(ctx context.Context) error {
+		first := pm.firstKeys(l)
 		resp, err := pm.p.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(pm.key), "=", 0)).
-			Then(clientv3.OpPut(pm.key, value, clientv3.WithLease(pm.p.lease))).
-			Else(clientv3.OpGet(pm.key, clientv3.WithKeysOnly())).Commit()
+			Then(clientv3.OpPut(pm.key, value, clientv3.WithLease(pm.p.lease)), first).
+			Else(clientv3.OpGet(pm.key, clientv3.WithKeysOnly()), first).Commit()
 		switch {
 		case err != nil:
 			return err
@@ -123,29 +128,39 @@ func (pm *Permit) put(ctx context.Context, value string) (int64, error) {
 		default:
 			rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
 		}
+		held = pm.among(resp.Responses[1].GetResponseRange().Kvs)
 		return nil
 	})
-	return rev, err
+	return rev, held, err
+}
+
+// firstKeys reads the first l.N keys of the pool by create revision: the
+// keys that hold its permits.
+func (pm *Permit) firstKeys(l config.Limit) clientv3.Op {
+	return clientv3.OpGet(keyspace.Pool(pm.p.cluster, l.Pool), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(l.N)))
+}
+
+// among reports whether the permit's key is one of kvs.
+func (pm *Permit) among(kvs []*mvccpb.KeyValue) bool {
+	for _, kv := range kvs {
+		if string(kv.Key) == pm.key {
+			return true
+		}
+	}
+	return false
 }
 
 // held reports whether the key is among the first l.N keys of its pool by
 // create revision; ErrLost if the key is gone.
 func (pm *Permit) held(ctx context.Context, l config.Limit, rev int64) (bool, error) {
-	var first []string
-	var exists bool
+	var held, exists bool
 	err := retry(ctx, func(ctx context.Context) error {
-		resp, err := pm.p.cli.Txn(ctx).Then(
-			clientv3.OpGet(keyspace.Pool(pm.p.cluster, l.Pool), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(int64(l.N))),
-			clientv3.OpGet(pm.key, clientv3.WithCountOnly())).Commit()
+		resp, err := pm.p.cli.Txn(ctx).Then(pm.firstKeys(l), clientv3.OpGet(pm.key, clientv3.WithCountOnly())).Commit()
 		if err != nil {
 			return err
 		}
-		first = first[:0]
-		for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-			first = append(first, string(kv.Key))
-		}
-		exists = resp.Responses[1].GetResponseRange().Count > 0
+		held, exists = pm.among(resp.Responses[0].GetResponseRange().Kvs), resp.Responses[1].GetResponseRange().Count > 0
 		return nil
 	})
 	switch {
@@ -154,12 +169,7 @@ func (pm *Permit) held(ctx context.Context, l config.Limit, rev int64) (bool, er
 	case !exists:
 		return false, ErrLost
 	}
-	for _, k := range first {
-		if k == pm.key {
-			return true, nil
-		}
-	}
-	return false, nil
+	return held, nil
 }
 
 // Release deletes the permit's key, off the caller's goroutine, trying

@@ -175,10 +175,10 @@ func TestPermitOfALostMemberIsFreed(t *testing.T) {
 	if first == b.id {
 		holder, waiter = b, a
 	}
-	resp, err := cli.Get(context.Background(), keyspace.Pool("lost", "job/one"), clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil || resp.Count != 2 {
-		t.Fatalf("%d permit keys (%v); want the holder's and the waiter's", resp.Count, err)
-	}
+	waitUntil(t, "the holder's and the waiter's permit keys", 10*time.Second, func() bool {
+		resp, err := cli.Get(context.Background(), keyspace.Pool("lost", "job/one"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 2
+	})
 	if _, err := cli.Revoke(context.Background(), holder.member.Lease()); err != nil {
 		t.Fatal(err)
 	}
