@@ -135,7 +135,7 @@ func (r *run) run() {
 			return
 		}
 	}
-	if r.timeout > 0 { // counted from the fire's time, not from arming
+	if r.timeout > 0 && !r.limit.Limited() { // counted from the fire's time, not from arming
 		var stop context.CancelFunc
 		r.ctx, stop = context.WithTimeout(r.ctx, r.timeout)
 		defer stop()
@@ -212,8 +212,13 @@ func (r *run) startRecorded(fr *finishedRun, err error) {
 		if !ok {
 			return
 		}
-		fr.started = r.s.cfg.Clock.Now()
 		ctx := r.ctx
+		if r.timeout > 0 && r.limit.Limited() { // counted from its start, after the wait for its permit
+			var stop context.CancelFunc
+			ctx, stop = context.WithTimeout(ctx, r.timeout)
+			defer stop()
+		}
+		fr.started = r.s.cfg.Clock.Now()
 		if r.slow {
 			// Starting until its process has: the work that waits for the
 			// instant's starts would take the CPU its exec needs.

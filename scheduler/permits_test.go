@@ -208,3 +208,41 @@ func receive(t *testing.T, ch chan string, what string) string {
 		return ""
 	}
 }
+
+// A limited job's timeout counts from its run's start, not from its fire's
+// time: a run that waited for its permit longer than the job's timeout
+// still has the whole timeout to work.
+func TestTimeoutCountsFromTheStartAfterTheWait(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	cat := catalog("timeout", config.Job{Name: "slow", Schedule: "@every 2s", Partitions: 2, Handler: "slow", MaxRunning: 1, Timeout: 450 * time.Millisecond})
+	w := &runWitness{hold: 300 * time.Millisecond}
+	rec := newRecorder()
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"slow": w.handler}, nodeOpts{})
+	waitUntil(t, "both slots led", 15*time.Second, func() bool { return len(n.sched.Leading()) == 2 })
+	from := time.Now()
+	evs := rec.waitFor(t, "two fires of one instant to finish", 20*time.Second, func(evs []Event) bool {
+		byTime := map[time.Time]int{}
+		for _, e := range evs {
+			if e.Kind == Finished && e.At.After(from) {
+				byTime[e.Execution.ScheduledTime]++
+				if byTime[e.Execution.ScheduledTime] == 2 {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	waited := false
+	for _, e := range evs {
+		if e.Kind != Finished || !e.At.After(from) {
+			continue
+		}
+		if e.Result.Outcome != jobs.Succeeded {
+			t.Fatalf("%s: %s (%v)", e.Slot, e.Result.Outcome, e.Result.Err)
+		}
+		waited = waited || e.StartedAt.Sub(e.Execution.ScheduledTime) >= w.hold
+	}
+	if !waited || w.most.Load() != 1 {
+		t.Fatalf("no fire waited for the other's run (most at once %d)", w.most.Load())
+	}
+}
