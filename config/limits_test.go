@@ -77,7 +77,7 @@ func TestLimitProblems(t *testing.T) {
 		{job("max_running: -3"), "jobs[0].max_running: max_running must be between 1 and 10000, got -3"},
 		{job("max_running: many"), "l.yaml:4:70: field \"max_running\": \"many\" is not of type int"},
 		{job("pool: lake"), "l.yaml:4:63: jobs[0].pool: unknown pool \"lake\": the catalog declares [warehouse]"},
-		{job("pool: warehouse, max_running: 2"), "jobs[0].pool: set pool or max_running, not both"},
+		{job("pool: warehouse, max_running: 2"), "l.yaml:4:63: jobs[0].pool: set pool or max_running, not both"},
 		{"cluster: c\njobs:\n  - {name: j, schedule: \"@every 1s\", command: [\"true\"], pool: lake}\n", "jobs[0].pool: unknown pool \"lake\": the catalog declares no pools"},
 		{"cluster: c\npools:\n  warehouse: 0\njobs:\n  - {name: j, schedule: \"@every 1s\", command: [\"true\"]}\n", "l.yaml:3:14: pools.warehouse: pool warehouse's limit must be between 1 and 10000, got 0"},
 		{"cluster: c\npools:\n  Ware_house: 2\njobs:\n  - {name: j, schedule: \"@every 1s\", command: [\"true\"]}\n", "l.yaml:3:15: pools.Ware_house: \"Ware_house\" is not a valid pool name"},

@@ -12,7 +12,8 @@ import (
 // or a pool) wait for a permit (package permit) between the write that
 // records their start and the start itself: at most the limit's N of them
 // run at once across the cluster, the others wait in the order they came,
-// and the wait is in their lateness (the record's started_at). Such fires
+// and the wait is in their lateness (the record's started_at), not in their
+// timeout, which counts from the start (TestTimeoutCountsFromTheStartAfterTheWait). Such fires
 // are not armed ahead: they start through the permit's wait, not at a gate.
 // While a fire waits, its slot is busy as if it ran: the job's overlap
 // policy applies to the fires that come meanwhile. A fire whose slot is
