@@ -209,8 +209,10 @@ func (p *Pools) follow(name string) (changed func() <-chan struct{}, done func()
 		ctx, stop := context.WithCancel(p.ctx)
 		pl = &pool{changed: make(chan struct{}), stop: stop}
 		p.pools[name] = pl
-		p.watches.Add(1)
-		go p.watch(ctx, name, pl)
+		if !p.closed { // after Close, the waiter's own context ends its wait
+			p.watches.Add(1)
+			go p.watch(ctx, name, pl)
+		}
 	}
 	pl.waiters++
 	changed = func() <-chan struct{} {
