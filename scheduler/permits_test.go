@@ -246,3 +246,79 @@ func TestTimeoutCountsFromTheStartAfterTheWait(t *testing.T) {
 		t.Fatalf("no fire waited for the other's run (most at once %d)", w.most.Load())
 	}
 }
+
+// A fire waiting for a permit on a member that stops gracefully ends
+// cancelled at once, without having run; its start stays recorded, so the
+// slot's next holder runs it once, under the same execution id, when the
+// permit is free: one run per fire.
+func TestWaitingFireOfAStoppedMemberRunsOnItsNextHolder(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	cat := catalog("handover", config.Job{Name: "one", Schedule: "@every 4s", Partitions: 2, Handler: "work", MaxRunning: 1,
+		Misfire: config.MisfireFireOnce, CatchupWindow: time.Minute})
+	w := &runWitness{hold: 1500 * time.Millisecond}
+	rec := newRecorder()
+	h := jobs.Handlers{"work": w.handler}
+	a := startNode(t, cli, cat, rec, h, nodeOpts{})
+	b := startNode(t, cli, cat, rec, h, nodeOpts{})
+	want := ringOwners(t, cat, a, b)
+	waitUntil(t, "one slot on each member", 15*time.Second, func() bool { return leadersMatch(want, a, b) })
+	evs := rec.waitFor(t, "a run of the job", 15*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Started }) > 0
+	})
+	var first Event
+	for _, e := range evs {
+		if e.Kind == Started {
+			first = e
+			break
+		}
+	}
+	holder, waiter := a, b
+	if first.Member == b.id {
+		holder, waiter = b, a
+	}
+	var waiting shard.Slot
+	for s, owner := range want {
+		if owner == waiter.id {
+			waiting = s
+		}
+	}
+	at := first.Execution.ScheduledTime
+	waitUntil(t, "the waiter's permit key", 10*time.Second, func() bool {
+		resp, err := cli.Get(context.Background(), keyspace.Pool("handover", "job/one"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 2
+	})
+	stopped := time.Now()
+	if err := waiter.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(stopped); took > 3*time.Second {
+		t.Errorf("the stop took %s: it waited for the permit", took)
+	}
+	evs = rec.waitFor(t, "the waiting fire to run on the next holder", 20*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool {
+			return e.Kind == Finished && e.Slot == waiting && e.Execution.ScheduledTime.Equal(at) && e.Member == holder.id
+		}) > 0
+	})
+	var ran []Event
+	cancelled := false
+	for _, e := range evs {
+		if e.Slot != waiting || !e.Execution.ScheduledTime.Equal(at) {
+			continue
+		}
+		switch {
+		case e.Kind == Started:
+			ran = append(ran, e)
+		case e.Kind == Finished && e.Member == waiter.id:
+			cancelled = e.Result.Outcome == jobs.Cancelled && e.StartedAt.IsZero()
+		}
+	}
+	if !cancelled {
+		t.Error("the waiter's fire did not end cancelled without having started")
+	}
+	if len(ran) != 1 || ran[0].Member != holder.id || ran[0].Execution.ID != jobs.ExecutionID("one", waiting.Partition, at) || ran[0].Attempt != 2 {
+		t.Fatalf("the waiting fire started %d times (%+v); want once, on the next holder, under its id, attempt 2", len(ran), ran)
+	}
+	if m := w.most.Load(); m != 1 {
+		t.Fatalf("%d runs at once; want 1", m)
+	}
+}
