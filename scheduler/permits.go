@@ -22,8 +22,9 @@ import (
 // its execution id, as any unfinished fire. Only jobs with a limit pay for
 // it: the put, the reads while waiting and the delete of their key
 // (docs/benchmarks.md#concurrency-limits-etcd-cost).
-// Held by TestMaxRunningAcrossMembers, TestPoolSharedByTwoJobs and
-// TestPermitOfALostMemberIsFreed.
+// Held by TestMaxRunningAcrossMembers, TestPoolSharedByTwoJobs,
+// TestPermitOfALostMemberIsFreed and
+// TestWaitingFireOfAStoppedMemberRunsOnItsNextHolder.
 
 // permitValue says whose a permit's key is, for a reader of etcd.
 type permitValue struct {
