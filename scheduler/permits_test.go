@@ -322,3 +322,64 @@ func TestWaitingFireOfAStoppedMemberRunsOnItsNextHolder(t *testing.T) {
 		t.Fatalf("%d runs at once; want 1", m)
 	}
 }
+
+// A member that stops while a limited job's fire waits for a permit and the
+// slot's next fire is queued behind it starts neither: the waiting one ends
+// cancelled, the queued one is left, and the slot's next holder runs both,
+// the first under its id as the unfinished fire, the second as a missed
+// one (fire-all), each once.
+func TestQueuedFireOfAStoppingMemberIsLeftToTheNextHolder(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	cat := catalog("queued", config.Job{Name: "one", Schedule: "@every 2s", Partitions: 2, Handler: "work", MaxRunning: 1,
+		Overlap: config.OverlapQueue, Misfire: config.MisfireFireAll, CatchupWindow: time.Minute})
+	w := &runWitness{hold: 2500 * time.Millisecond}
+	rec := newRecorder()
+	h := jobs.Handlers{"work": w.handler}
+	a := startNode(t, cli, cat, rec, h, nodeOpts{})
+	b := startNode(t, cli, cat, rec, h, nodeOpts{})
+	want := ringOwners(t, cat, a, b)
+	waitUntil(t, "one slot on each member", 15*time.Second, func() bool { return leadersMatch(want, a, b) })
+	// The first slot to start holds the permit for 2.5 s; the other's fire
+	// waits, and its next one queues behind it.
+	evs := rec.waitFor(t, "a fire queued behind one waiting for a permit", 15*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Queued }) > 0
+	})
+	var queued Event
+	for _, e := range evs {
+		if e.Kind == Queued {
+			queued = e
+			break
+		}
+	}
+	waiter, holder := a, b
+	if queued.Member == b.id {
+		waiter, holder = b, a
+	}
+	slot := queued.Slot
+	if n := count(evs, func(e Event) bool { return e.Kind == Started && e.Slot == slot }); n > 0 {
+		t.Skipf("the queued slot ran %d times before its fire queued: the run was not the waiting one this time", n)
+	}
+	waiting := queued.Execution.ScheduledTime.Add(-2 * time.Second)
+	if err := waiter.stop(); err != nil {
+		t.Fatal(err)
+	}
+	evs = rec.waitFor(t, "both fires to run on the next holder", 30*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool {
+			return e.Kind == Finished && e.Slot == slot && e.Member == holder.id && e.Execution.ScheduledTime.Equal(queued.Execution.ScheduledTime)
+		}) > 0
+	})
+	for _, at := range []time.Time{waiting, queued.Execution.ScheduledTime} {
+		var ran []Event
+		for _, e := range evs {
+			if e.Kind == Started && e.Slot == slot && e.Execution.ScheduledTime.Equal(at) {
+				ran = append(ran, e)
+			}
+		}
+		if len(ran) != 1 || ran[0].Member != holder.id || ran[0].Execution.ID != jobs.ExecutionID("one", slot.Partition, at) {
+			t.Errorf("the fire of %s started %d times (%+v); want once, on the next holder, under its id", at.Format("15:04:05"), len(ran), ran)
+		}
+	}
+	if m := w.most.Load(); m != 1 {
+		t.Fatalf("%d runs at once; want 1", m)
+	}
+}
