@@ -94,14 +94,17 @@ type Report struct {
 	Dropped map[config.Misfire]int
 	// Recovered is, per fault, how long after it healed every slot was
 	// firing on time again (-1 if it never was within the window).
-	Recovered  map[string]time.Duration
+	Recovered map[string]time.Duration
+	// Concurrent is, per concurrency limit (config.Limit's Pool), the
+	// most runs of its jobs that ran at once (judgeConcurrency).
+	Concurrent map[string]int
 	Violations []string
 }
 
 // summary is the report on one line.
 func (r Report) summary() string {
-	return fmt.Sprintf("expected %d, accepted %d, stale rejected %d, replays %d (forbidden %d), duplicates %d, missed %d (dropped by policy: %v), recovered %v, %d violations",
-		r.Expected, r.Accepted, r.Stale, r.Replays, r.Forbidden, r.Duplicates, r.Missed, r.Dropped, r.Recovered, len(r.Violations))
+	return fmt.Sprintf("expected %d, accepted %d, stale rejected %d, replays %d (forbidden %d), duplicates %d, missed %d (dropped by policy: %v), recovered %v, most at once %v, %d violations",
+		r.Expected, r.Accepted, r.Stale, r.Replays, r.Forbidden, r.Duplicates, r.Missed, r.Dropped, r.Recovered, r.Concurrent, len(r.Violations))
 }
 
 // OK reports whether the history passed.
@@ -115,9 +118,10 @@ func (r *Report) violate(format string, args ...any) {
 // scheduled time accepted twice; accepted tokens never go down; every
 // scheduled time in the window accepted once, except what the job's misfire
 // policy allows to drop inside a fault's window; and, after each fault heals,
-// every fire on time again within spec.Recovery.
+// every fire on time again within spec.Recovery. Per concurrency limit, it
+// checks that no more of its runs ran at once than it allows.
 func Check(history []Attempt, spec Spec) Report {
-	rep := Report{Dropped: map[config.Misfire]int{}, Recovered: map[string]time.Duration{}}
+	rep := Report{Dropped: map[config.Misfire]int{}, Recovered: map[string]time.Duration{}, Concurrent: map[string]int{}}
 	accepted := map[key][]Attempt{}
 	byID := map[string][]Attempt{}
 	highest := map[string]Attempt{}
@@ -151,6 +155,7 @@ func Check(history []Attempt, spec Spec) Report {
 		}
 	}
 	judgeStates(&rep, spec.States, judgeReplays(&rep, ordered, spec))
+	judgeConcurrency(&rep, ordered, spec.Catalog)
 	for k, as := range accepted {
 		if len(as) > 1 {
 			rep.Duplicates++
@@ -388,4 +393,55 @@ func describe(as []Attempt) string {
 		parts = append(parts, fmt.Sprintf("[seq %d token %d member %s id %s]", a.Seq, a.Token, a.Member, a.ExecutionID))
 	}
 	return strings.Join(parts, " ")
+}
+
+// judgeConcurrency holds the runs of the jobs with a concurrency limit
+// (config.Catalog.Limit) to it: at no point of the witness's log do more
+// of a limit's runs run at once than its N. A run counts as running from
+// its start mark, its Hold (it began its work at the witness), to its end
+// mark: the first Write of the same execution id, token and member after
+// it, whatever the fence answered (its work was done), or its End (its
+// client went away: its member cancelled it, on a lost slot or a closed
+// trust window, or died). Both marks are taken by the witness as it sees
+// them, in one order (Seq), so a run of a frozen member runs until its work
+// at the witness is done, frozen or not: the check counts the work, not
+// what its member believes. A run whose end mark is missing runs to the end
+// of the log. Held by TestCheckerCountsConcurrentRuns.
+func judgeConcurrency(rep *Report, ordered []Attempt, cat *config.Catalog) {
+	limits := map[string]config.Limit{}
+	for _, j := range cat.Jobs {
+		if l := cat.Limit(j); l.Limited() {
+			limits[j.Name] = l
+		}
+	}
+	running := map[string]map[string]Attempt{} // pool → run → its Hold
+	reported := map[string]bool{}
+	for _, a := range ordered {
+		l, ok := limits[a.Job]
+		if !ok {
+			continue
+		}
+		run := fmt.Sprintf("%s@%d@%s", a.ExecutionID, a.Token, a.Member)
+		switch {
+		case a.Kind == Hold && a.Outcome == Noted:
+			if running[l.Pool] == nil {
+				running[l.Pool] = map[string]Attempt{}
+			}
+			running[l.Pool][run] = a
+			n := len(running[l.Pool])
+			rep.Concurrent[l.Pool] = max(rep.Concurrent[l.Pool], n)
+			if n > l.N && !reported[run] {
+				reported[run] = true
+				var others []Attempt
+				for _, o := range running[l.Pool] {
+					others = append(others, o)
+				}
+				sort.Slice(others, func(i, j int) bool { return others[i].Seq < others[j].Seq })
+				rep.violate("%s: %d runs at once, over its limit of %d, when %s (id %s, member %s) began at %s: %s", l.Pool, n, l.N,
+					a.Slot(), a.ExecutionID, a.Member, a.At.Format("15:04:05.000"), describe(others))
+			}
+		case a.Kind == Write || a.Kind == End:
+			delete(running[l.Pool], run)
+		}
+	}
 }

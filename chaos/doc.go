@@ -10,7 +10,9 @@
 // to the promises, per slot: no scheduled time accepted twice, accepted
 // tokens never going down, every scheduled time accepted unless the job's
 // misfire policy may drop it inside a fault's window, and every fire on
-// time again soon after each fault heals. The faults themselves live in
+// time again soon after each fault heals; and, per concurrency limit, never
+// more of its runs at once than it allows, each run counted from its start
+// mark to its end mark at the witness (judgeConcurrency). The faults themselves live in
 // the tests (faults_test.go, harness_test.go); docs/chaos.md describes
 // each. The checker is held by its own tests (checker_test.go:
 // TestCheckerCatchesDuplicate, TestCheckerCatchesStaleAcceptedWrite,

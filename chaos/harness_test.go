@@ -74,8 +74,17 @@ const ttl = 2 * time.Second
 // before its member froze lands after the next leader raised the fence.
 const sweepWork = 3500 * time.Millisecond
 
-// The catalog every test runs: 12 slots of four jobs, one per misfire policy
-// and executor kind, all writing through the witness.
+// holdWork is how long each run of the quota job works at the witness
+// (POST /hold): shorter than the least time a frozen member's lease outlives
+// its freeze (TTL minus a renewal interval), so the run of a frozen member
+// that holds a permit is done before its permit can pass to another run; a
+// run that outlived its lease would be counted as one too many
+// (judgeConcurrency), as it should be.
+const holdWork = 400 * time.Millisecond
+
+// The catalog every test runs: 18 slots of five jobs, one per misfire policy
+// and executor kind and one with a concurrency limit, all writing through
+// the witness.
 const catalogTemplate = `cluster: chaos
 membership:
   lease_ttl: 2s
@@ -110,6 +119,15 @@ jobs:
     timeout: 20s
     fence_url: "{{W}}/fence"
     command: ["{{WRITER}}", "{{W}}", "{{WORK}}"]
+  - name: quota            # HTTP, at most 2 of its 6 slots run at once
+    schedule: "@every 3s"
+    partitions: 6
+    max_running: 2
+    misfire: fire-once
+    overlap: queue        # a fire that comes while one waits for a permit waits too
+    timeout: 5s
+    fence_url: "{{W}}/fence"
+    http: {url: "{{W}}/hold?work={{HOLD}}", method: POST}
 `
 
 // cluster is one test's world: three kira etcd processes, kira run members
@@ -166,7 +184,7 @@ func newLoadedCluster(t *testing.T, members, loadSlots int, extra string, member
 	srv := httptest.NewServer(c.witness)
 	t.Cleanup(srv.Close)
 	c.witnessURL = srv.URL
-	text := strings.NewReplacer("{{W}}", srv.URL, "{{WRITER}}", writerBin, "{{WORK}}", sweepWork.String()).Replace(catalogTemplate + extra)
+	text := strings.NewReplacer("{{W}}", srv.URL, "{{WRITER}}", writerBin, "{{WORK}}", sweepWork.String(), "{{HOLD}}", holdWork.String()).Replace(catalogTemplate + extra)
 	cat, err := config.Parse("catalog.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)

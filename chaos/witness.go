@@ -24,6 +24,15 @@ const (
 	// writes; it is not fenced. The SIGSTOP test pauses a member on it, so
 	// the write is in flight while the member is frozen.
 	Begin Kind = "begin"
+	// Hold is an HTTP job's run beginning its work at the witness (POST
+	// /hold): the witness holds the request for the work's duration, then
+	// takes it as the run's Write. It is the start mark of a run the
+	// checker counts (judgeConcurrency); not fenced.
+	Hold Kind = "hold"
+	// End is a held run whose client went away before its work was done
+	// (its member cancelled it, or died): the run's end mark, as its Write
+	// is otherwise.
+	End Kind = "end"
 )
 
 // Outcome is what the witness did with an attempt.
@@ -38,8 +47,10 @@ const (
 	// effect (a retry of a fire whose first attempt reached us): 200, no
 	// effect. This is what the deterministic execution id is for.
 	Replay Outcome = "replay"
-	// Noted: a Begin, recorded only.
+	// Noted: a Begin or a Hold, recorded only.
 	Noted Outcome = "noted"
+	// Gone: an End, the request's client gone.
+	Gone Outcome = "gone"
 	// Invalid: the request lacked a header the witness needs.
 	Invalid Outcome = "invalid"
 )
@@ -72,8 +83,12 @@ func (a Attempt) Slot() string { return a.Job + "/" + strconv.Itoa(a.Partition) 
 //	POST /write  an execution's write (Kira's HTTP executor headers)
 //	POST /fence  the job's fence_url
 //	POST /begin  a command job's "started" note (unfenced)
+//	POST /hold   an execution that works at the witness for ?work= (a
+//	             duration), then writes as /write does; its Hold and its
+//	             Write (or End) mark when it ran
 type Witness struct {
 	handler http.Handler
+	write   http.Handler // /write's
 	now     func() time.Time
 
 	mu       sync.Mutex
@@ -94,7 +109,7 @@ func NewWitness() *Witness {
 	guard := httpfence.New(httpfence.NewMemoryStore(), httpfence.BySlot)
 	mux := http.NewServeMux()
 	// Inside the guard: the fence admitted the token, under the slot's lock.
-	mux.Handle("POST /write", w.recordRejections(Write, guard.Wrap(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	w.write = w.recordRejections(Write, guard.Wrap(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		a, ok := w.parse(r, Write)
 		if !ok {
 			http.Error(rw, "missing headers", http.StatusBadRequest)
@@ -109,7 +124,9 @@ func NewWitness() *Witness {
 		w.appendLocked(a)
 		w.mu.Unlock()
 		fmt.Fprintln(rw, a.Outcome)
-	}))))
+	})))
+	mux.Handle("POST /write", w.write)
+	mux.HandleFunc("POST /hold", w.hold)
 	mux.Handle("POST /fence", w.recordRejections(Raise, guard.Wrap(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		a, _ := w.parse(r, Raise)
 		a.Outcome = Accepted
@@ -124,6 +141,32 @@ func NewWitness() *Witness {
 	})
 	w.handler = mux
 	return w
+}
+
+// hold is POST /hold: a Hold, then the work (the request held for the
+// ?work= duration), then the write, unless the client goes away first (End).
+// The marks are taken when the witness sees them, so a run of a frozen
+// member still ends when its work is done.
+func (w *Witness) hold(rw http.ResponseWriter, r *http.Request) {
+	work, err := time.ParseDuration(r.URL.Query().Get("work"))
+	a, ok := w.parse(r, Hold)
+	if err != nil || !ok || a.ExecutionID == "" {
+		a.Outcome = Invalid
+		w.append(a)
+		http.Error(rw, "missing headers or ?work=", http.StatusBadRequest)
+		return
+	}
+	a.Outcome = Noted
+	w.append(a)
+	t := time.NewTimer(work)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		w.write.ServeHTTP(rw, r)
+	case <-r.Context().Done():
+		a.Kind, a.Outcome = End, Gone
+		w.append(a)
+	}
 }
 
 // ServeHTTP implements http.Handler.

@@ -92,6 +92,9 @@ type Catalog struct {
 	// a notify: of its own has (in its Notify): kept here to write the
 	// catalog back out (Marshal).
 	Notify []NotifyRule `json:"notify,omitempty"`
+	// Pools are the concurrency limits jobs share by name (Job.Pool): at
+	// most Pools[name] of their runs at once across the cluster (Limit).
+	Pools map[string]int `json:"pools,omitempty"`
 	// Revision is the file's revision: (the catalog revision it was read
 	// from, as kira catalog -o yaml writes it): kira apply stores the file
 	// only while the stored catalog is still at that revision. 0: none.
@@ -147,6 +150,11 @@ type Job struct {
 	Notify []NotifyRule `json:"notify,omitempty"`
 	// Placement, if set, limits the job's slots to members with its labels.
 	Placement *Placement `json:"placement,omitempty"`
+	// MaxRunning, if set, lets at most that many of the job's slots run at
+	// once across the cluster; Pool, if set, names the catalog's pool whose
+	// limit the job shares instead (Catalog.Limit). Not both.
+	MaxRunning int    `json:"max_running,omitempty"`
+	Pool       string `json:"pool,omitempty"`
 }
 
 // ParsedSchedule returns the job's schedule in its time zone.

@@ -37,9 +37,10 @@ func legacyMarker(cluster string) string {
 
 // storedSettings is a catalog's settings as stored in the per-job layout.
 type storedSettings struct {
-	Cluster    string       `json:"cluster"`
-	Membership Membership   `json:"membership"`
-	Notify     []NotifyRule `json:"notify,omitempty"`
+	Cluster    string         `json:"cluster"`
+	Membership Membership     `json:"membership"`
+	Notify     []NotifyRule   `json:"notify,omitempty"`
+	Pools      map[string]int `json:"pools,omitempty"`
 }
 
 // head is catalog-head's value.
@@ -100,7 +101,7 @@ func positions(jobs []Job, stored map[string]int64) []int64 {
 // encodeJobs is cat as the per-job layout stores it over the stored
 // positions (nil: none): its settings and each job's value, by name.
 func encodeJobs(cat *Catalog, stored map[string]int64) (sets []byte, jobs map[string][]byte, err error) {
-	if sets, err = json.Marshal(storedSettings{Cluster: cat.Cluster, Membership: cat.Membership, Notify: cat.Notify}); err != nil {
+	if sets, err = json.Marshal(storedSettings{Cluster: cat.Cluster, Membership: cat.Membership, Notify: cat.Notify, Pools: cat.Pools}); err != nil {
 		return nil, nil, err
 	}
 	pos := positions(cat.Jobs, stored)

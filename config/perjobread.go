@@ -51,7 +51,7 @@ func (s *perJobState) catalog() (*Catalog, error) {
 		}
 		return strings.Compare(a.Job.Name, b.Job.Name)
 	})
-	cat := &Catalog{Cluster: s.decoded.Cluster, Membership: s.decoded.Membership, Notify: s.decoded.Notify, Jobs: make([]Job, len(order))}
+	cat := &Catalog{Cluster: s.decoded.Cluster, Membership: s.decoded.Membership, Notify: s.decoded.Notify, Pools: s.decoded.Pools, Jobs: make([]Job, len(order))}
 	for i, j := range order {
 		cat.Jobs[i] = j.Job
 	}

@@ -12,7 +12,7 @@ import (
 // (TestMarshalRoundTrips). kira catalog -o yaml prints it, so the stored
 // catalog can be saved, edited and applied again.
 func Marshal(cat *Catalog) ([]byte, error) {
-	raw := rawCatalog{Cluster: cat.Cluster, Membership: rawMembership{LeaseTTL: durationText(cat.Membership.LeaseTTL)}, Notify: rawNotifyOf(cat.Notify)}
+	raw := rawCatalog{Cluster: cat.Cluster, Membership: rawMembership{LeaseTTL: durationText(cat.Membership.LeaseTTL)}, Notify: rawNotifyOf(cat.Notify), Pools: cat.Pools}
 	if cat.Revision != 0 {
 		raw.Revision = &cat.Revision
 	}
@@ -38,6 +38,11 @@ func rawOf(j Job, notifyDefault []NotifyRule) rawJob {
 		rules := rawNotifyOf(j.Notify)
 		r.Notify = &rules
 	}
+	if j.MaxRunning > 0 {
+		n := j.MaxRunning
+		r.MaxRunning = &n
+	}
+	r.Pool = j.Pool
 	if j.Placement != nil {
 		r.Placement = &rawPlacement{Labels: j.Placement.Labels}
 	}

@@ -311,6 +311,9 @@ func Diff(prev, next *Catalog) []Change {
 	} else if prev.Membership != next.Membership {
 		out = append(out, Change{Kind: "settings", Fields: []string{fmt.Sprintf("membership.lease_ttl: %s → %s (members use it when they next join)", prev.Membership.LeaseTTL, next.Membership.LeaseTTL)}})
 	}
+	if t := limitsText(prev.Pools, next.Pools); t != "" {
+		out = append(out, Change{Kind: "settings", Fields: []string{t}})
+	}
 	old := map[string]Job{}
 	for _, j := range prev.Jobs {
 		old[j.Name] = j

@@ -123,10 +123,12 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 		return cat
 	}
 	cat.Notify = v.notify(root("notify"), raw.Notify)
+	cat.Pools = v.pools(raw.Pools)
 	seen := map[string]int{}
 	for i, rj := range raw.Jobs {
 		jp := root("jobs").index(i)
 		j := v.job(jp, rj)
+		v.limit(jp, rj, &j, raw.Pools)
 		if j.Name != "" {
 			if first, dup := seen[j.Name]; dup {
 				v.addf(jp.child("name"), "duplicate job name %q (first defined at %s)", j.Name, v.locate.where(root("jobs").index(first).child("name")))

@@ -15,12 +15,13 @@ import (
 // validation can report them with their position.
 type rawCatalog struct {
 	// Revision and Generation are pointers: absent is not the same as 0.
-	Revision   *int64        `yaml:"revision"`
-	Generation *int64        `yaml:"generation"`
-	Cluster    string        `yaml:"cluster"`
-	Membership rawMembership `yaml:"membership"`
-	Jobs       []rawJob      `yaml:"jobs"`
-	Notify     []rawNotify   `yaml:"notify"`
+	Revision   *int64         `yaml:"revision"`
+	Generation *int64         `yaml:"generation"`
+	Cluster    string         `yaml:"cluster"`
+	Membership rawMembership  `yaml:"membership"`
+	Jobs       []rawJob       `yaml:"jobs"`
+	Notify     []rawNotify    `yaml:"notify"`
+	Pools      map[string]int `yaml:"pools"`
 }
 
 type rawMembership struct {
@@ -51,6 +52,9 @@ type rawJob struct {
 	// the same as no notify: at all.
 	Notify    *[]rawNotify  `yaml:"notify"`
 	Placement *rawPlacement `yaml:"placement"`
+	// MaxRunning is a pointer: max_running: 0 is refused, not absent.
+	MaxRunning *int   `yaml:"max_running"`
+	Pool       string `yaml:"pool"`
 }
 
 type rawRetries struct {

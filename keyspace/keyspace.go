@@ -14,6 +14,7 @@
 //	journal/<member id>/<n mod size>           a member's records of many slots  none, fenced writes
 //	control/<job>/paused                       exists while paused    none
 //	control/<job>/trigger/<partition>/<uuid>   a manual run request   none
+//	pools/<pool>/<lease id hex>-<n hex>       a run's permit, held or awaited  member's lease
 //
 // A slot's leader is the oldest key of its election; that key's create
 // revision is the slot's fencing token. Fenced writes compare it in the same
@@ -228,4 +229,17 @@ func ParseControl(cluster, key string) (ControlKey, bool) {
 		return ControlKey{Job: parts[0], Partition: p, Trigger: true}, true
 	}
 	return ControlKey{}, false
+}
+
+// Pools is the root of every concurrency limit's permits.
+func Pools(cluster string) string { return Cluster(cluster) + "pools/" }
+
+// Pool is the prefix of one limit's permits; pool is config.Limit's Pool
+// ("pool/<name>" or "job/<name>"), so a catalog pool and a job's own limit
+// never share a prefix.
+func Pool(cluster, pool string) string { return Pools(cluster) + pool + "/" }
+
+// Permit is the key of the n-th permit a member (by its lease) asks of a pool.
+func Permit(cluster, pool string, lease int64, n uint64) string {
+	return fmt.Sprintf("%s%x-%x", Pool(cluster, pool), lease, n)
 }

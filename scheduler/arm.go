@@ -8,12 +8,13 @@ import (
 // arm starts the slot's next fire ahead of its time if nothing could change
 // the dispatch decision before then: the slot is free, the fire's start is
 // already recorded (so it needs no etcd round trip), the job is not paused,
-// and the lease is trusted past the fire's time. The run's goroutine waits
+// and the lease is trusted past the fire's time, and the job has no
+// concurrency limit (its fires wait for a permit instead: permits.go). The run's goroutine waits
 // for the instant, so the loop's per-fire work and its wake-up are not in
 // the fire's lateness.
 func (s *Scheduler) arm(sl *slot, now time.Time) bool {
 	a := sl.ahead
-	if a == nil || !a.scheduled.Equal(sl.nextScheduled) || sl.busy() || sl.owed.queued != nil || sl.raising ||
+	if a == nil || sl.job.limit.Limited() || !a.scheduled.Equal(sl.nextScheduled) || sl.busy() || sl.owed.queued != nil || sl.raising ||
 		s.paused[sl.id.Job] || s.member.TrustLeft() <= sl.next.Sub(now) {
 		return false
 	}

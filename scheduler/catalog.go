@@ -15,7 +15,8 @@ type job struct {
 	spec     config.Job
 	schedule config.Schedule
 	executor jobs.Executor
-	fence    jobs.Fence // nil without fence_url or fence_command
+	fence    jobs.Fence   // nil without fence_url or fence_command
+	limit    config.Limit // the concurrency limit its runs share (permits.go)
 }
 
 // prepareJobs parses a catalog's jobs into dispatchable form.
@@ -36,7 +37,7 @@ func prepareJobs(cat *config.Catalog, handlers jobs.Handlers) (map[string]*job, 
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
-		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec)}
+		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec), limit: cat.Limit(spec)}
 	}
 	return out, nil
 }

@@ -22,6 +22,7 @@
 //	dispatch.go       whether a due fire starts: pause, overlap, backlog
 //	arm.go            fires prepared ahead of their instant, and taken back
 //	execute.go        how an execution starts once its start is recorded
+//	permits.go        how a fire of a job with a concurrency limit waits for a permit
 //	gate.go           the gates armed fires wait at, opened at their instant
 //	finish.go         what happens when an execution ends
 //	retry.go          retries and fires whose start etcd did not record

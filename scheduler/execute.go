@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
@@ -28,7 +29,7 @@ func (s *Scheduler) start(sl *slot, f fire) { s.startAt(sl, f, time.Time{}) }
 // built here, on the loop: off the fire's instant when the fire is armed.
 func (s *Scheduler) startAt(sl *slot, f fire, at time.Time) {
 	r := &run{s: s, slot: sl.id, fire: f, exec: s.execution(sl, f), executor: sl.job.executor, timeout: sl.job.spec.Timeout,
-		due: f.scheduled.Add(sl.job.spec.JitterOffset(sl.id)), unrecorded: &sl.unrecorded, refused: &sl.refused}
+		due: f.scheduled.Add(sl.job.spec.JitterOffset(sl.id)), limit: sl.job.limit, unrecorded: &sl.unrecorded, refused: &sl.refused}
 	r.slow = slowStart(r.executor)
 	r.recorded, r.armed = s.recordStart(sl, f, at, r.slow)
 	r.number, r.ctx, r.cancel = s.addRun(sl)
@@ -107,6 +108,7 @@ type run struct {
 	executor   jobs.Executor
 	slow       bool // a command: woken first at its instant, see gates.wait
 	timeout    time.Duration
+	limit      config.Limit  // its job's concurrency limit: it waits for a permit (permits.go)
 	due        time.Time     // scheduled time + jitter: lateness counts from here
 	recorded   chan error    // the answer of the write that records the start
 	armed      *armedRun     // nil unless armed ahead of its time
@@ -133,7 +135,7 @@ func (r *run) run() {
 			return
 		}
 	}
-	if r.timeout > 0 { // counted from the fire's time, not from arming
+	if r.timeout > 0 && !r.limit.Limited() { // counted from the fire's time, not from arming
 		var stop context.CancelFunc
 		r.ctx, stop = context.WithTimeout(r.ctx, r.timeout)
 		defer stop()
@@ -206,8 +208,17 @@ func (r *run) startRecorded(fr *finishedRun, err error) {
 	case r.s.member.TrustLeft() <= 0:
 		fr.res, fr.notStarted = jobs.Result{Outcome: jobs.Cancelled, Err: ErrUntrusted}, true
 	default:
-		fr.started = r.s.cfg.Clock.Now()
+		pm, ok := r.awaitPermit(fr)
+		if !ok {
+			return
+		}
 		ctx := r.ctx
+		if r.timeout > 0 && r.limit.Limited() { // counted from its start, after the wait for its permit
+			var stop context.CancelFunc
+			ctx, stop = context.WithTimeout(ctx, r.timeout)
+			defer stop()
+		}
+		fr.started = r.s.cfg.Clock.Now()
 		if r.slow {
 			// Starting until its process has: the work that waits for the
 			// instant's starts would take the CPU its exec needs.
@@ -218,6 +229,7 @@ func (r *run) startRecorded(fr *finishedRun, err error) {
 		r.span.SetAttributes(attribute.Int64("kira.lateness_ns", int64(fr.started.Sub(r.due))))
 		r.s.emit(Event{Kind: Started, Slot: fr.slot, Token: r.exec.Token, Execution: r.exec, Cause: r.fire.cause, Attempt: r.fire.attempt, TraceID: fr.traceID, At: fr.started})
 		fr.res = r.executor.Execute(ctx, r.exec)
+		pm.Release()
 		// The rest is bookkeeping: let the fires whose gate opened with this one
 		// start first.
 		<-r.s.gates.starting.settled()

@@ -77,6 +77,7 @@ func (s *Scheduler) stopFiring() {
 		s.unschedule(sl)
 	}
 	s.stopping = true
+	s.stopWaits()
 	for _, sl := range s.slots {
 		s.disarm(sl)
 	}
@@ -125,6 +126,7 @@ func (s *Scheduler) runClosing(graceful bool, bg *background) {
 	bg.stopWatches()
 	bg.giveGates()
 	s.waitOwned(ownedWait)
+	s.permits.Close(resignTimeout)
 	close(s.stopped)
 	close(bg.stopWriter)
 	<-bg.writerDone

@@ -15,6 +15,7 @@ import (
 	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/notify"
+	"github.com/kira-scheduler/kira/permit"
 	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -108,6 +109,12 @@ type Scheduler struct {
 	reads    *takeoverReads // the reads of the slots taken over, batched
 	gates    *gates
 	notifier *notify.Notifier
+	// permits are the member's permits of the jobs' concurrency limits;
+	// stopWaiting ends when the member stops firing, and with it every wait
+	// for one (permits.go).
+	permits     *permit.Pools
+	stopWaiting context.Context
+	stopWaits   context.CancelFunc
 	// armedHook, if set (by tests, before Run), is called by the loop for
 	// each fire it arms.
 	armedHook func(shard.Slot)
@@ -226,6 +233,8 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	s.catalogRev = cfg.CatalogRevision
 	s.notifier = s.newNotifier()
 	s.cleanupCtx, s.cancelCleanup = context.WithCancel(context.Background())
+	s.permits = permit.New(s.cli, member.Cluster(), member.Lease())
+	s.stopWaiting, s.stopWaits = context.WithCancel(context.Background())
 	prepared, err := prepareJobs(cat, cfg.Handlers)
 	if err != nil {
 		return nil, err
