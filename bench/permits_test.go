@@ -3,33 +3,31 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sort"
+	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/jobs"
-	"github.com/kira-scheduler/kira/scheduler"
 )
 
 // BenchmarkPermitCost is what a concurrency limit costs etcd per
-// execution: one member runs a job of 6 partitions fired every second,
-// each run working 50 ms, with no limit, with max_running: 6 (no fire ever
-// waits) and with max_running: 2 (most fires wait), and the embedded etcd's
-// own counters give the calls and the keys written (puts and deletes)
-// between two readings 5 s apart, per execution started. The readings
-// include what the member pays anyway (lease renewals, the view), alike in
-// each case. It prints figures and asserts nothing
+// execution: one `kira run` member runs a job of 6 partitions fired every
+// second, each run a command working 50 ms, with no limit, with
+// max_running: 6 (no fire ever waits) and with max_running: 2 (most fires
+// wait), and the embedded etcd's own counters give the calls and the keys
+// written (puts and deletes) over a 5 s window, per execution started in
+// it (read back from the history). The readings include what the member
+// pays anyway (lease renewals, the view), alike in each case. It prints
+// figures and asserts nothing
 // (docs/benchmarks.md#concurrency-limits-etcd-cost):
 //
 //	go test -run '^$' -bench BenchmarkPermitCost -benchtime 1x ./bench
 func BenchmarkPermitCost(b *testing.B) {
 	c := etcdtest.Start(b)
-	etcd := etcdclient.Config{Endpoints: c.Endpoints()}
+	cfg := Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Binary: buildKira(b)}
 	for _, limit := range []int{0, 6, 2} {
 		name := "none"
 		if limit > 0 {
@@ -37,7 +35,7 @@ func BenchmarkPermitCost(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
-				calls, keys, started := permitCost(b, etcd, fmt.Sprintf("permits-%d", limit), limit)
+				calls, keys, started := permitCost(b, cfg, limit)
 				total := 0
 				var parts []string
 				for _, m := range []string{"Range", "Txn", "Put", "DeleteRange", "LeaseKeepAlive"} {
@@ -53,56 +51,55 @@ func BenchmarkPermitCost(b *testing.B) {
 }
 
 // permitCost runs the shape once and returns etcd's calls by method, the
-// keys written and the executions started between the readings.
-func permitCost(b *testing.B, etcd etcdclient.Config, cluster string, limit int) (map[string]int, int, int) {
+// keys written and the executions started in the window.
+func permitCost(b *testing.B, cfg Config, limit int) (map[string]int, int, int) {
 	b.Helper()
-	cat := &config.Catalog{Cluster: cluster, Membership: config.Membership{LeaseTTL: 2 * time.Second},
-		Jobs: []config.Job{{Name: "work", Schedule: "@every 1s", Partitions: 6, Handler: "work", MaxRunning: limit,
-			Misfire: config.MisfireFireOnce, Overlap: config.OverlapSkip, CatchupWindow: time.Minute, HistoryLimit: config.DefaultHistoryLimit}}}
-	var mu sync.Mutex
-	var starts []time.Time
-	onEvent := func(e scheduler.Event) {
-		if e.Kind == scheduler.Started {
-			mu.Lock()
-			starts = append(starts, e.At)
-			mu.Unlock()
-		}
+	dir := b.TempDir()
+	name := cluster(fmt.Sprintf("permits-%d", limit))
+	maxRunning := ""
+	if limit > 0 {
+		maxRunning = fmt.Sprintf(", max_running: %d", limit)
 	}
-	work := func(ctx context.Context) error {
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-		}
-		return nil
+	catalog := filepath.Join(dir, "catalog.yaml")
+	yaml := fmt.Sprintf("cluster: %s\nmembership: {lease_ttl: 2s}\njobs:\n  - {name: work, schedule: \"@every 1s\", partitions: 6, command: [sleep, \"0.05\"], misfire: fire-once, overlap: skip, catchup_window: 1m, history_limit: 50%s}\n", name, maxRunning)
+	if err := os.WriteFile(catalog, []byte(yaml), 0o600); err != nil {
+		b.Fatal(err)
 	}
-	m, err := startMember(etcd, cat, jobs.Handlers{"work": work}, onEvent)
+	cli, err := etcdclient.New(cfg.Etcd)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer m.stop()
-	if err := waitFor(15*time.Second, func() bool { return m.sched.LeadingCount() == 6 }); err != nil {
+	defer cli.Close()
+	p, err := startProc(cfg, dir, catalog, "m0")
+	if err != nil {
 		b.Fatal(err)
 	}
-	// Readings half a second past whole seconds, a second's fires done.
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(2500 * time.Millisecond)))
-	from, before := time.Now(), readInProcess()
-	time.Sleep(5 * time.Second)
-	to, after := time.Now(), readInProcess()
-	mu.Lock()
-	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
-	n := 0
-	for _, at := range starts {
-		if at.After(from) && at.Before(to) {
-			n++
-		}
+	defer p.stop()
+	if err := waitProcs([]*memberProc{p}, 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, ok, err := preferredOwners(ctx, cli, name, 1, 6)
+		return ok, err
+	}); err != nil {
+		b.Fatal(err)
 	}
-	mu.Unlock()
-	if n == 0 {
+	// Readings half a second before whole seconds, as lateness reads them.
+	from := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	to := from.Add(5 * time.Second)
+	time.Sleep(time.Until(from.Add(-time.Second / 2)))
+	before := readInProcess()
+	time.Sleep(time.Until(to.Add(-time.Second / 2)))
+	after := readInProcess()
+	time.Sleep(time.Until(to) + time.Second) // the window's last runs end
+	p.stop()
+	var ran Figures
+	if err := countFromHistory(cli, name, "work", from, to, 0, false, &ran, nil); err != nil {
+		b.Fatal(err)
+	}
+	if ran.Started == 0 {
 		b.Fatal("no execution started")
 	}
 	calls := map[string]int{}
 	for method, c := range after.calls {
 		calls[method] = c - before.calls[method]
 	}
-	return calls, after.keys - before.keys, n
+	return calls, after.keys - before.keys, ran.Started
 }
