@@ -121,7 +121,14 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 	for i := range runs {
 		runs[i].misfire = true
 	}
-	sl.owed.backlog = append(runs, triggers...)
+	for _, f := range triggers {
+		if notYet(f, now) {
+			s.waitOneOff(sl, f)
+		} else {
+			runs = append(runs, f)
+		}
+	}
+	sl.owed.backlog = runs
 	// Schedule after the last fire this slot finished, if that is later than
 	// our now: a previous owner whose clock ran ahead has run fires that are
 	// still in our future, and running them again would be a duplicate.

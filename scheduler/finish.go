@@ -22,6 +22,7 @@ type finishedRun struct {
 	started    time.Time
 	finished   time.Time
 	notStarted bool   // its start could not be recorded, so it did not run
+	withdrawn  bool   // its trigger was gone (cancelled) when its start was written: nothing to record
 	refused    bool   // etcd refused its start (counted in slot.refused)
 	traceID    string // the execution's trace, if its span is recorded
 }
@@ -94,7 +95,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 	}
 	now := s.cfg.Clock.Now()
 	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Cause: fr.fire.cause, Attempt: fr.fire.attempt, StartedAt: fr.started, TraceID: fr.traceID, At: now})
-	if sl.stage == leading && sl.token == fr.exec.Token { // still the holder that started it
+	if sl.stage == leading && sl.token == fr.exec.Token && !fr.withdrawn { // still the holder that started it
 		r := s.recordResult(sl, fr)
 		if fr.res.Outcome == jobs.Fenced {
 			// A protected resource saw a newer token: we are not the holder any

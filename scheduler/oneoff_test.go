@@ -1,0 +1,221 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// oneOffCatalog is a job that fires hourly, so only one-off runs run in
+// the minutes a test moves its clock by.
+func oneOffCatalog(cluster string) *config.Catalog {
+	return catalog(cluster, withDefaults(config.Job{Name: "tick", Schedule: "@every 1h", Handler: "noop"}))
+}
+
+// seenControl waits until the member has seen every control key written
+// before now: watch events come in order, so once it has seen the pause of
+// a job paused now (a name of its own, in no catalog) it has seen the rest.
+func seenControl(t *testing.T, cli *clientv3.Client, rec *recorder, cluster string) {
+	t.Helper()
+	marker := fmt.Sprintf("seen-%d", time.Now().UnixNano())
+	if err := operator.Pause(context.Background(), cli, cluster, marker); err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, rec, "the member to see the control keys", 1, func(e Event) bool { return e.Slot.Job == marker && e.Kind == Paused })
+}
+
+func manualStarts(evs []Event) []Event {
+	var out []Event
+	for _, e := range started(evs, "") {
+		if e.Slot.Job == "tick" && e.Cause == history.CauseManual {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func waiting(t *testing.T, cli *clientv3.Client, cluster string) []operator.WaitingRun {
+	t.Helper()
+	w, err := operator.WaitingRuns(context.Background(), cli, cluster, "tick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// A one-off run waits for its time (listed meanwhile), runs once then with
+// its own id and its time as scheduled time, and never again.
+func TestOneOffRunsOnceAtItsTime(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	rec := newRecorder()
+	manualNode(t, cli, oneOffCatalog("oneoff"), rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	at := t0.Add(25 * time.Second)
+	ids, err := operator.RequestRunAt(context.Background(), cli, "oneoff", []shard.Slot{{Job: "tick"}}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seenControl(t, cli, rec, "oneoff")
+	if w := waiting(t, cli, "oneoff"); len(w) != 1 || w[0].ID != ids[0] || !w[0].At.Equal(at) {
+		t.Fatalf("waiting runs %+v; want %s at %s", w, ids[0], at)
+	}
+	clock.Advance(20 * time.Second)
+	seenControl(t, cli, rec, "oneoff") // a round trip through the loop
+	if m := manualStarts(rec.all()); len(m) != 0 {
+		t.Fatalf("started %d runs before their time", len(m))
+	}
+	clock.Advance(5 * time.Second)
+	evs := waitKind(t, rec, "the one-off run", 1, func(e Event) bool { return e.Kind == Finished && e.Execution.ID == ids[0] })
+	m := manualStarts(evs)
+	if len(m) != 1 || m[0].Execution.ID != ids[0] || !m[0].Execution.ScheduledTime.Equal(at) || m[0].At.Before(at) {
+		t.Fatalf("one-off starts %+v; want one, %s, scheduled and started at %s", m, ids[0], at)
+	}
+	kiratest.WaitUntil(t, "the one-off's key consumed", 10*time.Second, func() bool { return len(waiting(t, cli, "oneoff")) == 0 })
+	clock.Advance(time.Minute)
+	seenControl(t, cli, rec, "oneoff")
+	if m := manualStarts(rec.all()); len(m) != 1 {
+		t.Fatalf("the one-off started %d times; want once", len(m))
+	}
+	if _, err := operator.CancelRun(context.Background(), cli, "oneoff", ids[0]); !errors.Is(err, operator.ErrNotWaiting) {
+		t.Fatalf("cancelling a run that ran: %v; want ErrNotWaiting", err)
+	}
+	kiratest.WaitUntil(t, "the one-off's record", 10*time.Second, func() bool {
+		r, ok, err := operator.FindRun(context.Background(), cli, "oneoff", "tick", ids[0])
+		return err == nil && ok && r.Outcome == "succeeded" && r.Cause == history.CauseManual
+	})
+}
+
+// A one-off run outlives its holder: a member that takes the slot over
+// runs a waiting one at its time, and one whose time passed while nobody
+// held the slot at once, each once.
+func TestOneOffSurvivesAChangeOfHolder(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	rec := newRecorder()
+	first := manualNode(t, cli, oneOffCatalog("handover"), rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	ctx := context.Background()
+	late, err := operator.RequestRunAt(ctx, cli, "handover", []shard.Slot{{Job: "tick"}}, t0.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := operator.RequestRunAt(ctx, cli, "handover", []shard.Slot{{Job: "tick"}}, t0.Add(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seenControl(t, cli, rec, "handover")
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(30 * time.Second) // the first one's time passes while nobody holds the slot
+	second := manualNode(t, cli, oneOffCatalog("handover"), rec, clock, jobs.Handlers{"noop": noop})
+	evs := waitKind(t, rec, "the late one-off", 1, func(e Event) bool { return e.Kind == Finished && e.Execution.ID == late[0] })
+	if m := manualStarts(evs); len(m) != 1 || m[0].Member != second.id || !m[0].At.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("starts %+v; want the late one-off only, by the new holder at once", m)
+	}
+	clock.Advance(30 * time.Second)
+	evs = waitKind(t, rec, "the waiting one-off", 1, func(e Event) bool { return e.Kind == Finished && e.Execution.ID == later[0] })
+	clock.Advance(time.Minute)
+	seenControl(t, cli, rec, "handover")
+	ran := map[string]int{}
+	for _, e := range manualStarts(rec.all()) {
+		ran[e.Execution.ID]++
+	}
+	if len(ran) != 2 || ran[late[0]] != 1 || ran[later[0]] != 1 {
+		t.Fatalf("one-off runs %v; want %s and %s once each", ran, late[0], later[0])
+	}
+}
+
+// A cancelled one-off run never runs, and a second cancel says it is not
+// waiting.
+func TestCancelledOneOffNeverRuns(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	rec := newRecorder()
+	manualNode(t, cli, oneOffCatalog("cancel"), rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	ctx := context.Background()
+	ids, err := operator.RequestRunAt(ctx, cli, "cancel", []shard.Slot{{Job: "tick"}}, t0.Add(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seenControl(t, cli, rec, "cancel")
+	if w, err := operator.CancelRun(ctx, cli, "cancel", ids[0]); err != nil || w.ID != ids[0] {
+		t.Fatalf("cancel: %+v, %v", w, err)
+	}
+	if _, err := operator.CancelRun(ctx, cli, "cancel", ids[0]); !errors.Is(err, operator.ErrNotWaiting) {
+		t.Fatalf("second cancel: %v; want ErrNotWaiting", err)
+	}
+	seenControl(t, cli, rec, "cancel")
+	clock.Advance(time.Minute)
+	seenControl(t, cli, rec, "cancel")
+	if m := manualStarts(rec.all()); len(m) != 0 {
+		t.Fatalf("a cancelled one-off started: %+v", m)
+	}
+}
+
+// A cancel that races the start has one answer: the holder has dispatched
+// the run and its start write waits for etcd when the cancel deletes the
+// key; the start then finds the key gone and the run never starts. A start
+// that committed first makes the cancel fail instead.
+func TestCancelRacingTheStartHasOneAnswer(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	rec := newRecorder()
+	_, gk := startGatedNode(t, cli, oneOffCatalog("race"), rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	ctx := context.Background()
+	var ids []string
+	for range 2 { // two requests: one request's runs of a slot would share an id
+		id, err := operator.RequestRunAt(ctx, cli, "race", []shard.Slot{{Job: "tick"}}, t0.Add(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id[0])
+	}
+	ids2, err := operator.RequestRunAt(ctx, cli, "race", []shard.Slot{{Job: "tick"}}, t0.Add(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seenControl(t, cli, rec, "race")
+	gk.close()
+	clock.Advance(10 * time.Second)
+	kiratest.Receive(t, gk.blocked, 10*time.Second, "the start write at the closed gate")
+	if _, err := operator.CancelRun(ctx, cli, "race", ids[0]); err != nil {
+		t.Fatalf("cancel while the start waits for etcd: %v", err)
+	}
+	gk.open()
+	cancelled := waitKind(t, rec, "the cancelled run's end", 1, func(e Event) bool { return e.Kind == Finished && e.Execution.ID == ids[0] })
+	for _, e := range cancelled {
+		if e.Kind == Started && e.Execution.ID == ids[0] {
+			t.Fatalf("the cancelled run started")
+		}
+		if e.Kind == Finished && e.Execution.ID == ids[0] && e.Result.Outcome != jobs.Cancelled {
+			t.Fatalf("the cancelled run ended %s; want cancelled", e.Result.Outcome)
+		}
+	}
+	clock.Advance(10 * time.Second)
+	waitKind(t, rec, "the next one-off", 1, func(e Event) bool { return e.Kind == Finished && e.Execution.ID == ids2[0] })
+	if _, err := operator.CancelRun(ctx, cli, "race", ids2[0]); !errors.Is(err, operator.ErrNotWaiting) {
+		t.Fatalf("cancel after the start: %v; want ErrNotWaiting", err)
+	}
+	if m := manualStarts(rec.all()); len(m) != 2 || m[0].Execution.ID != ids[1] || m[1].Execution.ID != ids2[0] {
+		t.Fatalf("starts %+v; want %s then %s", m, ids[1], ids2[0])
+	}
+}
