@@ -1,0 +1,62 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/shard"
+)
+
+// A job with an @at schedule fires once, at its time, with the execution
+// id of that time; then it has no next fire: the member neither fires it
+// again nor spins (a manual run still goes through its loop), and a new
+// holder does not run it again.
+func TestAtJobFiresOnceAndNeverAgain(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	at := t0.Add(20 * time.Second).Truncate(time.Second)
+	cat := catalog("at", withDefaults(config.Job{Name: "tick", Schedule: "@at " + at.Format(time.RFC3339), Handler: "noop"}))
+	rec := newRecorder()
+	first := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	clock.Advance(10 * time.Second)
+	seenControl(t, cli, rec, "at")
+	if n := len(started(rec.all(), "")); n != 0 {
+		t.Fatalf("%d runs before the @at time", n)
+	}
+	clock.Advance(10 * time.Second)
+	evs := waitKind(t, rec, "the @at fire", 1, func(e Event) bool { return e.Kind == Finished })
+	if s := started(evs, ""); len(s) != 1 || s[0].Cause != history.CauseSchedule || !s[0].Execution.ScheduledTime.Equal(at) ||
+		s[0].Execution.ID != jobs.ExecutionID("tick", 0, at) {
+		t.Fatalf("starts %+v; want the one fire at %s", s, at)
+	}
+	clock.Advance(5 * time.Minute) // within the manual lease's trust window
+	ids, err := operator.RequestRun(context.Background(), cli, "at", []shard.Slot{{Job: "tick"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, rec, "a manual run after the @at fire", 1, func(e Event) bool { return e.Kind == Finished && e.Execution.ID == ids[0] })
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "the second holder ready", 2, func(e Event) bool { return e.Kind == Raised })
+	clock.Advance(5 * time.Minute)
+	seenControl(t, cli, rec, "at")
+	var scheduled int
+	for _, e := range started(rec.all(), "") {
+		if e.Cause != history.CauseManual {
+			scheduled++
+		}
+	}
+	if scheduled != 1 {
+		t.Fatalf("the @at job fired %d times; want once", scheduled)
+	}
+}
