@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"text/tabwriter"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -157,4 +159,60 @@ func (c *cli) ranAlready(ctx context.Context, cli *clientv3.Client, job, waitedF
 		}
 	}
 	return history.Record{}, false
+}
+
+// withOneOffs adds to the schedule's fires of job j the one-off runs
+// waiting for it after from, in time order, and keeps the first n.
+func withOneOffs(ctx context.Context, cli *clientv3.Client, cluster string, j config.Job, fires []nextFire, from time.Time, n int) ([]nextFire, error) {
+	waiting, err := operator.WaitingRuns(ctx, cli, cluster, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	loc := time.UTC
+	if len(fires) > 0 {
+		loc = fires[0].Scheduled.Location()
+	} else if j.Timezone != "" {
+		if l, err := time.LoadLocation(j.Timezone); err == nil {
+			loc = l
+		}
+	}
+	for _, w := range waiting {
+		if !w.At.IsZero() && w.At.After(from) {
+			fires = append(fires, nextFire{Scheduled: w.At.In(loc), UTC: w.At, Due: w.At, OneOff: w.ID, OneOffPartition: w.Partition})
+		}
+	}
+	slices.SortStableFunc(fires, func(a, b nextFire) int { return a.UTC.Compare(b.UTC) })
+	if len(fires) > n {
+		fires = fires[:n]
+	}
+	return fires, nil
+}
+
+// oneOffText is the RUN column of kira next: the schedule's, or a one-off
+// run's id and partition.
+func oneOffText(f nextFire) string {
+	if f.OneOff == "" {
+		return "schedule"
+	}
+	return fmt.Sprintf("one-off %s (partition %d)", f.OneOff, f.OneOffPartition)
+}
+
+// printWaitingRuns is the part of kira jobs JOB that lists the manual runs
+// not started yet: one-off runs at their time, others as soon as the
+// slot's holder sees them.
+func printWaitingRuns(w io.Writer, runs []operator.WaitingRun) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nwaiting runs (kira trigger --cancel ID cancels one):\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPARTITION\tAT\tREQUESTED")
+	for _, r := range runs {
+		at := "now"
+		if !r.At.IsZero() {
+			at = r.At.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.ID, r.Partition, at, when(&r.RequestedAt))
+	}
+	return tw.Flush()
 }

@@ -79,6 +79,13 @@ func TestTriggerAtRunsOnceAcrossRestarts(t *testing.T) {
 	if out, code := kira("trigger", "--cancel", cancelled); code != 0 || !strings.Contains(out, "cancelled once/0 execution_id "+cancelled) {
 		t.Fatalf("trigger --cancel: exit %d\n%s", code, out)
 	}
+	// kira jobs JOB and kira next list the waiting run, not the cancelled one.
+	if out, code := kira("jobs", "once"); code != 0 || !strings.Contains(out, "waiting runs") || !strings.Contains(out, id) || strings.Contains(out, cancelled) {
+		t.Fatalf("jobs once: exit %d\n%s", code, out)
+	}
+	if out, code := kira("next", "once", "-n", "2"); code != 0 || !strings.Contains(out, "one-off "+id+" (partition 0)") || !strings.Contains(out, "schedule") {
+		t.Fatalf("next once: exit %d\n%s", code, out)
+	}
 
 	// Every member goes before the run's time; new ones come.
 	first[0].Signal(syscall.SIGKILL)
@@ -116,5 +123,29 @@ func TestTriggerAtRunsOnceAcrossRestarts(t *testing.T) {
 	})
 	if out, code := kira("trigger", "--cancel", cancelled); code != 1 || !strings.Contains(out, "not cancelled") {
 		t.Fatalf("second cancel: exit %d\n%s", code, out)
+	}
+}
+
+// kira validate --next shows an @at job's one fire, in its zone and in
+// UTC; a past @at is refused with file, line and field, and is a warning
+// under misfire: fire-once.
+func TestValidateAt(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "at.yaml")
+	write := func(at, extra string) {
+		os.WriteFile(file, []byte("cluster: at\njobs:\n  - name: once\n    schedule: \"@at "+at+"\"\n    timezone: Europe/Istanbul\n    command: [\"true\"]\n"+extra), 0o600)
+	}
+	write("2099-01-01T09:00:00+03:00", "")
+	out, code := runKira(t, "validate", file, "--next", "3") // the schedule, and its one fire in two zones
+	if code != 0 || !strings.Contains(out, "2099-01-01 09:00:00 +03") || !strings.Contains(out, "2099-01-01T06:00:00Z") || strings.Count(out, "2099-") != 3 {
+		t.Fatalf("validate --next of a future @at: exit %d\n%s", code, out)
+	}
+	write("2020-01-01T09:00:00+03:00", "")
+	if out, code := runKira(t, "validate", file); code != 1 || !strings.Contains(out, file+":4:") || !strings.Contains(out, "jobs[0].schedule") || !strings.Contains(out, "is past") {
+		t.Fatalf("validate of a past @at: exit %d\n%s", code, out)
+	}
+	write("2020-01-01T09:00:00+03:00", "    misfire: fire-once\n")
+	if out, code := runKira(t, "validate", file, "--next", "3"); code != 0 || !strings.Contains(out, "warning: "+file+":4:") {
+		t.Fatalf("validate of a past @at under fire-once: exit %d\n%s", code, out)
 	}
 }
