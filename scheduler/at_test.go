@@ -60,3 +60,32 @@ func TestAtJobFiresOnceAndNeverAgain(t *testing.T) {
 		t.Fatalf("the @at job fired %d times; want once", scheduled)
 	}
 }
+
+// An @at fire whose time passed while no member held its slot runs once
+// when a member takes the slot, late, under misfire fire-once; under skip
+// it is recorded as missed.
+func TestAtMissedWhileNobodyHeldTheSlot(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0.Add(30 * time.Second))
+	at := t0.Add(10 * time.Second)
+	spec := "@at " + at.Format(time.RFC3339Nano)
+	cat := catalog("atmissed", withDefaults(config.Job{Name: "late", Schedule: spec, Handler: "noop", Misfire: config.MisfireFireOnce}),
+		withDefaults(config.Job{Name: "gone", Schedule: spec, Handler: "noop", Misfire: config.MisfireSkip}))
+	rec := newRecorder()
+	manualNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	evs := waitKind(t, rec, "the late @at fire", 1, func(e Event) bool { return e.Kind == Finished && e.Slot.Job == "late" })
+	if s := started(evs, ""); len(s) != 1 || s[0].Slot.Job != "late" || s[0].Cause != history.CauseCatchup ||
+		!s[0].Execution.ScheduledTime.Equal(at) || s[0].Execution.ID != jobs.ExecutionID("late", 0, at) {
+		t.Fatalf("starts %+v; want late's @at fire once, as a catch-up", s)
+	}
+	waitUntil(t, "gone's missed record", 10*time.Second, func() bool {
+		hist, err := operator.ReadHistory(context.Background(), cli, "atmissed", "gone", 0, 10)
+		return err == nil && len(hist) == 1 && hist[0].Outcome == history.OutcomeMissed && hist[0].ScheduledTime.Equal(at)
+	})
+	clock.Advance(5 * time.Minute)
+	seenControl(t, cli, rec, "atmissed")
+	if s := started(rec.all(), ""); len(s) != 1 {
+		t.Fatalf("%d starts; want late's one", len(s))
+	}
+}

@@ -98,9 +98,12 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 	} else if read.journaled {
 		s.takeoverWrite(sl, read.copies)
 	}
-	runs, missed, dropped := catchUp(st, sl.job.spec, sl.job.schedule, now.UTC(), func(t time.Time) string {
-		return jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)
-	})
+	executionID := func(t time.Time) string { return jobs.ExecutionID(sl.id.Job, sl.id.Partition, t) }
+	runs, missed, dropped := catchUp(st, sl.job.spec, sl.job.schedule, now.UTC(), executionID)
+	if read.unreadable == nil {
+		r, m := missedAt(st, sl.job.spec, now.UTC(), executionID)
+		runs, missed = append(runs, r...), append(missed, m...)
+	}
 	if dropped > 0 {
 		sl.recorded.MissedDropped += int64(dropped)
 		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "missed fires older than catchup_window", Count: dropped, Policy: "catchup_window", At: now})
