@@ -48,8 +48,8 @@ func (j Job) At() (time.Time, bool) {
 
 // pastAt checks that an @at job's time is after now (when now is set: a
 // check of a catalog file about to be applied, not of one a member runs).
-// A past time never fires: an error, unless the job sets (explicitly) a
-// misfire policy that runs a missed fire late, which makes it a warning.
+// A past time is an error, unless the job sets (explicitly) a misfire
+// policy that runs a missed fire late, which makes it a warning.
 // Held by TestAtValidation.
 func (v *validator) pastAt(jp fieldPath, set Misfire, j Job) {
 	at, ok := j.At()
@@ -59,8 +59,8 @@ func (v *validator) pastAt(jp fieldPath, set Misfire, j Job) {
 	field := jp.child("schedule")
 	now := v.now.UTC().Format(time.RFC3339)
 	if set != MisfireFireOnce && set != MisfireFireAll {
-		v.addf(field, "%s is past (now %s): the job would never fire; set a later time, remove the job, or set misfire: fire-once to keep it for a run its holders missed", j.Schedule, now)
+		v.addf(field, "%s is past (now %s): set a later time, remove the job, or set misfire: fire-once (or fire-all) to run it late if it never ran, within catchup_window", j.Schedule, now)
 		return
 	}
-	v.warnf(field, "%s is past (now %s): the job fires no more, except a run its holders missed (misfire %s)", j.Schedule, now, j.Misfire)
+	v.warnf(field, "%s is past (now %s): under misfire %s it runs late only if it never ran and is within catchup_window (%s), else never", j.Schedule, now, j.Misfire, j.CatchupWindow)
 }
