@@ -150,7 +150,7 @@ func (s *Scheduler) tryAgain(sl *slot, fr finishedRun) bool {
 		s.startAgainLater(sl, fr.fire, fr.finished)
 		return true
 	case (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max:
-		s.retryLater(sl, fr.fire, fr.finished)
+		s.retryLater(sl, retriedTrigger(fr), fr.finished)
 		return true
 	}
 	return false

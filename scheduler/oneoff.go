@@ -99,3 +99,17 @@ func (o *owedFires) takeLater(key string) bool {
 	o.later = slices.Delete(o.later, i, i+1)
 	return true
 }
+
+// retriedTrigger is the fire of fr to try again. A manual run's trigger
+// was consumed by its start, if that was recorded: the retry then does not
+// consume it again (its guard would find it gone and withdraw the run). A
+// start etcd refused consumed nothing, and its retry consumes the trigger,
+// so a later holder does not run it again. Held by
+// TestManualRunRetriesAfterARefusedStartRunOnce.
+func retriedTrigger(fr finishedRun) fire {
+	f := fr.fire
+	if !fr.notStarted {
+		f.triggerKey, f.triggerRev, f.oneOff = "", 0, false
+	}
+	return f
+}

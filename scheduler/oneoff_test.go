@@ -219,3 +219,35 @@ func TestCancelRacingTheStartHasOneAnswer(t *testing.T) {
 		t.Fatalf("starts %+v; want %s then %s", m, ids[1], ids2[0])
 	}
 }
+
+// A manual run whose start etcd refused is retried (retries:), and the
+// retry's start consumes the trigger: it runs once, and leaves no key for
+// a later holder to run it again.
+func TestManualRunRetriesAfterARefusedStartRunOnce(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	rec := newRecorder()
+	cat := catalog("refusedtrigger", withDefaults(config.Job{Name: "tick", Schedule: "@every 1h", Handler: "noop",
+		Retries: config.Retries{Max: 1, Backoff: time.Second, MaxBackoff: time.Second}}))
+	_, gk := startGatedNode(t, cli, cat, rec, clock, jobs.Handlers{"noop": noop})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	ctx := context.Background()
+	gk.refusing(errors.New("etcd refuses"))
+	ids, err := operator.RequestRun(ctx, cli, "refusedtrigger", []shard.Slot{{Job: "tick"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, rec, "the refused start", 1, func(e Event) bool {
+		return e.Kind == Finished && e.Execution.ID == ids[0] && e.Result.Outcome == jobs.Failed
+	})
+	gk.refusing(nil)
+	clock.Advance(2 * time.Second) // past the retry's backoff
+	waitKind(t, rec, "the retry", 1, func(e Event) bool {
+		return e.Kind == Finished && e.Execution.ID == ids[0] && e.Result.Outcome == jobs.Succeeded
+	})
+	if n := count(rec.all(), func(e Event) bool { return e.Kind == Started && e.Execution.ID == ids[0] }); n != 1 {
+		t.Fatalf("the manual run started %d times; want once", n)
+	}
+	kiratest.WaitUntil(t, "the trigger consumed", 10*time.Second, func() bool { return len(waiting(t, cli, "refusedtrigger")) == 0 })
+}

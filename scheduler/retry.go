@@ -29,7 +29,6 @@ func backoff(r config.Retries, attempt int) time.Duration {
 func (s *Scheduler) retryLater(sl *slot, f fire, ended time.Time) {
 	next := f
 	next.cause, next.attempt = history.CauseRetry, f.attempt+1
-	next.triggerKey, next.oneOff = "", false // consumed by the first attempt's start
 	s.redispatchAt(sl, retryFire{fire: next}, ended.Add(backoff(sl.job.spec.Retries, f.attempt)))
 }
 
