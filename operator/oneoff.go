@@ -35,11 +35,25 @@ type WaitingRun struct {
 	RequestedAt time.Time `json:"requested_at"`
 	key         string
 	rev         int64
+	started     int // the attempt its holder marked started; 0: waiting
 }
 
 // WaitingRuns returns the manual runs of job (every job when job is "")
 // requested and not started, one-off runs included, by time.
 func WaitingRuns(ctx context.Context, kv clientv3.KV, cluster, job string) ([]WaitingRun, error) {
+	all, err := manualRuns(ctx, kv, cluster, job)
+	out := []WaitingRun{}
+	for _, w := range all {
+		if w.started == 0 {
+			out = append(out, w)
+		}
+	}
+	return out, err
+}
+
+// manualRuns returns the manual run requests of job (every job when job
+// is ""), started or not, by time.
+func manualRuns(ctx context.Context, kv clientv3.KV, cluster, job string) ([]WaitingRun, error) {
 	prefix := keyspace.Control(cluster)
 	if job != "" {
 		prefix += job + "/trigger/"
@@ -57,7 +71,7 @@ func WaitingRuns(ctx context.Context, kv clientv3.KV, cluster, job string) ([]Wa
 		var req triggerRequest
 		_ = json.Unmarshal(k.Value, &req) // junk still runs, now (see the scheduler's triggerFire)
 		w := WaitingRun{ID: jobs.ManualExecutionID(ck.Job, ck.Partition, k.CreateRevision), Job: ck.Job, Partition: ck.Partition,
-			RequestedAt: req.RequestedAt, key: string(k.Key), rev: k.CreateRevision}
+			RequestedAt: req.RequestedAt, key: string(k.Key), rev: k.CreateRevision, started: req.StartedAttempt}
 		if req.At != nil {
 			w.At = req.At.UTC()
 		}
@@ -78,29 +92,34 @@ var ErrNotWaiting = errors.New("not waiting")
 
 // CancelRun cancels the waiting manual run with execution id id, if it has
 // not started, and returns it. The cancel deletes the run's key only if it
-// is still there, in one transaction; a run's start consumes the key the
-// same way (under its holder's fence), so of a cancel and a start that
-// race, exactly one wins: either the run is cancelled and never runs, or
-// CancelRun returns ErrNotWaiting and the run has started. Held by
-// TestCancelRacingTheStartHasOneAnswer.
+// is unmodified since its creation, in one transaction; a run's start
+// marks the key (under its holder's fence) only if it still exists, so of
+// a cancel and a start that race, exactly one wins: either the run is
+// cancelled and never runs, or CancelRun returns ErrNotWaiting and the run
+// has started. Held by TestCancelRacingTheStartHasOneAnswer.
 func CancelRun(ctx context.Context, kv clientv3.KV, cluster, id string) (WaitingRun, error) {
 	if !strings.HasPrefix(id, "manual-") {
 		return WaitingRun{}, fmt.Errorf("%q is not the id of a manual run (manual-…): only those can be cancelled", id)
 	}
-	waiting, err := WaitingRuns(ctx, kv, cluster, "")
+	runs, err := manualRuns(ctx, kv, cluster, "")
 	if err != nil {
 		return WaitingRun{}, err
 	}
-	for _, w := range waiting {
+	for _, w := range runs {
 		if w.ID != id {
 			continue
 		}
-		resp, err := kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(w.key), "=", w.rev)).Then(clientv3.OpDelete(w.key)).Commit()
+		slot := shard.Slot{Job: w.Job, Partition: w.Partition}
+		if w.started > 0 {
+			return w, fmt.Errorf("run %s of %s: %w: it has started (attempt %d) and not ended", id, slot, ErrNotWaiting, w.started)
+		}
+		// Unmodified since its creation: not marked started by a holder.
+		resp, err := kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(w.key), "=", w.rev)).Then(clientv3.OpDelete(w.key)).Commit()
 		if err != nil {
 			return w, err
 		}
 		if !resp.Succeeded {
-			return w, fmt.Errorf("run %s of %s: %w: it started just now", id, shard.Slot{Job: w.Job, Partition: w.Partition}, ErrNotWaiting)
+			return w, fmt.Errorf("run %s of %s: %w: it started just now", id, slot, ErrNotWaiting)
 		}
 		return w, nil
 	}

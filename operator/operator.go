@@ -44,6 +44,9 @@ func IsPaused(ctx context.Context, kv clientv3.KV, cluster, job string) (bool, e
 type triggerRequest struct {
 	RequestedAt time.Time  `json:"requested_at"`
 	At          *time.Time `json:"at,omitempty"` // a one-off run's time (RequestRunAt)
+	// StartedAttempt is set by the run's holder when the run starts (the
+	// scheduler's startedValue): the request is then no longer waiting.
+	StartedAttempt int `json:"started_attempt,omitempty"`
 }
 
 // RequestRun requests one manual run of each given slot now, by whichever

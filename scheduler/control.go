@@ -14,18 +14,20 @@ import (
 
 // triggerFire is the fire of a manual run request (kira trigger, written by
 // operator.RequestRun): its scheduled time is when it was requested, or
-// the time it asks to run at (a one-off run, oneoff.go).
+// the time it asks to run at (a one-off run, oneoff.go). A request whose
+// start a holder recorded (startedTrigger) is that run in doubt: it runs
+// again now, as a retry with the same id.
 func triggerFire(s shard.Slot, key string, createRev int64, value []byte) fire {
-	var req struct {
-		RequestedAt time.Time `json:"requested_at"`
-		At          time.Time `json:"at"`
-	}
+	var req triggerValue
 	if json.Unmarshal(value, &req) != nil || req.RequestedAt.IsZero() {
 		req.RequestedAt = time.Now().UTC()
 	}
 	f := fire{scheduled: req.RequestedAt, cause: history.CauseManual, attempt: 1, id: jobs.ManualExecutionID(s.Job, s.Partition, createRev), triggerKey: key, triggerRev: createRev}
 	if !req.At.IsZero() {
 		f.scheduled, f.oneOff = req.At.UTC(), true
+	}
+	if req.StartedAttempt > 0 {
+		f.cause, f.attempt, f.oneOff = history.CauseRetry, req.StartedAttempt+1, false
 	}
 	return f
 }
@@ -67,7 +69,7 @@ func (s *Scheduler) controlChanged(evs []controlEvent) {
 		if ev.deleted && ok {
 			s.oneOffCancelled(sl, ev.key)
 		}
-		if ev.deleted || !ok || sl.stage != leading || s.triggering[ev.key] {
+		if ev.deleted || !ok || sl.stage != leading || s.triggering[ev.key] || startedTrigger(ev.value) {
 			continue // the holder (or the next one, on acquisition) runs it
 		}
 		s.triggering[ev.key] = true

@@ -56,15 +56,15 @@ func (s *Scheduler) recordStart(sl *slot, f fire, at time.Time, slow bool) (chan
 		sl.armed = &armedRun{run: sl.runSeq + 1, ahead: a, at: at, place: s.gates.wait(at, slow)}
 		return a.done, sl.armed
 	}
-	if f.cause != history.CauseManual && !f.scheduled.Before(sl.recorded.Started) {
+	if f.triggerKey == "" && !f.scheduled.Before(sl.recorded.Started) {
 		sl.recorded.Started, sl.recorded.StartedID, sl.recorded.StartedAttempt = f.scheduled, f.id, f.attempt
 	}
 	w := fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Done: make(chan error, 1)}
 	if f.triggerKey != "" {
-		// Consumed only if it is still the trigger read: a cancel that
-		// deleted it first wins, and the run does not start (fenced.ErrGuard).
-		// Held by TestCancelRacingTheStartHasOneAnswer.
-		w.Ops = append(w.Ops, clientv3.OpDelete(f.triggerKey))
+		// Marked started only if it is still the trigger read: a cancel
+		// that deleted it first wins, and the run does not start
+		// (fenced.ErrGuard). Held by TestCancelRacingTheStartHasOneAnswer.
+		w.Ops = append(w.Ops, clientv3.OpPut(f.triggerKey, startedValue(f)))
 		guard := clientv3.Compare(clientv3.CreateRevision(f.triggerKey), "=", f.triggerRev)
 		w.Guard = &guard
 	}

@@ -118,7 +118,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 // recordResult records a run's result, with the slot's next start recorded
 // ahead unless a resource fenced it, and returns the record.
 func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
-	if fr.fire.cause != history.CauseManual && !fr.notStarted && !fr.fire.scheduled.Before(sl.recorded.Finished) {
+	if fr.fire.triggerKey == "" && !fr.notStarted && !fr.fire.scheduled.Before(sl.recorded.Finished) {
 		sl.recorded.Finished, sl.recorded.Outcome = fr.fire.scheduled, string(fr.res.Outcome)
 	}
 	r := history.Record{ExecutionID: fr.exec.ID, ScheduledTime: fr.fire.scheduled, StartedAt: fr.started, FinishedAt: fr.finished,
@@ -136,8 +136,13 @@ func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
 			done = a.done
 		}
 	}
-	s.recordWith(sl, r, nil, done)
+	s.recordWith(sl, r, s.triggerDone(sl, fr), done)
 	return r
+}
+
+// retriesLeft reports whether fr's run failed or timed out with retries left.
+func retriesLeft(sl *slot, fr finishedRun) bool {
+	return (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max
 }
 
 // tryAgain schedules the fire again if its run's result calls for it: a
@@ -145,12 +150,12 @@ func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
 // retries left. It reports whether it did: if not, the result is final.
 func (s *Scheduler) tryAgain(sl *slot, fr finishedRun) bool {
 	switch {
-	case fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.cause != history.CauseManual && sl.job.spec.Misfire == config.MisfireFireAll &&
+	case fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.triggerKey == "" && sl.job.spec.Misfire == config.MisfireFireAll &&
 		!errors.Is(fr.res.Err, fenced.ErrBehind):
 		s.startAgainLater(sl, fr.fire, fr.finished)
 		return true
-	case (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max:
-		s.retryLater(sl, retriedTrigger(fr), fr.finished)
+	case retriesLeft(sl, fr):
+		s.retryLater(sl, fr.fire, fr.finished)
 		return true
 	}
 	return false

@@ -2,11 +2,15 @@ package scheduler
 
 import (
 	"container/heap"
+	"encoding/json"
 	"errors"
 	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // One-off runs (kira trigger --at, --in) are manual triggers with a time:
@@ -100,16 +104,44 @@ func (o *owedFires) takeLater(key string) bool {
 	return true
 }
 
-// retriedTrigger is the fire of fr to try again. A manual run's trigger
-// was consumed by its start, if that was recorded: the retry then does not
-// consume it again (its guard would find it gone and withdraw the run). A
-// start etcd refused consumed nothing, and its retry consumes the trigger,
-// so a later holder does not run it again. Held by
-// TestManualRunRetriesAfterARefusedStartRunOnce.
-func retriedTrigger(fr finishedRun) fire {
-	f := fr.fire
-	if !fr.notStarted {
-		f.triggerKey, f.triggerRev, f.oneOff = "", 0, false
+// triggerValue is a manual run request as stored (operator.RequestRun),
+// and StartedAttempt as its holder marks it when the run starts.
+type triggerValue struct {
+	RequestedAt    time.Time `json:"requested_at"`
+	At             time.Time `json:"at,omitzero"`
+	StartedAttempt int       `json:"started_attempt,omitempty"`
+}
+
+// startedValue is the trigger of f marked started by f's attempt. The
+// start of a manual run marks its trigger, in the fenced write that records
+// the start, and its final result deletes it, in the write that records the
+// result: a trigger still marked when a new holder reads it is the run in
+// doubt (its holder crashed, or lost the slot, before its result was
+// recorded), and runs again as a retry with the same id, once per change of
+// holder, as a scheduled fire's does. Held by TestManualRunInDoubtRerunsWithSameID.
+func startedValue(f fire) string {
+	v := triggerValue{RequestedAt: f.scheduled, StartedAttempt: f.attempt}
+	if f.oneOff || f.cause == history.CauseRetry {
+		v.At = f.scheduled // a retry's time is its first attempt's, whatever it was
 	}
-	return f
+	data, _ := json.Marshal(v)
+	return string(data)
+}
+
+// startedTrigger reports whether a trigger's value is marked started.
+func startedTrigger(value []byte) bool {
+	var v triggerValue
+	return json.Unmarshal(value, &v) == nil && v.StartedAttempt > 0
+}
+
+// triggerDone is what the write of fr's result does to its trigger: a
+// manual run that started and whose result is final (no retry follows, and
+// no fence refused it) deletes it. A run that did not start leaves it
+// unmarked, for the slot's next holder (as before its start); a run that
+// will be retried leaves it marked.
+func (s *Scheduler) triggerDone(sl *slot, fr finishedRun) []clientv3.Op {
+	if fr.fire.triggerKey == "" || fr.notStarted || fr.res.Outcome == jobs.Fenced || retriesLeft(sl, fr) {
+		return nil
+	}
+	return []clientv3.Op{clientv3.OpDelete(fr.fire.triggerKey)}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
@@ -43,6 +45,16 @@ func manualStarts(evs []Event) []Event {
 		}
 	}
 	return out
+}
+
+// triggerKeys counts the trigger keys of job tick, started or not.
+func triggerKeys(t *testing.T, cli *clientv3.Client, cluster string) int64 {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), keyspace.Control(cluster)+"tick/trigger/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
 }
 
 func waiting(t *testing.T, cli *clientv3.Client, cluster string) []operator.WaitingRun {
@@ -83,7 +95,7 @@ func TestOneOffRunsOnceAtItsTime(t *testing.T) {
 	if len(m) != 1 || m[0].Execution.ID != ids[0] || !m[0].Execution.ScheduledTime.Equal(at) || m[0].At.Before(at) {
 		t.Fatalf("one-off starts %+v; want one, %s, scheduled and started at %s", m, ids[0], at)
 	}
-	kiratest.WaitUntil(t, "the one-off's key consumed", 10*time.Second, func() bool { return len(waiting(t, cli, "oneoff")) == 0 })
+	kiratest.WaitUntil(t, "the one-off's key deleted with its result", 10*time.Second, func() bool { return triggerKeys(t, cli, "oneoff") == 0 })
 	clock.Advance(time.Minute)
 	seenControl(t, cli, rec, "oneoff")
 	if m := manualStarts(rec.all()); len(m) != 1 {
@@ -221,8 +233,8 @@ func TestCancelRacingTheStartHasOneAnswer(t *testing.T) {
 }
 
 // A manual run whose start etcd refused is retried (retries:), and the
-// retry's start consumes the trigger: it runs once, and leaves no key for
-// a later holder to run it again.
+// retry's start marks the trigger, its result deletes it: it runs once,
+// and leaves no key for a later holder to run it again.
 func TestManualRunRetriesAfterARefusedStartRunOnce(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
@@ -249,5 +261,51 @@ func TestManualRunRetriesAfterARefusedStartRunOnce(t *testing.T) {
 	if n := count(rec.all(), func(e Event) bool { return e.Kind == Started && e.Execution.ID == ids[0] }); n != 1 {
 		t.Fatalf("the manual run started %d times; want once", n)
 	}
-	kiratest.WaitUntil(t, "the trigger consumed", 10*time.Second, func() bool { return len(waiting(t, cli, "refusedtrigger")) == 0 })
+	kiratest.WaitUntil(t, "the trigger deleted with the result", 10*time.Second, func() bool { return triggerKeys(t, cli, "refusedtrigger") == 0 })
+}
+
+// A manual run whose holder crashes mid-run is in doubt: its trigger is
+// still marked started, and the next holder runs it again, once, as a
+// retry with the same id; its result deletes the trigger. A cancel meanwhile
+// says it has started.
+func TestManualRunInDoubtRerunsWithSameID(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("indoubt", withDefaults(config.Job{Name: "tick", Schedule: "@every 1h", Handler: "block"}))
+	rec := newRecorder()
+	g := newGate()
+	a := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"block": g.handler})
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	ctx := context.Background()
+	ids, err := operator.RequestRunAt(ctx, cli, "indoubt", []shard.Slot{{Job: "tick"}}, t0.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seenControl(t, cli, rec, "indoubt")
+	clock.Advance(10 * time.Second)
+	waitKind(t, rec, "a started", 1, func(e Event) bool { return e.Kind == Started && e.Execution.ID == ids[0] })
+	g.waitEntered(t, "the run recorded and really running")
+	if _, err := operator.CancelRun(ctx, cli, "indoubt", ids[0]); !errors.Is(err, operator.ErrNotWaiting) || !strings.Contains(err.Error(), "has started") {
+		t.Fatalf("cancel of a running run: %v; want ErrNotWaiting, started", err)
+	}
+	// a crashes mid-run: its lease is gone, its run never finishes as a's.
+	if _, err := cli.Revoke(ctx, a.member.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	a.done <- kiratest.Receive(t, a.done, 30*time.Second, "a to give up") // and leave the result for its cleanup
+	g.open()
+	b := manualNode(t, cli, cat, rec, clock, jobs.Handlers{"block": g.handler})
+	evs := waitKind(t, rec, "b re-runs the run in doubt", 1, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
+	rerun := started(evs, b.id)
+	if len(rerun) != 1 || rerun[0].Execution.ID != ids[0] || rerun[0].Cause != history.CauseRetry || rerun[0].Attempt != 2 ||
+		!rerun[0].Execution.ScheduledTime.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("b's runs %+v; want %s once, retry, attempt 2, scheduled at its time", rerun, ids[0])
+	}
+	kiratest.WaitUntil(t, "the trigger deleted with the result", 10*time.Second, func() bool { return triggerKeys(t, cli, "indoubt") == 0 })
+	clock.Advance(time.Minute)
+	seenControl(t, cli, rec, "indoubt")
+	if n := count(rec.all(), func(e Event) bool { return e.Kind == Started && e.Execution.ID == ids[0] }); n != 2 {
+		t.Fatalf("the run started %d times; want twice (a's, and b's retry)", n)
+	}
 }
