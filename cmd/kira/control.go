@@ -132,6 +132,9 @@ func (c *cli) triggerCmd() *cobra.Command {
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if once.cancel != "" {
+			if once.at != "" || once.in != "" || partition != -1 {
+				return errors.New("kira trigger: --cancel ID takes no --at, --in or --partition: the id names the run")
+			}
 			return c.cancelRun(&once, out, args)
 		}
 		if _, err := once.when(time.Now()); err != nil {

@@ -76,6 +76,9 @@ func TestTriggerAtRunsOnceAcrossRestarts(t *testing.T) {
 		t.Fatalf("trigger --in: exit %d\n%s", code, out)
 	}
 	cancelled := triggerID(t, out)
+	if out, code := kira("trigger", "--cancel", cancelled, "--in", "1h"); code != 1 || !strings.Contains(out, "takes no --at") {
+		t.Fatalf("trigger --cancel --in: exit %d\n%s", code, out)
+	}
 	if out, code := kira("trigger", "--cancel", cancelled); code != 0 || !strings.Contains(out, "cancelled once/0 execution_id "+cancelled) {
 		t.Fatalf("trigger --cancel: exit %d\n%s", code, out)
 	}
