@@ -152,3 +152,56 @@ func TestValidateAt(t *testing.T) {
 		t.Fatalf("validate of a past @at under fire-once: exit %d\n%s", code, out)
 	}
 }
+
+// A one-off run whose member is killed mid-run is in doubt: the member
+// that takes the slot over runs it again, with the same execution id, as
+// attempt 2 (trigger retry), and the history keeps that run's record.
+func TestTriggerAtInDoubtRerunsAfterKill(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	ep := etcd.Endpoints()[0]
+	dir := t.TempDir()
+	log := filepath.Join(dir, "runs.log")
+	cat := filepath.Join(dir, "catalog.yaml")
+	os.WriteFile(cat, []byte(fmt.Sprintf(`cluster: indoubt
+membership:
+  lease_ttl: 2s
+jobs:
+  - name: once
+    schedule: "0 0 1 1 *"
+    command: ["sh", "-c", "echo \"$KIRA_EXECUTION_ID start\" >> %s; sleep 4"]
+`, log)), 0o600)
+	kira := func(args ...string) (string, int) {
+		return runKira(t, append(args, "--etcd", ep, "--cluster", "indoubt")...)
+	}
+	if out, code := kira("apply", "-f", cat); code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	a := start(t, "run", "--cluster", "indoubt", "--etcd", ep, "--name", "a")
+	kiratest.WaitUntil(t, "the slot owned", 20*time.Second, func() bool {
+		st := statusOf(t, ep, "indoubt")
+		return len(st.Slots) == 1 && st.Slots[0].Owner != ""
+	})
+	out, code := kira("trigger", "once", "--in", "2s")
+	if code != 0 {
+		t.Fatalf("trigger --in: exit %d\n%s", code, out)
+	}
+	id := triggerID(t, out)
+	starts := func() int {
+		data, _ := os.ReadFile(log)
+		return strings.Count(string(data), id+" start")
+	}
+	kiratest.WaitUntil(t, "the run started", 20*time.Second, func() bool { return starts() == 1 })
+	a.Signal(syscall.SIGKILL)
+	kiratest.Receive(t, a.Done(), 10*time.Second, "the killed member to exit")
+	start(t, "run", "--cluster", "indoubt", "--etcd", ep, "--name", "b")
+	kiratest.WaitUntil(t, "the retry's record", 40*time.Second, func() bool {
+		out, code := kira("history", "once", "-o", "json")
+		return code == 0 && strings.Contains(out, `"execution_id": "`+id+`"`) && strings.Contains(out, `"attempt": 2`) && strings.Contains(out, `"trigger": "retry"`)
+	})
+	if n := starts(); n != 2 {
+		t.Fatalf("%s started %d times; want twice (the killed member's, and the retry)", id, n)
+	}
+	if out, code := kira("trigger", "--cancel", id); code != 1 || !strings.Contains(out, "already ran: succeeded") {
+		t.Fatalf("cancel after the retry: exit %d\n%s", code, out)
+	}
+}
