@@ -17,9 +17,10 @@ import (
 // the holder keeps each in its slot's owed fires (owedFires.later) and in
 // the loop's heap of them until its time, then dispatches it as any manual
 // trigger (it runs whatever the overlap policy, even while paused). Its key
-// stays in etcd until its start consumes it, in the same fenced write that
-// records the start, guarded by the key's create revision: a cancel
-// (the key deleted) and a start race in etcd, and exactly one wins. A new
+// stays in etcd until its final result deletes it; its start marks it
+// (startedValue), in the fenced write that records the start, guarded by
+// the key's create revision: a cancel (the unmarked key deleted) and a
+// start race in etcd, and exactly one wins. A new
 // holder reads the waiting ones with the other triggers: those still in the
 // future wait again, the ones past due run at once, late. Held by
 // TestOneOffRunsOnceAtItsTime, TestOneOffSurvivesAChangeOfHolder and
