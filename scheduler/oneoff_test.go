@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,8 +140,15 @@ func TestOneOffSurvivesAChangeOfHolder(t *testing.T) {
 	if m := manualStarts(evs); len(m) != 1 || m[0].Member != second.id || !m[0].At.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("starts %+v; want the late one-off only, by the new holder at once", m)
 	}
+	seenControl(t, cli, rec, "handover")
+	if n := count(rec.all(), func(e Event) bool { return e.Kind == Started && e.Execution.ID == later[0] }); n != 0 {
+		t.Fatalf("the waiting one-off started before its time")
+	}
 	clock.Advance(30 * time.Second)
 	evs = waitKind(t, rec, "the waiting one-off", 1, func(e Event) bool { return e.Kind == Finished && e.Execution.ID == later[0] })
+	if s := started(evs, second.id); !slices.ContainsFunc(s, func(e Event) bool { return e.Execution.ID == later[0] && !e.At.Before(t0.Add(60*time.Second)) }) {
+		t.Fatalf("starts %+v; want %s by the new holder at its time", s, later[0])
+	}
 	clock.Advance(time.Minute)
 	seenControl(t, cli, rec, "handover")
 	ran := map[string]int{}
