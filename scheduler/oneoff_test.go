@@ -198,7 +198,7 @@ func TestCancelRacingTheStartHasOneAnswer(t *testing.T) {
 	cli := etcd.Client(t)
 	clock := NewManualClock(t0)
 	rec := newRecorder()
-	_, gk := startGatedNode(t, cli, oneOffCatalog("race"), rec, clock, jobs.Handlers{"noop": noop})
+	n, gk := startGatedNode(t, cli, oneOffCatalog("race"), rec, clock, jobs.Handlers{"noop": noop})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
 	ctx := context.Background()
 	var ids []string
@@ -214,6 +214,8 @@ func TestCancelRacingTheStartHasOneAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	seenControl(t, cli, rec, "race")
+	// With the writer idle, the first commit at the closed gate is the start's.
+	kiratest.WaitUntil(t, "the writer idle", 10*time.Second, func() bool { q, f := n.sched.writer.Queued(); return q == 0 && f == 0 })
 	gk.close()
 	clock.Advance(10 * time.Second)
 	kiratest.Receive(t, gk.blocked, 10*time.Second, "the start write at the closed gate")
