@@ -7,7 +7,8 @@
 //	GET  /v1/jobs/{job}                               one job: its spec, each slot's owner, token and last fire, its next fires
 //	GET  /v1/jobs/{job}/executions?partition=&limit=&outcome=  recent executions, newest first (kira history -o json)
 //	GET  /v1/jobs/{job}/executions/{id}               one execution (the link in a notification)
-//	POST /v1/jobs/{job}/trigger?partition=            one run now of each slot, or one partition
+//	POST /v1/jobs/{job}/trigger?partition=&at=&in=    one run now (or at a time) of each slot, or one partition
+//	DELETE /v1/jobs/{job}/trigger/{id}                cancel a waiting run, unless it has started (409)
 //	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
 //	POST /v1/jobs/{job}/resume
 //	PUT  /v1/catalog?dry_run=&force=                  store the catalog YAML of the body, as kira apply -f does
@@ -96,6 +97,7 @@ var routes = []route{
 	{"GET /v1/jobs/{job}/executions", false, func(s *server) handler { return s.executions }, 0},
 	{"GET /v1/jobs/{job}/executions/{id}", false, func(s *server) handler { return s.execution }, 0},
 	{"POST /v1/jobs/{job}/trigger", true, func(s *server) handler { return s.trigger }, 0},
+	{"DELETE /v1/jobs/{job}/trigger/{id}", true, func(s *server) handler { return s.cancelRun }, 0},
 	{"POST /v1/jobs/{job}/pause", true, func(s *server) handler { return s.pause }, 0},
 	{"POST /v1/jobs/{job}/resume", true, func(s *server) handler { return s.resume }, 0},
 	{"PUT /v1/catalog", true, func(s *server) handler { return s.putCatalog }, config.MaxCatalogBytes},
@@ -336,9 +338,10 @@ func (s *server) executions(ctx context.Context, r *http.Request) (any, error) {
 
 // Triggered answers a trigger: the execution id of each slot's run.
 type Triggered struct {
-	Job          string   `json:"job"`
-	Partitions   []int    `json:"partitions"`
-	ExecutionIDs []string `json:"execution_ids"`
+	Job          string     `json:"job"`
+	Partitions   []int      `json:"partitions"`
+	ExecutionIDs []string   `json:"execution_ids"`
+	At           *time.Time `json:"at,omitempty"` // a one-off run's time (?at= or ?in=)
 }
 
 func (s *server) trigger(ctx context.Context, r *http.Request) (any, error) {
@@ -346,7 +349,15 @@ func (s *server) trigger(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	at, err := oneOffTime(r, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	out := Triggered{Job: j.Name, Partitions: []int{}}
+	if !at.IsZero() {
+		at = at.UTC()
+		out.At = &at
+	}
 	var slots []shard.Slot
 	for p := range j.Partitions {
 		if partition < 0 || p == partition {
@@ -354,7 +365,7 @@ func (s *server) trigger(ctx context.Context, r *http.Request) (any, error) {
 			out.Partitions = append(out.Partitions, p)
 		}
 	}
-	if out.ExecutionIDs, err = operator.RequestRun(ctx, s.cfg.KV, s.cfg.Cluster, slots); err != nil {
+	if out.ExecutionIDs, err = s.requestRuns(ctx, slots, at); err != nil {
 		return nil, err
 	}
 	return out, nil

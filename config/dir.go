@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 )
 
 // LoadLintPath is LoadLint of a file, or LintDir of a directory.
@@ -71,7 +72,7 @@ func LintDir(dir string) (*Catalog, []Problem, error) {
 	if len(problems) > 0 {
 		return nil, nil, &Error{Problems: problems}
 	}
-	v := validator{locate: locate}
+	v := validator{locate: locate, now: time.Now()}
 	cat := v.catalog(raw)
 	if len(v.problems) == 0 {
 		v.stored(cat)

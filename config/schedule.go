@@ -29,6 +29,9 @@ func ParseSchedule(spec string) (Schedule, error) {
 // ParseScheduleIn is ParseSchedule with a default zone (a job's timezone:
 // field); a spec that names its own zone with CRON_TZ= must not have one too.
 func ParseScheduleIn(spec, zone string) (Schedule, error) {
+	if s, ok, err := parseAt(spec); ok {
+		return s, err // its time has its zone; the job's zone only shows it
+	}
 	hasTZ := strings.HasPrefix(spec, "CRON_TZ=") || strings.HasPrefix(spec, "TZ=")
 	switch {
 	case zone != "" && hasTZ:

@@ -26,14 +26,23 @@ func Load(path string) (*Catalog, error) {
 // Parse validates a catalog read from file (the name is used in errors only).
 // It returns every problem found as an *Error.
 func Parse(file string, data []byte) (*Catalog, error) {
-	cat, _, err := Lint(file, data)
+	cat, _, err := lint(file, data, time.Time{})
 	return cat, err
 }
 
 // Lint is Parse that also returns warnings: what is valid but will fail
 // here, such as a ${NAME} reference to a variable this process's
 // environment does not have (the members' must).
+//
+// Unlike Parse, it also checks what depends on the time of the check: a
+// job whose @at time is past (pastAt).
 func Lint(file string, data []byte) (*Catalog, []Problem, error) {
+	return lint(file, data, time.Now())
+}
+
+// lint is Lint with the time of the check; zero skips the checks that
+// depend on it (Parse: a member runs a catalog whose @at job is past).
+func lint(file string, data []byte, now time.Time) (*Catalog, []Problem, error) {
 	if len(data) > MaxCatalogBytes {
 		return nil, nil, &Error{Problems: []Problem{{File: file, Message: fmt.Sprintf("the catalog is %d bytes, over the limit of %d", len(data), MaxCatalogBytes)}}}
 	}
@@ -41,7 +50,7 @@ func Lint(file string, data []byte) (*Catalog, []Problem, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	v := validator{locate: doc.locator(file)}
+	v := validator{locate: doc.locator(file), now: now}
 	cat := v.catalog(raw)
 	if len(v.problems) == 0 {
 		v.stored(cat)
@@ -62,6 +71,7 @@ func LoadLint(path string) (*Catalog, []Problem, error) {
 }
 
 type validator struct {
+	now      time.Time // see lint
 	locate   locator
 	problems []Problem
 	warnings []Problem
@@ -179,6 +189,7 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 		v.addf(field, "%v", err)
 	}
 	v.semantics(jp, rj, &j)
+	v.pastAt(jp, Misfire(rj.Misfire), j)
 	if rj.Partitions != nil {
 		if n := *rj.Partitions; n < 1 || n > MaxPartitions {
 			v.addf(jp.child("partitions"), "partitions must be between 1 and %d, got %d", MaxPartitions, n)

@@ -54,6 +54,9 @@ type JobDetail struct {
 	// UTC, as kira next lists them (config.Job.Upcoming); fewer when the
 	// schedule ends.
 	Upcoming []time.Time `json:"upcoming"`
+	// WaitingRuns are the job's manual runs not started yet, one-off runs
+	// (kira trigger --at) by their time (WaitingRuns).
+	WaitingRuns []WaitingRun `json:"waiting_runs"`
 }
 
 // UpcomingFires is how many next fires a JobDetail lists.
@@ -142,6 +145,9 @@ func ReadJob(ctx context.Context, kv clientv3.KV, journals *journal.Cache, clust
 	d := &JobDetail{JobStatus: jobStatus(st, j, newest, now), Spec: j, Slots: []JobSlotRow{}}
 	if d.Upcoming, err = j.Upcoming(now, UpcomingFires); err != nil {
 		d.Upcoming = []time.Time{}
+	}
+	if d.WaitingRuns, err = WaitingRuns(ctx, kv, cluster, name); err != nil {
+		return nil, false, err
 	}
 	for p := range j.Partitions {
 		s, _ := st.Slot(j.Name, p)

@@ -42,13 +42,21 @@ func IsPaused(ctx context.Context, kv clientv3.KV, cluster, job string) (bool, e
 }
 
 type triggerRequest struct {
-	RequestedAt time.Time `json:"requested_at"`
+	RequestedAt time.Time  `json:"requested_at"`
+	At          *time.Time `json:"at,omitempty"` // a one-off run's time (RequestRunAt)
+	// StartedAttempt is set by the run's holder when the run starts (the
+	// scheduler's startedValue): the request is then no longer waiting.
+	StartedAttempt int `json:"started_attempt,omitempty"`
 }
 
 // RequestRun requests one manual run of each given slot now, by whichever
 // member holds it, and returns the execution ids the runs will have.
 func RequestRun(ctx context.Context, kv clientv3.KV, cluster string, slots []shard.Slot) ([]string, error) {
-	data, _ := json.Marshal(triggerRequest{RequestedAt: time.Now().UTC()})
+	return requestRun(ctx, kv, cluster, slots, triggerRequest{RequestedAt: time.Now().UTC()})
+}
+
+func requestRun(ctx context.Context, kv clientv3.KV, cluster string, slots []shard.Slot, req triggerRequest) ([]string, error) {
+	data, _ := json.Marshal(req)
 	var ops []clientv3.Op
 	for _, s := range slots {
 		ops = append(ops, clientv3.OpPut(keyspace.Triggers(cluster, s)+uuid.NewString(), string(data)))

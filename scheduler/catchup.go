@@ -98,9 +98,12 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 	} else if read.journaled {
 		s.takeoverWrite(sl, read.copies)
 	}
-	runs, missed, dropped := catchUp(st, sl.job.spec, sl.job.schedule, now.UTC(), func(t time.Time) string {
-		return jobs.ExecutionID(sl.id.Job, sl.id.Partition, t)
-	})
+	executionID := func(t time.Time) string { return jobs.ExecutionID(sl.id.Job, sl.id.Partition, t) }
+	runs, missed, dropped := catchUp(st, sl.job.spec, sl.job.schedule, now.UTC(), executionID)
+	if read.unreadable == nil {
+		r, m := missedAt(st, sl.job.spec, now.UTC(), executionID)
+		runs, missed = append(runs, r...), append(missed, m...)
+	}
 	if dropped > 0 {
 		sl.recorded.MissedDropped += int64(dropped)
 		s.emit(Event{Kind: Skipped, Slot: sl.id, Token: sl.token, Reason: "missed fires older than catchup_window", Count: dropped, Policy: "catchup_window", At: now})
@@ -121,7 +124,14 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 	for i := range runs {
 		runs[i].misfire = true
 	}
-	sl.owed.backlog = append(runs, triggers...)
+	for _, f := range triggers {
+		if notYet(f, now) {
+			s.waitOneOff(sl, f)
+		} else {
+			runs = append(runs, f)
+		}
+	}
+	sl.owed.backlog = runs
 	// Schedule after the last fire this slot finished, if that is later than
 	// our now: a previous owner whose clock ran ahead has run fires that are
 	// still in our future, and running them again would be a duplicate.

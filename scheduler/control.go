@@ -13,15 +13,23 @@ import (
 )
 
 // triggerFire is the fire of a manual run request (kira trigger, written by
-// operator.RequestRun): its scheduled time is when it was requested.
+// operator.RequestRun): its scheduled time is when it was requested, or
+// the time it asks to run at (a one-off run, oneoff.go). A request whose
+// start a holder recorded (startedTrigger) is that run in doubt: it runs
+// again now, as a retry with the same id.
 func triggerFire(s shard.Slot, key string, createRev int64, value []byte) fire {
-	var req struct {
-		RequestedAt time.Time `json:"requested_at"`
-	}
+	var req triggerValue
 	if json.Unmarshal(value, &req) != nil || req.RequestedAt.IsZero() {
 		req.RequestedAt = time.Now().UTC()
 	}
-	return fire{scheduled: req.RequestedAt, cause: history.CauseManual, attempt: 1, id: jobs.ManualExecutionID(s.Job, s.Partition, createRev), triggerKey: key}
+	f := fire{scheduled: req.RequestedAt, cause: history.CauseManual, attempt: 1, id: jobs.ManualExecutionID(s.Job, s.Partition, createRev), triggerKey: key, triggerRev: createRev}
+	if !req.At.IsZero() {
+		f.scheduled, f.oneOff = req.At.UTC(), true
+	}
+	if req.StartedAttempt > 0 {
+		f.cause, f.attempt, f.oneOff = history.CauseRetry, req.StartedAttempt+1, false
+	}
+	return f
 }
 
 // triggersOp reads the manual triggers waiting for slot s, oldest first.
@@ -58,7 +66,10 @@ func (s *Scheduler) controlChanged(evs []controlEvent) {
 			continue
 		}
 		sl, ok := s.slots[shard.Slot{Job: ck.Job, Partition: ck.Partition}]
-		if ev.deleted || !ok || sl.stage != leading || s.triggering[ev.key] {
+		if ev.deleted && ok {
+			s.oneOffCancelled(sl, ev.key)
+		}
+		if ev.deleted || !ok || sl.stage != leading || s.triggering[ev.key] || startedTrigger(ev.value) {
 			continue // the holder (or the next one, on acquisition) runs it
 		}
 		s.triggering[ev.key] = true
@@ -69,6 +80,10 @@ func (s *Scheduler) controlChanged(evs []controlEvent) {
 			// the next holder.
 			// Held by TestTriggerWhileTheFenceIsRaisedRunsOnce.
 			sl.owed.lateTriggers = append(sl.owed.lateTriggers, f)
+			continue
+		}
+		if notYet(f, now) {
+			s.waitOneOff(sl, f)
 			continue
 		}
 		s.dispatch(sl, f, now)

@@ -31,6 +31,8 @@
 //	journals.go       when the journal of a member that has left is deleted
 //	watch.go          the election and control watches
 //	control.go        pause, resume and manual triggers as the loop sees them
+//	oneoff.go         manual runs at a time (kira trigger --at), and a trigger's start mark
+//	at.go             what a slot never held owes of an @at schedule's one fire
 //	slot.go           a slot's life on this member, and what it owes
 //
 // # One loop, one timer
@@ -102,8 +104,9 @@
 // previous run's result, so it needs no round trip at its instant. A new
 // holder reads the state when it wins the slot and owes: the unfinished fire
 // (same execution id, as a retry), the missed fires its misfire policy keeps,
-// and waiting manual triggers, one at a time; then the schedule's own fires,
-// under the job's overlap policy. Schedules without CRON_TZ or timezone are
+// and waiting manual triggers (one marked started is a manual run in doubt,
+// a retry too), one at a time; then the schedule's own fires, under the
+// job's overlap policy, and the one-off runs at their times. Schedules without CRON_TZ or timezone are
 // evaluated in UTC, so members in different local zones agree.
 //
 // # Arming

@@ -57,16 +57,20 @@ func (s *Scheduler) recordStart(sl *slot, f fire, at time.Time, slow bool) (chan
 		sl.armed = &armedRun{run: sl.runSeq + 1, ahead: a, at: at, place: s.gates.wait(at, slow)}
 		return a.done, sl.armed
 	}
-	if f.cause != history.CauseManual && !f.scheduled.Before(sl.recorded.Started) {
+	if f.triggerKey == "" && !f.scheduled.Before(sl.recorded.Started) {
 		sl.recorded.Started, sl.recorded.StartedID, sl.recorded.StartedAttempt = f.scheduled, f.id, f.attempt
 	}
-	ops := []clientv3.Op{s.stateOp(sl)}
+	w := fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Done: make(chan error, 1)}
 	if f.triggerKey != "" {
-		ops = append(ops, clientv3.OpDelete(f.triggerKey))
+		// Marked started only if it is still the trigger read: a cancel
+		// that deleted it first wins, and the run does not start
+		// (fenced.ErrGuard). Held by TestCancelRacingTheStartHasOneAnswer.
+		w.Ops = append(w.Ops, clientv3.OpPut(f.triggerKey, startedValue(f)))
+		guard := clientv3.Compare(clientv3.CreateRevision(f.triggerKey), "=", f.triggerRev)
+		w.Guard = &guard
 	}
-	recorded := make(chan error, 1)
-	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: ops, Done: recorded})
-	return recorded, nil
+	s.writer.Enqueue(w)
+	return w.Done, nil
 }
 
 // addRun registers a new run of the slot: its number, and a context that
@@ -194,6 +198,8 @@ func (r *run) leave() {
 // dispatch was decided before its time).
 func (r *run) startRecorded(fr *finishedRun, err error) {
 	switch {
+	case errors.Is(err, fenced.ErrGuard):
+		fr.res, fr.notStarted, fr.withdrawn = jobs.Result{Outcome: jobs.Cancelled, Err: errTriggerGone}, true, true
 	case err != nil:
 		fr.res = jobs.Result{Outcome: jobs.Failed, Err: err}
 		if errors.Is(err, fencing.ErrFenced) {

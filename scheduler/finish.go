@@ -22,6 +22,7 @@ type finishedRun struct {
 	started    time.Time
 	finished   time.Time
 	notStarted bool   // its start could not be recorded, so it did not run
+	withdrawn  bool   // its trigger was gone (cancelled) when its start was written: nothing to record
 	refused    bool   // etcd refused its start (counted in slot.refused)
 	traceID    string // the execution's trace, if its span is recorded
 	// sampled: the span is exported, so its trace id goes in the record
@@ -97,7 +98,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 	}
 	now := s.cfg.Clock.Now()
 	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Cause: fr.fire.cause, Attempt: fr.fire.attempt, StartedAt: fr.started, TraceID: fr.traceID, At: now})
-	if sl.stage == leading && sl.token == fr.exec.Token { // still the holder that started it
+	if sl.stage == leading && sl.token == fr.exec.Token && !fr.withdrawn { // still the holder that started it
 		r := s.recordResult(sl, fr)
 		if fr.res.Outcome == jobs.Fenced {
 			// A protected resource saw a newer token: we are not the holder any
@@ -120,7 +121,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 // recordResult records a run's result, with the slot's next start recorded
 // ahead unless a resource fenced it, and returns the record.
 func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
-	if fr.fire.cause != history.CauseManual && !fr.notStarted && !fr.fire.scheduled.Before(sl.recorded.Finished) {
+	if fr.fire.triggerKey == "" && !fr.notStarted && !fr.fire.scheduled.Before(sl.recorded.Finished) {
 		sl.recorded.Finished, sl.recorded.Outcome = fr.fire.scheduled, string(fr.res.Outcome)
 	}
 	r := history.Record{ExecutionID: fr.exec.ID, ScheduledTime: fr.fire.scheduled, StartedAt: fr.started, FinishedAt: fr.finished,
@@ -141,8 +142,13 @@ func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
 			done = a.done
 		}
 	}
-	s.recordWith(sl, r, nil, done)
+	s.recordWith(sl, r, s.triggerDone(sl, fr), done)
 	return r
+}
+
+// retriesLeft reports whether fr's run failed or timed out with retries left.
+func retriesLeft(sl *slot, fr finishedRun) bool {
+	return (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max
 }
 
 // tryAgain schedules the fire again if its run's result calls for it: a
@@ -150,11 +156,11 @@ func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
 // retries left. It reports whether it did: if not, the result is final.
 func (s *Scheduler) tryAgain(sl *slot, fr finishedRun) bool {
 	switch {
-	case fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.cause != history.CauseManual && sl.job.spec.Misfire == config.MisfireFireAll &&
+	case fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.triggerKey == "" && sl.job.spec.Misfire == config.MisfireFireAll &&
 		!errors.Is(fr.res.Err, fenced.ErrBehind):
 		s.startAgainLater(sl, fr.fire, fr.finished)
 		return true
-	case (fr.res.Outcome == jobs.Failed || fr.res.Outcome == jobs.TimedOut) && fr.fire.attempt <= sl.job.spec.Retries.Max:
+	case retriesLeft(sl, fr):
 		s.retryLater(sl, fr.fire, fr.finished)
 		return true
 	}

@@ -15,8 +15,13 @@ type fire struct {
 	cause     history.Cause
 	attempt   int
 	id        string // execution id; derived from the scheduled time unless manual
-	// triggerKey is the control key of a manual trigger, deleted with its start.
+	// triggerKey is the control key of a manual trigger: marked with its
+	// start, deleted with its final result (startedValue).
 	triggerKey string
+	triggerRev int64 // the trigger key's create revision
+	// oneOff marks a manual trigger with a time (kira trigger --at): it
+	// does not run before scheduled (oneoff.go).
+	oneOff bool
 	// misfire marks a fire the slot could not run at its time and owes: a
 	// new holder's catch-ups and the retry of a start its previous holder
 	// left unfinished (catchUp's), and under fire-all a scheduled fire that

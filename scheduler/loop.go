@@ -41,6 +41,7 @@ func (s *Scheduler) loop(ctx context.Context) error {
 			}
 		case <-timer.C():
 			s.fireDue()
+			s.fireOneOffs()
 		case r := <-s.results:
 			s.campaignEnded(r)
 		case <-s.campaignsDue.bell:
@@ -82,11 +83,14 @@ func (s *Scheduler) checkTrust(trustTimer *time.Timer) error {
 }
 
 // nextWake is when the loop next has to look at a slot: the top of the
-// heap, or an hour from now.
+// heap or of the one-off runs' heap, or an hour from now.
 func (s *Scheduler) nextWake() time.Time {
 	wake := s.cfg.Clock.Now().Add(time.Hour)
 	if len(s.heap) > 0 && s.heap[0].wakeAt.Before(wake) {
 		wake = s.heap[0].wakeAt
+	}
+	if t, ok := s.nextOneOff(); ok && t.Before(wake) {
+		wake = t
 	}
 	return wake
 }

@@ -146,6 +146,7 @@ type Scheduler struct {
 	jobs    map[string]*job
 	slots   map[shard.Slot]*slot
 	heap    slotHeap
+	oneOffs oneOffHeap       // the waiting one-off runs of the slots led (oneoff.go)
 	byKey   map[string]*slot // leader key → slot, for deletions seen by the watch
 	waiting []queuedCampaign // campaigns in line for a place (campaigning)
 	paused  map[string]bool  // jobs paused with kira pause

@@ -751,9 +751,10 @@ func TestPauseResumeTrigger(t *testing.T) {
 	if manual.Cause != history.CauseManual || manual.Execution.ID != ids[0] {
 		t.Fatalf("manual run %s id %s; want manual with id %s", manual.Cause, manual.Execution.ID, ids[0])
 	}
-	if resp, _ := cli.Get(ctx, keyspace.Control("control")+"tick/trigger/", clientv3.WithPrefix(), clientv3.WithCountOnly()); resp.Count != 0 {
-		t.Fatalf("%d trigger keys left after the run", resp.Count)
-	}
+	waitUntil(t, "the trigger deleted with the run's result", 10*time.Second, func() bool {
+		resp, err := cli.Get(ctx, keyspace.Control("control")+"tick/trigger/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 0
+	})
 	if err := operator.Resume(ctx, cli, "control", "tick"); err != nil {
 		t.Fatal(err)
 	}

@@ -119,6 +119,9 @@ type owedFires struct {
 	// lateTriggers are the manual triggers the control watch reported while
 	// the fences were raised; they join those read at acquisition.
 	lateTriggers []fire
+	// later are the one-off runs (kira trigger --at) waiting for their
+	// time, each also in the loop's heap of them (oneoff.go).
+	later []fire
 }
 
 // owesMisfires reports whether the backlog still holds a misfire
@@ -129,7 +132,7 @@ func (o *owedFires) owesMisfires() bool {
 
 // clear empties o and returns the fires it held.
 func (o *owedFires) clear() []fire {
-	all := slices.Concat(o.backlog, o.lateTriggers)
+	all := slices.Concat(o.backlog, o.lateTriggers, o.later)
 	if o.queued != nil {
 		all = append(all, *o.queued)
 	}

@@ -84,7 +84,8 @@ func (c *cli) pauseCmd(pause bool) *cobra.Command {
 func (c *cli) triggerCmd() *cobra.Command {
 	var partition int
 	var out output
-	cmd := c.jobCmd("trigger", "Run a job once now, by the current owner of each slot, with its own execution id",
+	var once oneOffFlags
+	cmd := c.jobCmd("trigger", "Run a job once now or at a time (--at, --in), by the owner of each slot, with its own execution id; or cancel a waiting run (--cancel ID)",
 		func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
 			if err := checkPartition("trigger", j, partition, true); err != nil {
 				return err
@@ -98,28 +99,49 @@ func (c *cli) triggerCmd() *cobra.Command {
 					slots = append(slots, shard.Slot{Job: j.Name, Partition: p})
 				}
 			}
-			ids, err := operator.RequestRun(ctx, cli, c.cluster, slots)
+			ids, at, err := once.request(ctx, cli, c.cluster, slots)
 			if err != nil {
 				return c.unreachable(err)
 			}
 			type triggered struct {
-				Job         string `json:"job"`
-				Partition   int    `json:"partition"`
-				ExecutionID string `json:"execution_id"`
+				Job         string     `json:"job"`
+				Partition   int        `json:"partition"`
+				ExecutionID string     `json:"execution_id"`
+				At          *time.Time `json:"at,omitempty"`
 			}
 			runs := []triggered{}
 			for i, s := range slots {
-				runs = append(runs, triggered{s.Job, s.Partition, ids[i]})
+				r := triggered{s.Job, s.Partition, ids[i], nil}
+				if !at.IsZero() {
+					at := at.UTC()
+					r.At = &at
+				}
+				runs = append(runs, r)
 			}
 			return out.print(c.stdout, runs, func(w io.Writer) error {
 				for _, r := range runs {
-					fmt.Fprintf(w, "triggered %s/%d execution_id %s\n", r.Job, r.Partition, r.ExecutionID)
+					fmt.Fprintf(w, "triggered %s/%d execution_id %s%s\n", r.Job, r.Partition, r.ExecutionID, atText(r.At))
 				}
 				return nil
 			})
 		})
 	cmd.Flags().IntVar(&partition, "partition", -1, "only this partition; -1: every partition")
 	out.register(cmd.Flags())
+	once.register(cmd)
+	cmd.Use, cmd.Args = "trigger JOB | trigger [JOB] --cancel ID", once.args
+	run := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if once.cancel != "" {
+			if once.at != "" || once.in != "" || partition != -1 {
+				return errors.New("kira trigger: --cancel ID takes no --at, --in or --partition: the id names the run")
+			}
+			return c.cancelRun(&once, out, args)
+		}
+		if _, err := once.when(time.Now()); err != nil {
+			return err
+		}
+		return run(cmd, args)
+	}
 	return cmd
 }
 

@@ -104,5 +104,8 @@ func printJob(w io.Writer, d *operator.JobDetail) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", s.Partition, owner, token, lastFire(s.LastFire), when(s.NextFire))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printWaitingRuns(w, d.WaitingRuns)
 }

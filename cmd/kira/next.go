@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -20,6 +21,10 @@ type nextFire struct {
 	// Due is when the slot of --partition starts it: Scheduled plus the
 	// slot's jitter offset (Scheduled when the job has no jitter).
 	Due time.Time `json:"due"`
+	// OneOff is the execution id of a waiting one-off run (kira trigger
+	// --at) of partition OneOffPartition; empty for the schedule's fires.
+	OneOff          string `json:"one_off,omitempty"`
+	OneOffPartition int    `json:"one_off_partition,omitempty"`
 }
 
 func (c *cli) nextCmd() *cobra.Command {
@@ -27,7 +32,7 @@ func (c *cli) nextCmd() *cobra.Command {
 	var from string
 	var out output
 	cmd := c.jobCmd("next", "The next fire times of a job, in its zone and in UTC, as the scheduler will fire them",
-		func(_ context.Context, _ *clientv3.Client, j config.Job) error {
+		func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
 			start := time.Now()
 			if from != "" {
 				t, err := time.Parse(time.RFC3339, from)
@@ -42,6 +47,9 @@ func (c *cli) nextCmd() *cobra.Command {
 			fires, err := upcoming(j, start, n, partition)
 			if err != nil {
 				return err
+			}
+			if fires, err = withOneOffs(ctx, cli, c.cluster, j, fires, start, n); err != nil {
+				return c.unreachable(err)
 			}
 			return out.print(c.stdout, fires, func(w io.Writer) error { return printNext(w, j, fires, partition) })
 		})
@@ -84,11 +92,18 @@ func printNext(w io.Writer, j config.Job, fires []nextFire, partition int) error
 	if j.Jitter > 0 {
 		header += fmt.Sprintf("\tDUE (partition %d, jitter)", partition)
 	}
+	oneOffs := slices.ContainsFunc(fires, func(f nextFire) bool { return f.OneOff != "" })
+	if oneOffs {
+		header += "\tRUN"
+	}
 	fmt.Fprintln(tw, header)
 	for _, f := range fires {
 		line := f.Scheduled.Format("2006-01-02 15:04:05 MST") + "\t" + f.UTC.Format(time.RFC3339)
 		if j.Jitter > 0 {
 			line += "\t" + f.Due.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		}
+		if oneOffs {
+			line += "\t" + oneOffText(f)
 		}
 		fmt.Fprintln(tw, line)
 	}

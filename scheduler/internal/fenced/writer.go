@@ -38,7 +38,13 @@ type Write struct {
 	// full queue (ErrBehind). There is at most one per slot, and refusing a
 	// resign would fence out the slot's results still queued.
 	// Held by TestWriterQueuesALastWriteWhenFull.
-	Last   bool
+	Last bool
+	// Guard, when set, is a further condition of Ops (not of Records): if
+	// it fails, Ops are not applied and Done gets ErrGuard, while the rest
+	// of the transaction commits. A manual trigger's start consumes its key
+	// this way, so a cancel that deleted the key first wins.
+	// Held by TestWriterGuardedWriteAppliesOnlyIfItsGuardHolds.
+	Guard  *clientv3.Cmp
 	queued time.Time // set by Enqueue
 	// A copy batch's write: the records it copies (fill), committed while
 	// guard holds rather than the claim (copyBatch), and its slot's state
@@ -183,6 +189,10 @@ var errNoJournal = errors.New("fenced: records for a writer without a journal")
 // ErrBehind is returned for a write refused because the writer's queue
 // is full: etcd is slow or unreachable.
 var ErrBehind = errors.New("fenced: state writer is behind (etcd slow or unreachable)")
+
+// ErrGuard is returned for a write whose Guard failed: its Ops were not
+// applied.
+var ErrGuard = errors.New("fenced: the write's guard failed")
 
 // enqueue hands fw to the writer without ever blocking the loop: when the
 // queue is full, fw is refused at once (a start waiting for it does not run;
@@ -583,12 +593,18 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
 	seen := map[fencing.Claim]bool{}
-	for _, fw := range b {
+	guarded := map[int]int{} // write → its nested transaction's operation
+	for i, fw := range b {
 		if !seen[fw.Claim] {
 			seen[fw.Claim] = true
 			cmps = append(cmps, fenceCompare(fw.Claim))
 		}
-		ops = append(ops, fw.Ops...)
+		if fw.Guard != nil {
+			guarded[i] = len(ops)
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{*fw.Guard}, fw.Ops, nil))
+		} else {
+			ops = append(ops, fw.Ops...)
+		}
 		if p != nil && fw.Handover {
 			ops = append(ops, p.handoverOps[fw.Claim]...)
 		}
@@ -602,7 +618,11 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 		if p != nil {
 			p.committed(b, resp.Header.Revision)
 		}
-		for _, fw := range b {
+		for i, fw := range b {
+			if op, ok := guarded[i]; ok && !resp.Responses[op].GetResponseTxn().GetSucceeded() {
+				reply(fw, ErrGuard)
+				continue
+			}
 			reply(fw, nil)
 		}
 		return true
