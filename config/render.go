@@ -38,6 +38,7 @@ func rawOf(j Job, notifyDefault []NotifyRule) rawJob {
 		rules := rawNotifyOf(j.Notify)
 		r.Notify = &rules
 	}
+	r.After = rawUpstreamsOf(j.After)
 	if j.Placement != nil {
 		r.Placement = &rawPlacement{Labels: j.Placement.Labels}
 	}

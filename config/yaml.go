@@ -51,6 +51,7 @@ type rawJob struct {
 	// the same as no notify: at all.
 	Notify    *[]rawNotify  `yaml:"notify"`
 	Placement *rawPlacement `yaml:"placement"`
+	After     []rawUpstream `yaml:"after"`
 }
 
 type rawRetries struct {
