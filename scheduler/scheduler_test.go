@@ -103,6 +103,7 @@ type nodeOpts struct {
 	// before history.FormatCompact).
 	readsFormat int
 	writerKV    func(clientv3.KV) clientv3.KV // wraps the state writer's KV (a gate in front of etcd)
+	labels      map[string]string             // the member's labels (placement)
 }
 
 // startNodeWith starts a node with scheduler settings cfg and defaults otherwise.
@@ -119,7 +120,7 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	id := membership.NewID()
-	published := membership.Record{ID: id, HistoryFormat: history.NewestFormat}
+	published := membership.Record{ID: id, HistoryFormat: history.NewestFormat, Labels: o.labels}
 	if o.readsFormat != 0 {
 		published.HistoryFormat = max(0, o.readsFormat)
 	}

@@ -1,0 +1,272 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/shard"
+)
+
+// scripted is an upstream's handler: the runs named in fail fail, and the
+// runs named in hold wait until their channel is closed. A run is named
+// "partition@hh:mm:ss" (its scheduled time).
+type scripted struct {
+	mu   sync.Mutex
+	fail map[string]bool
+	hold map[string]chan struct{}
+}
+
+func (h *scripted) handler(ctx context.Context) error {
+	e, _ := jobs.FromContext(ctx)
+	name := fmt.Sprintf("%d@%s", e.Partition, e.ScheduledTime.Format(time.TimeOnly))
+	h.mu.Lock()
+	fail, hold := h.fail[name], h.hold[name]
+	h.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if fail {
+		return errors.New("extract failed")
+	}
+	return nil
+}
+
+func isJob(kind EventKind, job string) func(Event) bool {
+	return func(e Event) bool { return e.Kind == kind && e.Slot.Job == job }
+}
+
+// runsOf are the scheduled times of job's events of kind, partition p, in
+// the order they came.
+func runsOf(evs []Event, kind EventKind, job string, p int) []time.Time {
+	var out []time.Time
+	for _, e := range evs {
+		if e.Kind == kind && e.Slot.Job == job && e.Slot.Partition == p {
+			out = append(out, e.Execution.ScheduledTime)
+		}
+	}
+	return out
+}
+
+// startLed starts n manual-clock members on cat and waits until each slot
+// is held, fences raised, by the member the assignment prefers.
+func startLed(t *testing.T, n int, cat *config.Catalog, rec *recorder, clock *ManualClock, h jobs.Handlers) []*node {
+	t.Helper()
+	cli := etcdtest.Start(t).Client(t)
+	var nodes []*node
+	for range n {
+		nodes = append(nodes, manualNode(t, cli, cat, rec, clock, h))
+	}
+	waitUntil(t, "every slot led by its owner, fences raised", 30*time.Second, func() bool {
+		owners := ringOwners(t, cat, nodes...)
+		if !leadersMatch(owners, nodes...) {
+			return false
+		}
+		raised := map[shard.Slot]bool{}
+		for _, e := range rec.all() {
+			if e.Kind == Raised && owners[e.Slot] == e.Member {
+				raised[e.Slot] = true
+			}
+		}
+		return len(raised) == len(owners)
+	})
+	return nodes
+}
+
+func after(names ...string) []config.Upstream {
+	var out []config.Upstream
+	for _, n := range names {
+		out = append(out, config.Upstream{Job: n})
+	}
+	return out
+}
+
+// A dependent of a job of 3 partitions, on 3 members: it fires once for
+// each fire of its upstream, only once all 3 partitions have ended, with
+// the upstream's scheduled time and the id a fire at that time has.
+func TestDependentFiresOncePerUpstreamFire(t *testing.T) {
+	clock := NewManualClock(t0)
+	cat := catalog("after", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Partitions: 3, Handler: "a"}),
+		withDefaults(config.Job{Name: "b", After: after("a"), Handler: "ok"}))
+	rec := newRecorder()
+	held := make(chan struct{})
+	h := &scripted{hold: map[string]chan struct{}{"2@12:00:10": held}}
+	startLed(t, 3, cat, rec, clock, jobs.Handlers{"a": h.handler, "ok": noop})
+
+	clock.Advance(10 * time.Second) // 12:00:10.5: a's 3 partitions fire; partition 2 holds
+	waitKind(t, rec, "a's partitions 0 and 1 finished", 2, isJob(Finished, "a"))
+	if kiratest.Poll(time.Second, func() bool { return count(rec.all(), isJob(Started, "b")) > 0 }) {
+		t.Fatal("b started while a's partition 2 still ran")
+	}
+	close(held)
+	waitKind(t, rec, "b's run after a's 12:00:10", 1, isJob(Finished, "b"))
+	clock.Advance(10 * time.Second) // 12:00:20.5
+	evs := waitKind(t, rec, "b's run after a's 12:00:20", 2, isJob(Finished, "b"))
+
+	if got := runsOf(evs, Started, "b", 0); !slices.EqualFunc(got, []time.Time{sec(10), sec(20)}, time.Time.Equal) {
+		t.Fatalf("b started %v; want once at 12:00:10 and once at 12:00:20", got)
+	}
+	firstB, aEnded := -1, 0
+	for i, e := range evs {
+		switch {
+		case e.Kind == Finished && e.Slot.Job == "a" && e.Execution.ScheduledTime.Equal(sec(10)):
+			aEnded++
+		case e.Kind == Started && e.Slot.Job == "b":
+			if want := jobs.ExecutionID("b", 0, e.Execution.ScheduledTime); e.Execution.ID != want || e.Cause != history.CauseSchedule {
+				t.Fatalf("b's run %s (%s); want id %s, cause schedule", e.Execution.ID, e.Cause, want)
+			}
+			if firstB < 0 {
+				firstB = i
+				if aEnded != 3 {
+					t.Fatalf("b started after %d of a's 3 partitions of 12:00:10 finished", aEnded)
+				}
+			}
+		}
+	}
+	// More time: nothing fires b again.
+	if kiratest.Poll(500*time.Millisecond, func() bool { return count(rec.all(), isJob(Started, "b")) > 2 }) {
+		t.Fatalf("b ran again: %v", runsOf(rec.all(), Started, "b", 0))
+	}
+}
+
+// A partition of the upstream fails: the dependent's fire at that time is
+// recorded skipped with the cause, and the next upstream fire runs it.
+func TestDependentSkipsWithTheCause(t *testing.T) {
+	clock := NewManualClock(t0)
+	cat := catalog("afterskip", withDefaults(config.Job{Name: "extract", Schedule: "@every 10s", Partitions: 2, Handler: "a"}),
+		withDefaults(config.Job{Name: "load", After: after("extract"), Handler: "ok"}))
+	rec := newRecorder()
+	h := &scripted{fail: map[string]bool{"1@12:00:10": true}}
+	nodes := startLed(t, 2, cat, rec, clock, jobs.Handlers{"a": h.handler, "ok": noop})
+
+	clock.Advance(10 * time.Second)
+	evs := waitKind(t, rec, "load skipped", 1, isJob(Skipped, "load"))
+	const cause = "upstream extract failed at 2026-11-29T12:00:10Z (partition 1)"
+	for _, e := range evs {
+		if e.Kind == Skipped && e.Slot.Job == "load" && (e.Reason != cause || !e.Execution.ScheduledTime.Equal(sec(10))) {
+			t.Fatalf("load skipped at %v for %q; want 12:00:10 for %q", e.Execution.ScheduledTime, e.Reason, cause)
+		}
+	}
+	waitUntil(t, "the skip in load's history", 10*time.Second, func() bool {
+		hist, err := operator.ReadHistory(context.Background(), nodes[0].sched.cli, "afterskip", "load", -1, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(hist) == 1 && hist[0].Outcome == history.OutcomeSkipped && hist[0].Error == cause &&
+			hist[0].ExecutionID == jobs.ExecutionID("load", 0, sec(10))
+	})
+	clock.Advance(10 * time.Second)
+	evs = waitKind(t, rec, "load runs after extract's 12:00:20", 1, isJob(Finished, "load"))
+	if got := runsOf(evs, Started, "load", 0); !slices.EqualFunc(got, []time.Time{sec(20)}, time.Time.Equal) {
+		t.Fatalf("load started %v; want only 12:00:20", got)
+	}
+}
+
+// A chain a → b (2 partitions) → c, and d after b and c: each job runs
+// once per logical time, each partition of b, and each only after every
+// run it depends on ended.
+func TestDependentChainAndFanIn(t *testing.T) {
+	clock := NewManualClock(t0)
+	cat := catalog("afterchain", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Partitions: 2, Handler: "ok"}),
+		withDefaults(config.Job{Name: "b", After: after("a"), Partitions: 2, Handler: "ok"}),
+		withDefaults(config.Job{Name: "c", After: after("b"), Handler: "ok"}),
+		withDefaults(config.Job{Name: "d", After: after("b", "c"), Handler: "ok"}))
+	rec := newRecorder()
+	startLed(t, 3, cat, rec, clock, jobs.Handlers{"ok": noop})
+	clock.Advance(10 * time.Second)
+	waitKind(t, rec, "d after 12:00:10", 1, isJob(Finished, "d"))
+	clock.Advance(10 * time.Second)
+	evs := waitKind(t, rec, "d after 12:00:20", 2, isJob(Finished, "d"))
+
+	want := []time.Time{sec(10), sec(20)}
+	for _, s := range []shard.Slot{{Job: "a"}, {Job: "a", Partition: 1}, {Job: "b"}, {Job: "b", Partition: 1}, {Job: "c"}, {Job: "d"}} {
+		if got := runsOf(evs, Started, s.Job, s.Partition); !slices.EqualFunc(got, want, time.Time.Equal) {
+			t.Fatalf("%s started %v; want %v", s, got, want)
+		}
+	}
+	upstreamsOf := map[string][]string{"b": {"a"}, "c": {"b"}, "d": {"b", "c"}}
+	finished := map[string]int{} // job@time → index of its last partition's Finished
+	for i, e := range evs {
+		key := e.Slot.Job + "@" + e.Execution.ScheduledTime.Format(time.TimeOnly)
+		switch e.Kind {
+		case Finished:
+			finished[key] = i
+		case Started:
+			for _, up := range upstreamsOf[e.Slot.Job] {
+				upKey := up + "@" + e.Execution.ScheduledTime.Format(time.TimeOnly)
+				if _, ok := finished[upKey]; !ok {
+					t.Fatalf("%s started %s before %s finished", e.Slot, key, upKey)
+				}
+			}
+		}
+	}
+}
+
+// The dependent's holder is killed (its lease revoked) while its upstream
+// runs; the upstream ends while nobody holds the dependent; the member
+// that takes it over runs that fire once (misfire fire-once: a catch-up,
+// under the fire's own id), and the next fires as usual.
+func TestDependentTakenOverRunsOnce(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	up, down := map[string]string{"role": "up"}, map[string]string{"role": "down"}
+	cat := catalog("aftertakeover", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "a", Placement: &config.Placement{Labels: up}}),
+		withDefaults(config.Job{Name: "b", After: after("a"), Handler: "ok", Placement: &config.Placement{Labels: down}}))
+	rec := newRecorder()
+	held := make(chan struct{})
+	h := &scripted{hold: map[string]chan struct{}{"0@12:00:20": held}}
+	handlers := jobs.Handlers{"a": h.handler, "ok": noop}
+	manual := func(labels map[string]string) *node {
+		return startNode(t, cli, cat, rec, handlers, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now, labels: labels})
+	}
+	manual(up)
+	first := manual(down)
+	waitKind(t, rec, "a and b held", 2, func(e Event) bool { return e.Kind == Raised })
+	clock.Advance(10 * time.Second) // 12:00:10.5
+	waitKind(t, rec, "b after a's 12:00:10", 1, isJob(Finished, "b"))
+	// Its result committed: a crash now leaves no fire of b in doubt.
+	waitUntil(t, "b's result recorded", 10*time.Second, func() bool {
+		hist, err := operator.ReadHistory(context.Background(), cli, "aftertakeover", "b", -1, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(hist) == 1 && hist[0].Outcome == string(jobs.Succeeded)
+	})
+	clock.Advance(10 * time.Second) // 12:00:20.5: a's run holds
+	waitKind(t, rec, "a's 12:00:20 started", 2, isJob(Started, "a"))
+	if _, err := cli.Revoke(context.Background(), first.member.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	first.done <- kiratest.Receive(t, first.done, 15*time.Second, "b's holder to give up") // left for its cleanup
+	close(held)
+	waitKind(t, rec, "a's 12:00:20 finished", 2, isJob(Finished, "a"))
+	clock.Advance(time.Second) // 12:00:21.5: the next holder comes
+	second := manual(down)
+	evs := waitKind(t, rec, "b's catch-up of 12:00:20", 2, isJob(Finished, "b"))
+	clock.Advance(9 * time.Second) // 12:00:30.5
+	evs = waitKind(t, rec, "b after a's 12:00:30", 3, isJob(Finished, "b"))
+	if got := runsOf(evs, Started, "b", 0); !slices.EqualFunc(got, []time.Time{sec(10), sec(20), sec(30)}, time.Time.Equal) {
+		t.Fatalf("b started %v; want 12:00:10, 12:00:20, 12:00:30 once each", got)
+	}
+	for _, e := range evs {
+		if e.Kind == Started && e.Slot.Job == "b" && e.Execution.ScheduledTime.Equal(sec(20)) &&
+			(e.Member != second.id || e.Cause != history.CauseCatchup || e.Execution.ID != jobs.ExecutionID("b", 0, sec(20))) {
+			t.Fatalf("b's 12:00:20 ran on %s as %s (%s); want the new holder, catchup, the fire's id", e.Member, e.Cause, e.Execution.ID)
+		}
+	}
+}

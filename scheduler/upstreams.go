@@ -1,0 +1,241 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/journal"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The upstream reader: what the holders of dependent slots (after:) know of
+// the fires of their upstream jobs. One goroutine per member reads the
+// upstream jobs' records, in their rings and in the members' journals, as
+// of one revision (journal.Cache.SlotsNow, then the rings at that
+// revision, so a record moving from a journal to its ring is seen in one of
+// the two), whenever a journal or a ring changes (a watch on both
+// prefixes), at most every upstreamPace, and when the loop asks (a dependent
+// slot taken over). The loop takes the newest read (upstreamsRead).
+
+// upstreamPace spaces the reads of the upstream records: the watch wakes
+// the reader at every write of every member.
+const upstreamPace = 100 * time.Millisecond
+
+// upstreamPoll is how often the reader reads anyway: a watch that broke
+// and was made again may have missed a write.
+const upstreamPoll = 5 * time.Second
+
+// upstreamJob is what a read found of one upstream job: for each logical
+// time (scheduled time of a fire by schedule, catch-up or retry; manual
+// runs are not fires of the schedule) the newest attempt's record of each
+// partition, and the latest logical time each partition has a record of.
+type upstreamJob struct {
+	partitions int
+	retries    int // the job's retries.max: a failure with retries left is not final
+	byTime     map[time.Time][]*history.Record
+	latest     []time.Time
+	times      []time.Time // the keys of byTime, oldest first
+}
+
+// at is partition p's record of the fire at t, or nil.
+func (u *upstreamJob) at(p int, t time.Time) *history.Record {
+	if recs := u.byTime[t]; recs != nil {
+		return recs[p]
+	}
+	return nil
+}
+
+// final reports whether r, partition p's newest record of its fire, is its
+// fire's end: not a failure with retries left, unless the partition has
+// fired since (a holder that took over does not retry a recorded failure).
+func (u *upstreamJob) final(p int, r *history.Record) bool {
+	retryable := r.Outcome == string(jobs.Failed) || r.Outcome == string(jobs.TimedOut)
+	return !retryable || r.Attempt > u.retries || u.latest[p].After(r.ScheduledTime)
+}
+
+// upstreamRead is one read of every upstream job of the catalog.
+type upstreamRead struct {
+	rev  int64
+	jobs map[string]*upstreamJob
+}
+
+// upstreamReader holds the newest read for the loop, and the loop's
+// requests for a fresh one.
+type upstreamReader struct {
+	mu     sync.Mutex
+	newest *upstreamRead
+	ready  chan struct{} // rung when newest changed
+	wake   chan struct{} // rung by the loop: read now
+}
+
+func newUpstreamReader() *upstreamReader {
+	return &upstreamReader{ready: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+}
+
+// take returns the newest read not taken yet, or nil.
+func (r *upstreamReader) take() *upstreamRead {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.newest
+	r.newest = nil
+	return n
+}
+
+// upstreamSpecs are the upstream jobs of the catalog's dependents.
+func (s *Scheduler) upstreamSpecs() []config.Job {
+	s.mu.Lock()
+	specs := s.specs
+	s.mu.Unlock()
+	wanted := map[string]bool{}
+	for _, j := range specs {
+		for _, u := range j.After {
+			wanted[u.Job] = true
+		}
+	}
+	var out []config.Job
+	for _, j := range specs {
+		if wanted[j.Name] {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// watchUpstreams is the reader's goroutine; it returns when ctx ends.
+func (s *Scheduler) watchUpstreams(ctx context.Context) {
+	defer s.wg.Done()
+	cluster := s.member.Cluster()
+	cache := journal.NewCache(s.cli, cluster)
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	journals := s.cli.Watch(wctx, keyspace.Journals(cluster), clientv3.WithPrefix())
+	rings := s.cli.Watch(wctx, keyspace.Cluster(cluster)+"history/", clientv3.WithPrefix())
+	poll := time.NewTicker(upstreamPoll)
+	defer poll.Stop()
+	dirty := true
+	for {
+		if dirty {
+			if specs := s.upstreamSpecs(); len(specs) > 0 {
+				read, err := readUpstreams(ctx, s.cli, cache, cluster, specs)
+				if err != nil {
+					cache.Clear()
+				} else {
+					s.upstream.mu.Lock()
+					s.upstream.newest = read
+					s.upstream.mu.Unlock()
+					ringBell(s.upstream.ready)
+					dirty = false
+				}
+			} else {
+				dirty = false
+			}
+			select { // pace the reads
+			case <-ctx.Done():
+				return
+			case <-time.After(upstreamPace):
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-journals:
+			dirty = true
+			if !ok {
+				journals = s.cli.Watch(wctx, keyspace.Journals(cluster), clientv3.WithPrefix())
+			}
+		case _, ok := <-rings:
+			dirty = true
+			if !ok {
+				rings = s.cli.Watch(wctx, keyspace.Cluster(cluster)+"history/", clientv3.WithPrefix())
+			}
+		case <-s.upstream.wake:
+			dirty = true
+		case <-poll.C:
+			dirty = true
+		}
+	}
+}
+
+// readUpstreams reads the records of specs' slots as of one revision.
+func readUpstreams(ctx context.Context, kv clientv3.KV, cache *journal.Cache, cluster string, specs []config.Job) (*upstreamRead, error) {
+	var slots []shard.Slot
+	for _, j := range specs {
+		for p := 0; p < j.Partitions; p++ {
+			slots = append(slots, shard.Slot{Job: j.Name, Partition: p})
+		}
+	}
+	inJournals, rev, err := cache.SlotsNow(ctx, slots)
+	if err != nil {
+		return nil, err
+	}
+	var journaled, ring []history.Slotted
+	for _, s := range slots {
+		journaled = append(journaled, inJournals[s]...)
+	}
+	for _, j := range specs {
+		resp, err := kv.Get(ctx, keyspace.History(cluster, j.Name), clientv3.WithPrefix(), clientv3.WithRev(rev))
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range resp.Kvs {
+			s, ok := keyspace.ParseHistoryEntry(cluster, string(e.Key))
+			if !ok || s.Job != j.Name {
+				continue
+			}
+			if st, err := history.Decode(s, e.Value); err == nil {
+				ring = append(ring, history.Slotted{Slot: s, Stored: st, Revision: e.ModRevision})
+			}
+		}
+	}
+	read := &upstreamRead{rev: rev, jobs: map[string]*upstreamJob{}}
+	for _, j := range specs {
+		read.jobs[j.Name] = &upstreamJob{partitions: j.Partitions, retries: j.Retries.Max, byTime: map[time.Time][]*history.Record{}, latest: make([]time.Time, j.Partitions)}
+	}
+	for _, r := range history.Gather(ring, journaled) {
+		read.add(r)
+	}
+	for _, u := range read.jobs {
+		for t := range u.byTime {
+			u.times = append(u.times, t)
+		}
+		slices.SortFunc(u.times, time.Time.Compare)
+	}
+	return read, nil
+}
+
+// add files record r under its fire's logical time (and a skip record
+// standing for several fires under its last one too), keeping each
+// partition's newest attempt.
+func (read *upstreamRead) add(r history.Record) {
+	u := read.jobs[r.Job]
+	if u == nil || r.Partition < 0 || r.Partition >= u.partitions || r.Outcome == history.OutcomeReset ||
+		r.ExecutionID != jobs.ExecutionID(r.Job, r.Partition, r.ScheduledTime) {
+		return // not a fire of the job's schedule or upstreams: a manual run, a reset
+	}
+	times := []time.Time{r.ScheduledTime}
+	if r.LastScheduledTime != nil {
+		times = append(times, *r.LastScheduledTime)
+	}
+	for _, t := range times {
+		t = t.UTC()
+		recs := u.byTime[t]
+		if recs == nil {
+			recs = make([]*history.Record, u.partitions)
+			u.byTime[t] = recs
+		}
+		if old := recs[r.Partition]; old == nil || r.Attempt > old.Attempt || r.Attempt == old.Attempt && r.FinishedAt.After(old.FinishedAt) {
+			c := r
+			recs[r.Partition] = &c
+		}
+		if t.After(u.latest[r.Partition]) {
+			u.latest[r.Partition] = t
+		}
+	}
+}
