@@ -257,3 +257,20 @@ func (s *Scheduler) afterRecord(sl *slot, f fire, it afterItem, now time.Time) {
 	s.record(sl, r, nil)
 	s.notify(sl, r)
 }
+
+// becameDependent makes a held slot whose job now has after: stop its
+// schedule: its armed fire and its start recorded ahead are taken back,
+// and it watches its upstreams from now (the fires that ended before are
+// not owed to it).
+func (s *Scheduler) becameDependent(sl *slot, now time.Time) {
+	if sl.stage != leading || sl.raising || now.IsZero() {
+		return
+	}
+	s.unschedule(sl)
+	s.disarm(sl)
+	takeBackAhead(sl)
+	if sl.after.acquiredAt.IsZero() {
+		sl.after = afterState{acquiredAt: now}
+	}
+	ringBell(s.upstream.wake)
+}

@@ -30,6 +30,8 @@
 //	journals.go       when the journal of a member that has left is deleted
 //	watch.go          the election and control watches
 //	control.go        pause, resume and manual triggers as the loop sees them
+//	after.go          when a dependent slot (after:) fires: its upstreams' logical times, in order
+//	upstreams.go      how a member reads its upstreams' records (journals, then rings, at one revision)
 //	slot.go           a slot's life on this member, and what it owes
 //
 // # One loop, one timer
