@@ -18,8 +18,9 @@ import (
 	"github.com/kira-scheduler/kira/shard"
 )
 
-// scripted is an upstream's handler: the runs named in fail fail, and the
-// runs named in hold wait until their channel is closed. A run is named
+// scripted is an upstream's handler: the runs named in fail fail (their
+// first attempt only), and the runs named in hold wait until their channel
+// is closed. A run is named
 // "partition@hh:mm:ss" (its scheduled time).
 type scripted struct {
 	mu   sync.Mutex
@@ -32,6 +33,7 @@ func (h *scripted) handler(ctx context.Context) error {
 	name := fmt.Sprintf("%d@%s", e.Partition, e.ScheduledTime.Format(time.TimeOnly))
 	h.mu.Lock()
 	fail, hold := h.fail[name], h.hold[name]
+	delete(h.fail, name)
 	h.mu.Unlock()
 	if hold != nil {
 		select {
@@ -268,5 +270,74 @@ func TestDependentTakenOverRunsOnce(t *testing.T) {
 			(e.Member != second.id || e.Cause != history.CauseCatchup || e.Execution.ID != jobs.ExecutionID("b", 0, sec(20))) {
 			t.Fatalf("b's 12:00:20 ran on %s as %s (%s); want the new holder, catchup, the fire's id", e.Member, e.Cause, e.Execution.ID)
 		}
+	}
+}
+
+// An upstream partition fails with a retry left: the dependent waits for
+// the retry, and runs once after it succeeded.
+func TestDependentWaitsForAnUpstreamRetry(t *testing.T) {
+	clock := NewManualClock(t0)
+	cat := catalog("afterretry", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Partitions: 2, Handler: "a",
+		Retries: config.Retries{Max: 1, Backoff: time.Second, MaxBackoff: time.Second}}),
+		withDefaults(config.Job{Name: "b", After: after("a"), Handler: "ok"}))
+	rec := newRecorder()
+	h := &scripted{fail: map[string]bool{"1@12:00:10": true}}
+	startLed(t, 2, cat, rec, clock, jobs.Handlers{"a": h.handler, "ok": noop})
+	clock.Advance(10 * time.Second)
+	waitKind(t, rec, "a's 2 partitions ended, one failed", 2, isJob(Finished, "a"))
+	if kiratest.Poll(time.Second, func() bool {
+		return count(rec.all(), func(e Event) bool { return e.Slot.Job == "b" && (e.Kind == Started || e.Kind == Skipped) }) > 0
+	}) {
+		t.Fatal("b started or skipped before a's retry")
+	}
+	clock.Advance(time.Second) // the retry's backoff
+	evs := waitKind(t, rec, "b after a's retry", 1, isJob(Finished, "b"))
+	if got := runsOf(evs, Started, "b", 0); !slices.EqualFunc(got, []time.Time{sec(10)}, time.Time.Equal) || count(evs, isJob(Skipped, "b")) > 0 {
+		t.Fatalf("b started %v, skipped %d times; want one run at 12:00:10", got, count(evs, isJob(Skipped, "b")))
+	}
+	if count(evs, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "a" && e.Attempt == 2 }) != 1 {
+		t.Fatal("a's partition 1 was not retried before b ran")
+	}
+}
+
+// The dependent's holder dies (its lease revoked) during its run: the next
+// holder runs that fire again, once, under its id (the in-doubt fire), and
+// nothing else of it.
+func TestDependentInDoubtRunRerunsUnderItsID(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	up, down := map[string]string{"role": "up"}, map[string]string{"role": "down"}
+	cat := catalog("afterdoubt", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "ok", Placement: &config.Placement{Labels: up}}),
+		withDefaults(config.Job{Name: "b", After: after("a"), Handler: "b", Placement: &config.Placement{Labels: down}}))
+	rec := newRecorder()
+	held := make(chan struct{})
+	h := &scripted{hold: map[string]chan struct{}{"0@12:00:10": held}}
+	handlers := jobs.Handlers{"ok": noop, "b": h.handler}
+	manual := func(labels map[string]string) *node {
+		return startNode(t, cli, cat, rec, handlers, nodeOpts{ttl: 600 * time.Second, clock: clock, memberNow: clock.Now, labels: labels})
+	}
+	manual(up)
+	first := manual(down)
+	waitKind(t, rec, "a and b held", 2, func(e Event) bool { return e.Kind == Raised })
+	clock.Advance(10 * time.Second)
+	evs := waitKind(t, rec, "b's run started", 1, isJob(Started, "b"))
+	original := evs[slices.IndexFunc(evs, isJob(Started, "b"))]
+	if _, err := cli.Revoke(context.Background(), first.member.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	first.done <- kiratest.Receive(t, first.done, 15*time.Second, "b's holder to give up") // left for its cleanup
+	close(held)
+	second := manual(down)
+	evs = waitKind(t, rec, "b's re-run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == second.id })
+	if got := runsOf(evs, Started, "b", 0); !slices.EqualFunc(got, []time.Time{sec(10), sec(10)}, time.Time.Equal) {
+		t.Fatalf("b started %v; want 12:00:10 twice (the in-doubt re-run)", got)
+	}
+	rerun := evs[slices.IndexFunc(evs, func(e Event) bool { return e.Kind == Started && e.Member == second.id })]
+	if rerun.Execution.ID != original.Execution.ID || rerun.Cause != history.CauseRetry || rerun.Attempt != 2 {
+		t.Fatalf("re-run %s %s attempt %d; want %s, retry, attempt 2", rerun.Execution.ID, rerun.Cause, rerun.Attempt, original.Execution.ID)
+	}
+	if kiratest.Poll(500*time.Millisecond, func() bool { return count(rec.all(), isJob(Started, "b")) > 2 }) {
+		t.Fatalf("b ran again: %v", runsOf(rec.all(), Started, "b", 0))
 	}
 }
