@@ -1,10 +1,9 @@
 package scheduler
 
 import (
-	"fmt"
-	"slices"
 	"time"
 
+	"github.com/kira-scheduler/kira/after"
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
@@ -94,14 +93,17 @@ func (s *Scheduler) afterEvaluate(sl *slot, now time.Time) {
 		floor = sl.after.acquiredAt.Add(-spec.CatchupWindow)
 	}
 	var items []afterItem
-	for _, t := range s.upstreamTimes(spec, watermark, floor) {
-		ended, reason, endedAt := s.upstreamEnded(spec, t)
-		if !ended {
+	for _, t := range after.Times(spec.After, s.upstreams.jobs, watermark) {
+		if t.Before(floor) {
+			continue
+		}
+		st := after.Decide(spec.After, s.upstreams.jobs, t)
+		if !st.Ended {
 			break
 		}
-		it := afterItem{t: t, misfire: endedAt.Before(sl.after.acquiredAt)}
-		if reason != "" {
-			it.kind, it.reason = afterSkip, reason
+		it := afterItem{t: t, misfire: st.At.Before(sl.after.acquiredAt)}
+		if st.Cause != "" {
+			it.kind, it.reason = afterSkip, st.Cause
 		}
 		items = append(items, it)
 	}
@@ -144,56 +146,6 @@ func applyMisfire(items []afterItem, spec config.Job, now time.Time) {
 	for _, i := range missed {
 		items[i].kind, items[i].reason = afterMissed, "misfire policy "+string(spec.Misfire)
 	}
-}
-
-// upstreamTimes are the logical times of spec's upstreams after watermark
-// and not before floor, oldest first.
-func (s *Scheduler) upstreamTimes(spec config.Job, watermark, floor time.Time) []time.Time {
-	var out []time.Time
-	for _, u := range spec.After {
-		if uj := s.upstreams.jobs[u.Job]; uj != nil {
-			i, _ := slices.BinarySearchFunc(uj.times, watermark, time.Time.Compare)
-			for _, t := range uj.times[i:] {
-				if t.After(watermark) && !t.Before(floor) {
-					out = append(out, t)
-				}
-			}
-		}
-	}
-	slices.SortFunc(out, time.Time.Compare)
-	return slices.CompactFunc(out, time.Time.Equal)
-}
-
-// upstreamEnded reports whether every partition of every upstream of spec
-// has ended its fire at t, and if so when the last ended and, when one
-// ended with an outcome its after: entry does not allow, the cause. A
-// partition with no record of t that has a record of a later fire has
-// missed t (its record of t is gone past history_limit, or it never ran):
-// it counts as the outcome missed.
-func (s *Scheduler) upstreamEnded(spec config.Job, t time.Time) (ended bool, reason string, endedAt time.Time) {
-	for _, u := range spec.After {
-		uj := s.upstreams.jobs[u.Job]
-		if uj == nil {
-			return false, "", time.Time{} // not read yet
-		}
-		for p := 0; p < uj.partitions; p++ {
-			outcome := history.OutcomeMissed
-			switch r := uj.at(p, t); {
-			case r != nil && uj.final(p, r):
-				outcome, endedAt = r.Outcome, latest(endedAt, r.FinishedAt)
-			case r == nil && uj.latest[p].After(t):
-			default:
-				return false, "", time.Time{}
-			}
-			if reason == "" && !u.Allows(outcome) {
-				reason = fmt.Sprintf("upstream %s %s at %s", u.Job, outcome, t.Format(time.RFC3339))
-				if uj.partitions > 1 {
-					reason += fmt.Sprintf(" (partition %d)", p)
-				}
-			}
-		}
-	}
-	return true, reason, endedAt
 }
 
 // afterNext runs or records the slot's pending logical times, in order,

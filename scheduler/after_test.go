@@ -89,7 +89,7 @@ func startLed(t *testing.T, n int, cat *config.Catalog, rec *recorder, clock *Ma
 	return nodes
 }
 
-func after(names ...string) []config.Upstream {
+func afterJobs(names ...string) []config.Upstream {
 	var out []config.Upstream
 	for _, n := range names {
 		out = append(out, config.Upstream{Job: n})
@@ -103,7 +103,7 @@ func after(names ...string) []config.Upstream {
 func TestDependentFiresOncePerUpstreamFire(t *testing.T) {
 	clock := NewManualClock(t0)
 	cat := catalog("after", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Partitions: 3, Handler: "a"}),
-		withDefaults(config.Job{Name: "b", After: after("a"), Handler: "ok"}))
+		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "ok"}))
 	rec := newRecorder()
 	held := make(chan struct{})
 	h := &scripted{hold: map[string]chan struct{}{"2@12:00:10": held}}
@@ -150,7 +150,7 @@ func TestDependentFiresOncePerUpstreamFire(t *testing.T) {
 func TestDependentSkipsWithTheCause(t *testing.T) {
 	clock := NewManualClock(t0)
 	cat := catalog("afterskip", withDefaults(config.Job{Name: "extract", Schedule: "@every 10s", Partitions: 2, Handler: "a"}),
-		withDefaults(config.Job{Name: "load", After: after("extract"), Handler: "ok"}))
+		withDefaults(config.Job{Name: "load", After: afterJobs("extract"), Handler: "ok"}))
 	rec := newRecorder()
 	h := &scripted{fail: map[string]bool{"1@12:00:10": true}}
 	nodes := startLed(t, 2, cat, rec, clock, jobs.Handlers{"a": h.handler, "ok": noop})
@@ -184,9 +184,9 @@ func TestDependentSkipsWithTheCause(t *testing.T) {
 func TestDependentChainAndFanIn(t *testing.T) {
 	clock := NewManualClock(t0)
 	cat := catalog("afterchain", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Partitions: 2, Handler: "ok"}),
-		withDefaults(config.Job{Name: "b", After: after("a"), Partitions: 2, Handler: "ok"}),
-		withDefaults(config.Job{Name: "c", After: after("b"), Handler: "ok"}),
-		withDefaults(config.Job{Name: "d", After: after("b", "c"), Handler: "ok"}))
+		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Partitions: 2, Handler: "ok"}),
+		withDefaults(config.Job{Name: "c", After: afterJobs("b"), Handler: "ok"}),
+		withDefaults(config.Job{Name: "d", After: afterJobs("b", "c"), Handler: "ok"}))
 	rec := newRecorder()
 	startLed(t, 3, cat, rec, clock, jobs.Handlers{"ok": noop})
 	clock.Advance(10 * time.Second)
@@ -228,7 +228,7 @@ func TestDependentTakenOverRunsOnce(t *testing.T) {
 	clock := NewManualClock(t0)
 	up, down := map[string]string{"role": "up"}, map[string]string{"role": "down"}
 	cat := catalog("aftertakeover", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "a", Placement: &config.Placement{Labels: up}}),
-		withDefaults(config.Job{Name: "b", After: after("a"), Handler: "ok", Placement: &config.Placement{Labels: down}}))
+		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "ok", Placement: &config.Placement{Labels: down}}))
 	rec := newRecorder()
 	held := make(chan struct{})
 	h := &scripted{hold: map[string]chan struct{}{"0@12:00:20": held}}
@@ -279,7 +279,7 @@ func TestDependentWaitsForAnUpstreamRetry(t *testing.T) {
 	clock := NewManualClock(t0)
 	cat := catalog("afterretry", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Partitions: 2, Handler: "a",
 		Retries: config.Retries{Max: 1, Backoff: time.Second, MaxBackoff: time.Second}}),
-		withDefaults(config.Job{Name: "b", After: after("a"), Handler: "ok"}))
+		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "ok"}))
 	rec := newRecorder()
 	h := &scripted{fail: map[string]bool{"1@12:00:10": true}}
 	startLed(t, 2, cat, rec, clock, jobs.Handlers{"a": h.handler, "ok": noop})
@@ -309,7 +309,7 @@ func TestDependentInDoubtRunRerunsUnderItsID(t *testing.T) {
 	clock := NewManualClock(t0)
 	up, down := map[string]string{"role": "up"}, map[string]string{"role": "down"}
 	cat := catalog("afterdoubt", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "ok", Placement: &config.Placement{Labels: up}}),
-		withDefaults(config.Job{Name: "b", After: after("a"), Handler: "b", Placement: &config.Placement{Labels: down}}))
+		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "b", Placement: &config.Placement{Labels: down}}))
 	rec := newRecorder()
 	held := make(chan struct{})
 	h := &scripted{hold: map[string]chan struct{}{"0@12:00:10": held}}

@@ -2,13 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/kira-scheduler/kira/after"
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/history"
-	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
@@ -32,38 +31,10 @@ const upstreamPace = 100 * time.Millisecond
 // and was made again may have missed a write.
 const upstreamPoll = 5 * time.Second
 
-// upstreamJob is what a read found of one upstream job: for each logical
-// time (scheduled time of a fire by schedule, catch-up or retry; manual
-// runs are not fires of the schedule) the newest attempt's record of each
-// partition, and the latest logical time each partition has a record of.
-type upstreamJob struct {
-	partitions int
-	retries    int // the job's retries.max: a failure with retries left is not final
-	byTime     map[time.Time][]*history.Record
-	latest     []time.Time
-	times      []time.Time // the keys of byTime, oldest first
-}
-
-// at is partition p's record of the fire at t, or nil.
-func (u *upstreamJob) at(p int, t time.Time) *history.Record {
-	if recs := u.byTime[t]; recs != nil {
-		return recs[p]
-	}
-	return nil
-}
-
-// final reports whether r, partition p's newest record of its fire, is its
-// fire's end: not a failure with retries left, unless the partition has
-// fired since (a holder that took over does not retry a recorded failure).
-func (u *upstreamJob) final(p int, r *history.Record) bool {
-	retryable := r.Outcome == string(jobs.Failed) || r.Outcome == string(jobs.TimedOut)
-	return !retryable || r.Attempt > u.retries || u.latest[p].After(r.ScheduledTime)
-}
-
 // upstreamRead is one read of every upstream job of the catalog.
 type upstreamRead struct {
 	rev  int64
-	jobs map[string]*upstreamJob
+	jobs map[string]*after.Fires
 }
 
 // upstreamReader holds the newest read for the loop, and the loop's
@@ -194,48 +165,17 @@ func readUpstreams(ctx context.Context, kv clientv3.KV, cache *journal.Cache, cl
 			}
 		}
 	}
-	read := &upstreamRead{rev: rev, jobs: map[string]*upstreamJob{}}
+	read := &upstreamRead{rev: rev, jobs: map[string]*after.Fires{}}
 	for _, j := range specs {
-		read.jobs[j.Name] = &upstreamJob{partitions: j.Partitions, retries: j.Retries.Max, byTime: map[time.Time][]*history.Record{}, latest: make([]time.Time, j.Partitions)}
+		read.jobs[j.Name] = after.NewFires(j)
 	}
 	for _, r := range history.Gather(ring, journaled) {
-		read.add(r)
-	}
-	for _, u := range read.jobs {
-		for t := range u.byTime {
-			u.times = append(u.times, t)
+		if f := read.jobs[r.Job]; f != nil {
+			f.Add(r)
 		}
-		slices.SortFunc(u.times, time.Time.Compare)
+	}
+	for _, f := range read.jobs {
+		f.Sort()
 	}
 	return read, nil
-}
-
-// add files record r under its fire's logical time (and a skip record
-// standing for several fires under its last one too), keeping each
-// partition's newest attempt.
-func (read *upstreamRead) add(r history.Record) {
-	u := read.jobs[r.Job]
-	if u == nil || r.Partition < 0 || r.Partition >= u.partitions || r.Outcome == history.OutcomeReset ||
-		r.ExecutionID != jobs.ExecutionID(r.Job, r.Partition, r.ScheduledTime) {
-		return // not a fire of the job's schedule or upstreams: a manual run, a reset
-	}
-	times := []time.Time{r.ScheduledTime}
-	if r.LastScheduledTime != nil {
-		times = append(times, *r.LastScheduledTime)
-	}
-	for _, t := range times {
-		t = t.UTC()
-		recs := u.byTime[t]
-		if recs == nil {
-			recs = make([]*history.Record, u.partitions)
-			u.byTime[t] = recs
-		}
-		if old := recs[r.Partition]; old == nil || r.Attempt > old.Attempt || r.Attempt == old.Attempt && r.FinishedAt.After(old.FinishedAt) {
-			c := r
-			recs[r.Partition] = &c
-		}
-		if t.After(u.latest[r.Partition]) {
-			u.latest[r.Partition] = t
-		}
-	}
 }
