@@ -19,7 +19,7 @@ import (
 // logical time (the scheduled time of a fire by schedule, catch-up or
 // retry; manual runs are not fires of the schedule) the newest attempt's
 // record of each partition, and the latest logical time each partition has
-// a record of.
+// a record of a run of (not a skip nor a miss).
 type Fires struct {
 	job        string
 	partitions int
@@ -59,7 +59,7 @@ func (f *Fires) Add(r history.Record) {
 			c := r
 			recs[r.Partition] = &c
 		}
-		if t.After(f.latest[r.Partition]) {
+		if ran := r.Outcome != history.OutcomeSkipped && r.Outcome != history.OutcomeMissed; ran && t.After(f.latest[r.Partition]) {
 			f.latest[r.Partition] = t
 		}
 	}
@@ -79,10 +79,11 @@ func (f *Fires) After(t time.Time) []time.Time {
 
 // Partition is how partition p's fire at t ended: its outcome, when, and
 // whether it has. A partition with no record of t that has a record of a
-// later fire missed t (it never ran it, or its record of t is gone past
-// history_limit): its outcome is missed. A failure with retries left has
-// not ended, unless the partition has fired since (a holder that took over
-// does not retry a recorded failure).
+// later run missed t (it never ran it, or its record of t is gone past
+// history_limit): its outcome is missed. A later skip does not count: the
+// slot skips its next fires (overlap: skip) while the run of t goes on. A
+// failure with retries left has not ended, unless the partition has run
+// since (a holder that took over does not retry a recorded failure).
 func (f *Fires) Partition(p int, t time.Time) (outcome string, at time.Time, ended bool) {
 	var r *history.Record
 	if recs := f.byTime[t]; recs != nil {

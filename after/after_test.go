@@ -41,6 +41,10 @@ func TestDecide(t *testing.T) {
 		record("extract", 1, at(30), "succeeded", 1),
 		record("extract", 2, at(30), "succeeded", 1),
 		record("extract", 0, at(40), "succeeded", 1),
+		// at(50): partition 0 still runs it; its fire at 60 was skipped meanwhile
+		record("extract", 1, at(50), "succeeded", 1),
+		record("extract", 2, at(50), "succeeded", 1),
+		record("extract", 0, at(60), "skipped", 1),
 		{Job: "extract", Partition: 1, ExecutionID: "manual-1", ScheduledTime: at(35), Outcome: "succeeded", Attempt: 1},
 	} {
 		extract.Add(r)
@@ -48,8 +52,8 @@ func TestDecide(t *testing.T) {
 	extract.Sort()
 	fires := map[string]*Fires{"extract": extract}
 	ups := []config.Upstream{{Job: "extract"}}
-	if got := Times(ups, fires, at(0)); len(got) != 4 || !got[0].Equal(at(10)) || !got[3].Equal(at(40)) {
-		t.Fatalf("times after 02:00:00 = %v; want 10, 20, 30, 40 (no manual run)", got)
+	if got := Times(ups, fires, at(0)); len(got) != 6 || !got[0].Equal(at(10)) || !got[3].Equal(at(40)) || !got[5].Equal(at(60)) {
+		t.Fatalf("times after 02:00:00 = %v; want 10, 20, 30, 40, 50, 60 (no manual run)", got)
 	}
 	for _, tc := range []struct {
 		t       time.Time
@@ -61,7 +65,8 @@ func TestDecide(t *testing.T) {
 		{at(10), true, "", 0},
 		{at(20), true, "upstream extract failed at 2026-12-03T02:00:20Z (partition 2)", 0},
 		{at(30), true, "upstream extract missed at 2026-12-03T02:00:30Z (partition 0)", 0},
-		{at(40), false, "", 2},
+		{at(40), true, "upstream extract missed at 2026-12-03T02:00:40Z (partition 1)", 0},
+		{at(50), false, "", 1},
 	} {
 		st := Decide(ups, fires, tc.t)
 		if st.Ended != tc.ended || st.Cause != tc.cause || st.Pending["extract"] != tc.pending {
