@@ -17,7 +17,8 @@ import (
 
 // Fires are one upstream job's fires as its records tell them: for each
 // logical time (the scheduled time of a fire by schedule, catch-up or
-// retry; manual runs are not fires of the schedule) the newest attempt's
+// retry, or of a manual run requested with --cascade; other manual runs
+// are not fires of the schedule) the newest attempt's
 // record of each partition, and the latest logical time each partition has
 // a record of a run of (not a skip nor a miss).
 type Fires struct {
@@ -36,11 +37,11 @@ func NewFires(j config.Job) *Fires {
 
 // Add files record r under its fire's logical time (and a skip record
 // standing for several fires under its last one too), keeping each
-// partition's newest attempt. Records of other jobs, manual runs and
-// resets are left out. Call Sort after the last Add.
+// partition's newest attempt. Records of other jobs, manual runs (but
+// cascading ones) and resets are left out. Call Sort after the last Add.
 func (f *Fires) Add(r history.Record) {
 	if r.Job != f.job || r.Partition < 0 || r.Partition >= f.partitions || r.Outcome == history.OutcomeReset ||
-		r.ExecutionID != jobs.ExecutionID(r.Job, r.Partition, r.ScheduledTime) {
+		r.ExecutionID != jobs.ExecutionID(r.Job, r.Partition, r.ScheduledTime) && !jobs.Cascades(r.ExecutionID) {
 		return
 	}
 	times := []time.Time{r.ScheduledTime}

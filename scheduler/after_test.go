@@ -341,3 +341,42 @@ func TestDependentInDoubtRunRerunsUnderItsID(t *testing.T) {
 		t.Fatalf("b ran again: %v", runsOf(rec.all(), Started, "b", 0))
 	}
 }
+
+// kira trigger --cascade: the dependents run after the manual run, at its
+// requested time, down the chain; a plain manual run fires none of them.
+func TestCascadeRunsTheDependentsOfAManualRun(t *testing.T) {
+	clock := NewManualClock(t0)
+	cat := catalog("aftercascade", withDefaults(config.Job{Name: "a", Schedule: "@hourly", Partitions: 2, Handler: "ok"}),
+		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "ok"}),
+		withDefaults(config.Job{Name: "c", After: afterJobs("b"), Handler: "ok"}))
+	rec := newRecorder()
+	nodes := startLed(t, 2, cat, rec, clock, jobs.Handlers{"ok": noop})
+	cli := nodes[0].sched.cli
+	slots := []shard.Slot{{Job: "a"}, {Job: "a", Partition: 1}}
+	if _, err := operator.RequestRun(context.Background(), cli, "aftercascade", slots); err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, rec, "a's manual runs", 2, isJob(Finished, "a"))
+	ids, err := operator.RequestCascade(context.Background(), cli, "aftercascade", slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := waitKind(t, rec, "c after the cascade", 1, isJob(Finished, "c"))
+	var requested time.Time
+	for _, e := range evs {
+		if e.Kind == Started && e.Execution.ID == ids[0] {
+			requested = e.Execution.ScheduledTime
+		}
+	}
+	for _, job := range []string{"b", "c"} {
+		if got := runsOf(evs, Started, job, 0); len(got) != 1 || !got[0].Equal(requested) {
+			t.Fatalf("%s started %v; want once, at the cascade's requested time %v", job, got, requested)
+		}
+	}
+	if i := slices.IndexFunc(evs, isJob(Started, "b")); evs[i].Execution.ID != jobs.ExecutionID("b", 0, requested) {
+		t.Fatalf("b's run has id %s; want the fire's at %v", evs[i].Execution.ID, requested)
+	}
+	if kiratest.Poll(500*time.Millisecond, func() bool { return count(rec.all(), isJob(Started, "b")) > 1 }) {
+		t.Fatalf("b ran again: %v", runsOf(rec.all(), Started, "b", 0))
+	}
+}

@@ -17,11 +17,16 @@ import (
 func triggerFire(s shard.Slot, key string, createRev int64, value []byte) fire {
 	var req struct {
 		RequestedAt time.Time `json:"requested_at"`
+		Cascade     bool      `json:"cascade"` // kira trigger --cascade (after.go)
 	}
 	if json.Unmarshal(value, &req) != nil || req.RequestedAt.IsZero() {
 		req.RequestedAt = time.Now().UTC()
 	}
-	return fire{scheduled: req.RequestedAt, cause: history.CauseManual, attempt: 1, id: jobs.ManualExecutionID(s.Job, s.Partition, createRev), triggerKey: key}
+	id := jobs.ManualExecutionID(s.Job, s.Partition, createRev)
+	if req.Cascade {
+		id = jobs.CascadeExecutionID(s.Job, s.Partition, createRev)
+	}
+	return fire{scheduled: req.RequestedAt, cause: history.CauseManual, attempt: 1, id: id, triggerKey: key}
 }
 
 // triggersOp reads the manual triggers waiting for slot s, oldest first.

@@ -83,6 +83,7 @@ func (c *cli) pauseCmd(pause bool) *cobra.Command {
 
 func (c *cli) triggerCmd() *cobra.Command {
 	var partition int
+	var cascade bool
 	var out output
 	cmd := c.jobCmd("trigger", "Run a job once now, by the current owner of each slot, with its own execution id",
 		func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
@@ -98,7 +99,14 @@ func (c *cli) triggerCmd() *cobra.Command {
 					slots = append(slots, shard.Slot{Job: j.Name, Partition: p})
 				}
 			}
-			ids, err := operator.RequestRun(ctx, cli, c.cluster, slots)
+			request := operator.RequestRun
+			if cascade {
+				if partition >= 0 {
+					return fmt.Errorf("kira trigger: --cascade runs every partition (its dependents wait for all of them): leave out --partition")
+				}
+				request = operator.RequestCascade
+			}
+			ids, err := request(ctx, cli, c.cluster, slots)
 			if err != nil {
 				return c.unreachable(err)
 			}
@@ -119,6 +127,7 @@ func (c *cli) triggerCmd() *cobra.Command {
 			})
 		})
 	cmd.Flags().IntVar(&partition, "partition", -1, "only this partition; -1: every partition")
+	cmd.Flags().BoolVar(&cascade, "cascade", false, "the jobs that run after this one (after:) run after this run too, at its requested time")
 	out.register(cmd.Flags())
 	return cmd
 }
