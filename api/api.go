@@ -7,7 +7,7 @@
 //	GET  /v1/jobs/{job}                               one job: its spec, each slot's owner, token and last fire, its next fires
 //	GET  /v1/jobs/{job}/executions?partition=&limit=&outcome=  recent executions, newest first (kira history -o json)
 //	GET  /v1/jobs/{job}/executions/{id}               one execution (the link in a notification)
-//	POST /v1/jobs/{job}/trigger?partition=            one run now of each slot, or one partition
+//	POST /v1/jobs/{job}/trigger?partition=&cascade=   one run now of each slot, or one partition; cascade=true: its dependents after it
 //	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
 //	POST /v1/jobs/{job}/resume
 //	PUT  /v1/catalog?dry_run=&force=                  store the catalog YAML of the body, as kira apply -f does
@@ -350,7 +350,16 @@ func (s *server) trigger(ctx context.Context, r *http.Request) (any, error) {
 			out.Partitions = append(out.Partitions, p)
 		}
 	}
-	if out.ExecutionIDs, err = operator.RequestRun(ctx, s.cfg.KV, s.cfg.Cluster, slots); err != nil {
+	request := operator.RequestRun
+	switch c := r.URL.Query().Get("cascade"); {
+	case c == "true" && partition >= 0:
+		return nil, errorf(http.StatusBadRequest, "cascade=true runs every partition (the job's dependents wait for all of them): leave out partition")
+	case c == "true":
+		request = operator.RequestCascade // its dependents (after:) run after it
+	case c != "" && c != "false":
+		return nil, errorf(http.StatusBadRequest, "cascade=%q: want true or false", c)
+	}
+	if out.ExecutionIDs, err = request(ctx, s.cfg.KV, s.cfg.Cluster, slots); err != nil {
 		return nil, err
 	}
 	return out, nil
