@@ -79,32 +79,29 @@ func (s *Scheduler) upstreamSpecs() []config.Job {
 	return out
 }
 
-// watchUpstreams is the reader's goroutine; it returns when ctx ends.
+// watchUpstreams is the reader's goroutine; it returns when ctx ends. It
+// watches and reads only while the catalog has dependents: a cluster
+// without them pays nothing.
 func (s *Scheduler) watchUpstreams(ctx context.Context) {
 	defer s.wg.Done()
 	cluster := s.member.Cluster()
 	cache := journal.NewCache(s.cli, cluster)
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	journals := s.cli.Watch(wctx, keyspace.Journals(cluster), clientv3.WithPrefix())
-	rings := s.cli.Watch(wctx, keyspace.Cluster(cluster)+"history/", clientv3.WithPrefix())
+	w := &upstreamWatch{cli: s.cli, cluster: cluster}
+	defer w.stop()
 	poll := time.NewTicker(upstreamPoll)
 	defer poll.Stop()
 	dirty := true
 	for {
-		if dirty {
-			if specs := s.upstreamSpecs(); len(specs) > 0 {
-				read, err := readUpstreams(ctx, s.cli, cache, cluster, specs)
-				if err != nil {
-					cache.Clear()
-				} else {
-					s.upstream.mu.Lock()
-					s.upstream.newest = read
-					s.upstream.mu.Unlock()
-					ringBell(s.upstream.ready)
-					dirty = false
-				}
+		specs := s.upstreamSpecs()
+		w.follow(ctx, len(specs) > 0)
+		if dirty && len(specs) > 0 {
+			if read, err := readUpstreams(ctx, s.cli, cache, cluster, specs); err != nil {
+				cache.Clear()
 			} else {
+				s.upstream.mu.Lock()
+				s.upstream.newest = read
+				s.upstream.mu.Unlock()
+				ringBell(s.upstream.ready)
 				dirty = false
 			}
 			select { // pace the reads
@@ -116,22 +113,55 @@ func (s *Scheduler) watchUpstreams(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-journals:
+		case _, ok := <-w.journals:
 			dirty = true
-			if !ok {
-				journals = s.cli.Watch(wctx, keyspace.Journals(cluster), clientv3.WithPrefix())
-			}
-		case _, ok := <-rings:
+			w.broken(ok)
+		case _, ok := <-w.rings:
 			dirty = true
-			if !ok {
-				rings = s.cli.Watch(wctx, keyspace.Cluster(cluster)+"history/", clientv3.WithPrefix())
-			}
+			w.broken(ok)
 		case <-s.upstream.wake:
 			dirty = true
 		case <-poll.C:
 			dirty = true
 		}
 	}
+}
+
+// upstreamWatch is the reader's watch of the journals and the rings.
+type upstreamWatch struct {
+	cli             *clientv3.Client
+	cluster         string
+	cancel          context.CancelFunc // nil: not watching
+	journals, rings clientv3.WatchChan
+}
+
+// follow watches while on, and stops watching otherwise.
+func (w *upstreamWatch) follow(ctx context.Context, on bool) {
+	switch {
+	case on && w.cancel == nil:
+		var wctx context.Context
+		wctx, w.cancel = context.WithCancel(clientv3.WithRequireLeader(ctx))
+		w.journals = w.cli.Watch(wctx, keyspace.Journals(w.cluster), clientv3.WithPrefix())
+		w.rings = w.cli.Watch(wctx, keyspace.Cluster(w.cluster)+"history/", clientv3.WithPrefix())
+	case !on:
+		w.stop()
+	}
+}
+
+// broken stops a watch that ended (no etcd leader, compaction, …): the
+// next follow after a pause makes it again.
+func (w *upstreamWatch) broken(ok bool) {
+	if !ok {
+		w.stop()
+		time.Sleep(upstreamPace) // a watch that ends at once is not made again in a spin
+	}
+}
+
+func (w *upstreamWatch) stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+	w.cancel, w.journals, w.rings = nil, nil, nil
 }
 
 // readUpstreams reads the records of specs' slots as of one revision.
