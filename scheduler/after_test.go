@@ -380,3 +380,40 @@ func TestCascadeRunsTheDependentsOfAManualRun(t *testing.T) {
 		t.Fatalf("b ran again: %v", runsOf(rec.all(), Started, "b", 0))
 	}
 }
+
+// A scheduled job that becomes a dependent (kira apply) stops its schedule
+// at once, and fires after its upstream from then on: once per logical
+// time, never also by its old schedule.
+func TestJobBecomingADependentStopsItsSchedule(t *testing.T) {
+	clock := NewManualClock(t0)
+	a := withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "ok"})
+	cat := catalog("afterchange", a, withDefaults(config.Job{Name: "b", Schedule: "@every 10s", Handler: "ok"}))
+	rec := newRecorder()
+	nodes := startLed(t, 2, cat, rec, clock, jobs.Handlers{"ok": noop})
+	clock.Advance(10 * time.Second)
+	waitKind(t, rec, "b's scheduled run", 1, isJob(Finished, "b"))
+	dependent := catalog("afterchange", a, withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "ok"}))
+	for _, n := range nodes {
+		if err := n.sched.SetCatalog(dependent, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitKind(t, rec, "the new catalog applied", 2, func(e Event) bool { return e.Kind == CatalogApplied })
+	clock.Advance(10 * time.Second)
+	evs := waitKind(t, rec, "b after a's 12:00:20", 2, isJob(Finished, "b"))
+	if kiratest.Poll(500*time.Millisecond, func() bool { return count(rec.all(), isJob(Started, "b")) > 2 }) {
+		evs = rec.all()
+	}
+	if got := runsOf(evs, Started, "b", 0); !slices.EqualFunc(got, []time.Time{sec(10), sec(20)}, time.Time.Equal) {
+		t.Fatalf("b started %v; want 12:00:10 by its schedule, 12:00:20 after a, once each", got)
+	}
+	bAt := slices.IndexFunc(evs, func(e Event) bool {
+		return e.Kind == Started && e.Slot.Job == "b" && e.Execution.ScheduledTime.Equal(sec(20))
+	})
+	aDone := count(evs[:bAt], func(e Event) bool {
+		return e.Kind == Finished && e.Slot.Job == "a" && e.Execution.ScheduledTime.Equal(sec(20))
+	})
+	if aDone != 1 {
+		t.Fatal("b's 12:00:20 started before a's had finished: by its old schedule")
+	}
+}
