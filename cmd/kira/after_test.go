@@ -44,6 +44,8 @@ func TestDependentThroughTheCLI(t *testing.T) {
 		ScheduledTime time.Time `json:"scheduled_time"`
 		Outcome       string    `json:"outcome"`
 		Partition     int       `json:"partition"`
+		StartedAt     time.Time `json:"started_at"`
+		FinishedAt    time.Time `json:"finished_at"`
 	}
 	history := func(job string) []rec {
 		out, stderr, code := kiraWith(t, "", env, "history", job, "-n", "1000", "-o", "json")
@@ -58,10 +60,13 @@ func TestDependentThroughTheCLI(t *testing.T) {
 		transform = history("transform")
 		return len(transform) >= 3
 	})
-	extract := map[time.Time]int{}
+	extract, ended := map[time.Time]int{}, map[time.Time]time.Time{}
 	for _, r := range history("extract") {
 		if r.Outcome == "succeeded" {
 			extract[r.ScheduledTime]++
+			if r.FinishedAt.After(ended[r.ScheduledTime]) {
+				ended[r.ScheduledTime] = r.FinishedAt
+			}
 		}
 	}
 	seen := map[time.Time]bool{}
@@ -73,6 +78,9 @@ func TestDependentThroughTheCLI(t *testing.T) {
 		if r.Outcome != "succeeded" || extract[r.ScheduledTime] != 2 {
 			t.Fatalf("transform %s at %v, after %d of extract's 2 partitions succeeded", r.Outcome, r.ScheduledTime, extract[r.ScheduledTime])
 		}
+		// How long after its upstream's last partition ended it started:
+		// the record's commit, the watch, the paced read, the start's write.
+		t.Logf("transform at %s started %s after extract's last partition ended", r.ScheduledTime.Format(time.TimeOnly), r.StartedAt.Sub(ended[r.ScheduledTime]).Round(time.Millisecond))
 	}
 	out, _, code := kiraWith(t, "", env, "jobs", "transform")
 	if code != 0 || !strings.Contains(out, "after extract") || !strings.Contains(out, "runs after: extract") {
