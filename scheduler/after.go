@@ -20,7 +20,11 @@ import (
 // or before it is never fired again. An upstream outcome the after: entry
 // does not allow makes the fire a skip, recorded with its cause. Held by
 // TestDependentFiresOncePerUpstreamFire, TestDependentSkipsWithTheCause,
-// TestDependentChainAndFanIn and TestDependentTakenOverRunsOnce.
+// TestDependentChainAndFanIn, TestDependentTakenOverRunsOnce,
+// TestDependentWaitsForAnUpstreamRetry,
+// TestDependentInDoubtRunRerunsUnderItsID,
+// TestCascadeRunsTheDependentsOfAManualRun and
+// TestJobBecomingADependentStopsItsSchedule.
 
 // afterState is what a dependent slot's holder keeps beside its recorded
 // state, from its takeover to the end of its leadership.
@@ -150,9 +154,11 @@ func applyMisfire(items []afterItem, spec config.Job, now time.Time) {
 
 // afterNext runs or records the slot's pending logical times, in order,
 // while the slot is free: a skip or a miss is recorded and the next one
-// taken; a run is started and the rest wait for its final result.
+// taken; a run is started and the rest wait for its final result. A
+// stopping member starts none: what it has not started is the next
+// holder's, by the watermark in etcd.
 func (s *Scheduler) afterNext(sl *slot, now time.Time) {
-	if sl.stage != leading || sl.raising || len(sl.runs) > 0 || len(sl.owed.backlog) > 0 || sl.owed.queued != nil {
+	if s.stopping || sl.stage != leading || sl.raising || len(sl.runs) > 0 || len(sl.owed.backlog) > 0 || sl.owed.queued != nil {
 		return
 	}
 	if !sl.after.inFlight.IsZero() {

@@ -392,6 +392,7 @@ func TestJobBecomingADependentStopsItsSchedule(t *testing.T) {
 	nodes := startLed(t, 2, cat, rec, clock, jobs.Handlers{"ok": noop})
 	clock.Advance(10 * time.Second)
 	waitKind(t, rec, "b's scheduled run", 1, isJob(Finished, "b"))
+	waitKind(t, rec, "a's run", 1, isJob(Finished, "a"))
 	dependent := catalog("afterchange", a, withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "ok"}))
 	for _, n := range nodes {
 		if err := n.sched.SetCatalog(dependent, 2); err != nil {
