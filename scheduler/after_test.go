@@ -2,8 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/notify"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 )
@@ -146,11 +150,21 @@ func TestDependentFiresOncePerUpstreamFire(t *testing.T) {
 }
 
 // A partition of the upstream fails: the dependent's fire at that time is
-// recorded skipped with the cause, and the next upstream fire runs it.
+// recorded skipped with the cause, and notified as its notify: says; the
+// next upstream fire runs it.
 func TestDependentSkipsWithTheCause(t *testing.T) {
 	clock := NewManualClock(t0)
+	hook := make(chan notify.Message, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m notify.Message
+		if json.NewDecoder(r.Body).Decode(&m) == nil {
+			hook <- m
+		}
+	}))
+	defer srv.Close()
 	cat := catalog("afterskip", withDefaults(config.Job{Name: "extract", Schedule: "@every 10s", Partitions: 2, Handler: "a"}),
-		withDefaults(config.Job{Name: "load", After: afterJobs("extract"), Handler: "ok"}))
+		withDefaults(config.Job{Name: "load", After: afterJobs("extract"), Handler: "ok",
+			Notify: []config.NotifyRule{{On: []string{"skipped"}, Webhook: srv.URL}}}))
 	rec := newRecorder()
 	h := &scripted{fail: map[string]bool{"1@12:00:10": true}}
 	nodes := startLed(t, 2, cat, rec, clock, jobs.Handlers{"a": h.handler, "ok": noop})
@@ -162,6 +176,9 @@ func TestDependentSkipsWithTheCause(t *testing.T) {
 		if e.Kind == Skipped && e.Slot.Job == "load" && (e.Reason != cause || !e.Execution.ScheduledTime.Equal(sec(10))) {
 			t.Fatalf("load skipped at %v for %q; want 12:00:10 for %q", e.Execution.ScheduledTime, e.Reason, cause)
 		}
+	}
+	if m := kiratest.Receive(t, hook, 15*time.Second, "the skip's notification"); m.Job != "load" || m.Outcome != history.OutcomeSkipped || m.Error != cause {
+		t.Fatalf("notified %s %s %q; want load skipped with the cause", m.Job, m.Outcome, m.Error)
 	}
 	waitUntil(t, "the skip in load's history", 10*time.Second, func() bool {
 		hist, err := operator.ReadHistory(context.Background(), nodes[0].sched.cli, "afterskip", "load", -1, -1)
