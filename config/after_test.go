@@ -132,3 +132,19 @@ func TestAfterValidation(t *testing.T) {
 		})
 	}
 }
+
+// kira apply's diff shows after: as the catalog writes it.
+func TestDiffShowsAfter(t *testing.T) {
+	prev, err := Parse("c.yaml", []byte(chain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := Parse("c.yaml", []byte(strings.Replace(chain, "after: [extract]", "after: [{job: extract, outcome: [succeeded, failed]}]", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := Diff(prev, next)
+	if len(changes) != 1 || !strings.Contains(changes[0].String(), "after: [extract] → [extract (outcome succeeded, failed)]") {
+		t.Fatalf("diff %v", changes)
+	}
+}
