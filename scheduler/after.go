@@ -62,6 +62,7 @@ type afterItem struct {
 // owes is decided from the newest read, and a fresh read is asked for.
 func (s *Scheduler) afterAcquired(sl *slot, now time.Time) {
 	sl.after = afterState{acquiredAt: now}
+	s.upstream.leading.Store(true)
 	ringBell(s.upstream.wake)
 	s.afterEvaluate(sl, now)
 }
@@ -75,11 +76,16 @@ func (s *Scheduler) upstreamsRead() {
 	}
 	s.upstreams = read
 	now := s.cfg.Clock.Now()
+	led := false
 	for _, sl := range s.slots {
-		if sl.job.spec.Dependent() && sl.stage == leading && !sl.raising && sl.readAt == sl.token {
-			s.afterEvaluate(sl, now)
+		if sl.job.spec.Dependent() && sl.stage == leading {
+			led = true
+			if !sl.raising && sl.readAt == sl.token {
+				s.afterEvaluate(sl, now)
+			}
 		}
 	}
+	s.upstream.leading.Store(led) // true again at the next takeover of a dependent slot
 }
 
 // afterEvaluate decides, in order, the logical times after the slot's
@@ -230,5 +236,6 @@ func (s *Scheduler) becameDependent(sl *slot, now time.Time) {
 	if sl.after.acquiredAt.IsZero() {
 		sl.after = afterState{acquiredAt: now}
 	}
+	s.upstream.leading.Store(true)
 	ringBell(s.upstream.wake)
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kira-scheduler/kira/after"
@@ -40,10 +41,13 @@ type upstreamRead struct {
 // upstreamReader holds the newest read for the loop, and the loop's
 // requests for a fresh one.
 type upstreamReader struct {
-	mu     sync.Mutex
-	newest *upstreamRead
-	ready  chan struct{} // rung when newest changed
-	wake   chan struct{} // rung by the loop: read now
+	// leading says this member leads a dependent slot (the loop keeps it):
+	// the reader reads only then.
+	leading atomic.Bool
+	mu      sync.Mutex
+	newest  *upstreamRead
+	ready   chan struct{} // rung when newest changed
+	wake    chan struct{} // rung by the loop: read now
 }
 
 func newUpstreamReader() *upstreamReader {
@@ -80,8 +84,9 @@ func (s *Scheduler) upstreamSpecs() []config.Job {
 }
 
 // watchUpstreams is the reader's goroutine; it returns when ctx ends. It
-// watches and reads only while the catalog has dependents: a cluster
-// without them pays nothing.
+// watches and reads only while this member leads a slot of a dependent: a
+// cluster without dependents, and a member without their slots, pay
+// nothing.
 func (s *Scheduler) watchUpstreams(ctx context.Context) {
 	defer s.wg.Done()
 	cluster := s.member.Cluster()
@@ -92,7 +97,10 @@ func (s *Scheduler) watchUpstreams(ctx context.Context) {
 	defer poll.Stop()
 	dirty := true
 	for {
-		specs := s.upstreamSpecs()
+		var specs []config.Job
+		if s.upstream.leading.Load() {
+			specs = s.upstreamSpecs()
+		}
 		w.follow(ctx, len(specs) > 0)
 		if dirty && len(specs) > 0 {
 			if read, err := readUpstreams(ctx, s.cli, cache, cluster, specs); err != nil {
