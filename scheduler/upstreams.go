@@ -102,6 +102,9 @@ func (s *Scheduler) watchUpstreams(ctx context.Context) {
 			specs = s.upstreamSpecs()
 		}
 		w.follow(ctx, len(specs) > 0)
+		if len(specs) == 0 {
+			cache.Clear() // no journal kept in memory while nothing is read
+		}
 		if dirty && len(specs) > 0 {
 			if read, err := readUpstreams(ctx, s.cli, cache, cluster, specs); err != nil {
 				cache.Clear()
