@@ -7,7 +7,8 @@
 //	GET  /v1/jobs/{job}                               one job: its spec, each slot's owner, token and last fire, its next fires
 //	GET  /v1/jobs/{job}/executions?partition=&limit=&outcome=  recent executions, newest first (kira history -o json)
 //	GET  /v1/jobs/{job}/executions/{id}               one execution (the link in a notification)
-//	POST /v1/jobs/{job}/trigger?partition=&at=&in=    one run now (or at a time) of each slot, or one partition
+//	POST /v1/jobs/{job}/trigger?partition=&at=&in=&cascade=
+//	                                                  one run now (or at a time) of each slot, or one partition; cascade=true: its dependents after it
 //	DELETE /v1/jobs/{job}/trigger/{id}                cancel a waiting run, unless it has started (409)
 //	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
 //	POST /v1/jobs/{job}/resume
@@ -365,7 +366,19 @@ func (s *server) trigger(ctx context.Context, r *http.Request) (any, error) {
 			out.Partitions = append(out.Partitions, p)
 		}
 	}
-	if out.ExecutionIDs, err = s.requestRuns(ctx, slots, at); err != nil {
+	switch c := r.URL.Query().Get("cascade"); {
+	case c == "true" && partition >= 0:
+		return nil, errorf(http.StatusBadRequest, "cascade=true runs every partition (the job's dependents wait for all of them): leave out partition")
+	case c == "true" && !at.IsZero():
+		return nil, errorf(http.StatusBadRequest, "cascade=true runs now: leave out at and in")
+	case c == "true":
+		out.ExecutionIDs, err = operator.RequestCascade(ctx, s.cfg.KV, s.cfg.Cluster, slots) // its dependents (after:) run after it
+	case c != "" && c != "false":
+		return nil, errorf(http.StatusBadRequest, "cascade=%q: want true or false", c)
+	default:
+		out.ExecutionIDs, err = s.requestRuns(ctx, slots, at)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
@@ -94,6 +95,10 @@ func TestWriteActionsNeedTheToken(t *testing.T) {
 	if resp, _ := cli.Get(context.Background(), keyspace.Control("c")+"tick/trigger/1/", clientv3.WithPrefix(), clientv3.WithCountOnly()); resp.Count != 1 {
 		t.Fatalf("%d trigger requests stored, want 1", resp.Count)
 	}
+	tr = Triggered{}
+	if code := call(t, c, "POST", srv.URL+"/v1/jobs/tick/trigger?cascade=true", "right-token", "", &tr); code != 200 || len(tr.ExecutionIDs) != 2 || !jobs.Cascades(tr.ExecutionIDs[1]) {
+		t.Fatalf("trigger with cascade: %d %+v; want both partitions, cascading ids", code, tr)
+	}
 	var status operator.Status
 	if code := call(t, c, "GET", srv.URL+"/v1/status", "", "", &status); code != 200 || len(status.Slots) != 2 {
 		t.Fatalf("status without a token: %d %+v", code, status)
@@ -104,6 +109,8 @@ func TestWriteActionsNeedTheToken(t *testing.T) {
 	}{
 		{"POST", "/v1/jobs/tick/trigger?partition=2", "", 400},
 		{"POST", "/v1/jobs/tick/trigger?partition=x", "", 400},
+		{"POST", "/v1/jobs/tick/trigger?partition=1&cascade=true", "", 400},
+		{"POST", "/v1/jobs/tick/trigger?cascade=yes", "", 400},
 		{"GET", "/v1/jobs/tick/executions?limit=-1", "", 400},
 		{"POST", "/v1/jobs/nope/pause", "", 404},
 		{"GET", "/v1/nothing", "", 404},

@@ -156,6 +156,7 @@ func Check(history []Attempt, spec Spec) Report {
 	}
 	judgeStates(&rep, spec.States, judgeReplays(&rep, ordered, spec))
 	judgeConcurrency(&rep, ordered, spec.Catalog)
+	judgeChains(&rep, accepted, spec)
 	for k, as := range accepted {
 		if len(as) > 1 {
 			rep.Duplicates++
@@ -179,6 +180,9 @@ func Check(history []Attempt, spec Spec) Report {
 	}
 	var bads []bad
 	for _, j := range spec.Catalog.Jobs {
+		if j.Dependent() {
+			continue // no schedule: judgeChains holds it
+		}
 		sched, err := j.ParsedSchedule()
 		if err != nil {
 			rep.violate("job %s: %v", j.Name, err)

@@ -155,10 +155,19 @@ type Job struct {
 	// limit the job shares instead (Catalog.Limit). Not both.
 	MaxRunning int    `json:"max_running,omitempty"`
 	Pool       string `json:"pool,omitempty"`
+	// After, if set, makes the job a dependent: it has no schedule and
+	// fires once for each fire of its upstream jobs (config/after.go).
+	After []Upstream `json:"after,omitempty"`
 }
 
 // ParsedSchedule returns the job's schedule in its time zone.
-func (j Job) ParsedSchedule() (Schedule, error) { return ParseScheduleIn(j.Schedule, j.Timezone) }
+// A dependent job's never fires: it fires when its upstreams end.
+func (j Job) ParsedSchedule() (Schedule, error) {
+	if j.Dependent() {
+		return never{}, nil
+	}
+	return ParseScheduleIn(j.Schedule, j.Timezone)
+}
 
 // HTTPSpec describes a request made for each execution of an HTTP job.
 type HTTPSpec struct {

@@ -43,6 +43,7 @@ func rawOf(j Job, notifyDefault []NotifyRule) rawJob {
 		r.MaxRunning = &n
 	}
 	r.Pool = j.Pool
+	r.After = rawUpstreamsOf(j.After)
 	if j.Placement != nil {
 		r.Placement = &rawPlacement{Labels: j.Placement.Labels}
 	}

@@ -363,6 +363,12 @@ func show(v any) string {
 			return "none"
 		}
 		return fmt.Sprintf("%q", v)
+	case []Upstream:
+		if v == nil {
+			return "none"
+		}
+		return fmt.Sprint(v) // each as Upstream.String
+
 	case string:
 		if v == "" {
 			return `""`

@@ -151,6 +151,7 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 		}
 		cat.Jobs = append(cat.Jobs, j)
 	}
+	v.graph(cat)
 	return cat
 }
 
@@ -179,8 +180,11 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 	case len(rj.Name) > MaxNameLength:
 		v.addf(jp.child("name"), "job name %q is %d characters, over the limit of %d", rj.Name, len(rj.Name), MaxNameLength)
 	}
-	if rj.Schedule == "" {
+	v.after(jp, rj, &j)
+	if rj.Schedule == "" && rj.After == nil {
 		v.addf(jp, "schedule is required (a cron expression such as \"*/5 * * * *\" or \"@every 10s\")")
+	} else if rj.Schedule == "" {
+		// A dependent (after:): it fires when its upstreams end.
 	} else if _, err := ParseScheduleIn(rj.Schedule, rj.Timezone); err != nil {
 		field := jp.child("schedule")
 		if strings.Contains(err.Error(), "unknown time zone") && rj.Timezone != "" {

@@ -53,8 +53,9 @@ type rawJob struct {
 	Notify    *[]rawNotify  `yaml:"notify"`
 	Placement *rawPlacement `yaml:"placement"`
 	// MaxRunning is a pointer: max_running: 0 is refused, not absent.
-	MaxRunning *int   `yaml:"max_running"`
-	Pool       string `yaml:"pool"`
+	MaxRunning *int          `yaml:"max_running"`
+	Pool       string        `yaml:"pool"`
+	After      []rawUpstream `yaml:"after"`
 }
 
 type rawRetries struct {

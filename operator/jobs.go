@@ -35,6 +35,12 @@ type JobStatus struct {
 	// NextFire is the next scheduled time after now (the slots' jitter
 	// comes on top), or nil for a schedule that never fires again.
 	NextFire *time.Time `json:"next_fire"`
+	// After names the jobs it runs after (after:), Dependents the jobs that
+	// run after it; Waiting is where a dependent stands (nil otherwise, or
+	// when it has fired every logical time its upstreams have).
+	After      []string `json:"after"`
+	Dependents []string `json:"dependents"`
+	Waiting    *Waiting `json:"waiting"`
 }
 
 // Fire is one execution as the job views show it.
@@ -109,10 +115,14 @@ func ReadJobs(ctx context.Context, kv clientv3.KV, journals *journal.Cache, clus
 	for _, j := range cat.Jobs {
 		var last *history.Record
 		if n := newest[j.Name]; n != nil {
-			rs := n.Stored.Records()
-			last = &rs[len(rs)-1] // the record, written after the skip it carries
+			last = lastOf(n)
 		}
-		out = append(out, jobStatus(st, j, last, now))
+		js := jobStatus(st, j, last, now)
+		graph(&js, cat, j)
+		if js.Waiting, err = readWaiting(ctx, kv, journals, cluster, cat, j); err != nil {
+			return nil, err
+		}
+		out = append(out, js)
 	}
 	return out, nil
 }
@@ -143,6 +153,10 @@ func ReadJob(ctx context.Context, kv clientv3.KV, journals *journal.Cache, clust
 		newest = &recs[0]
 	}
 	d := &JobDetail{JobStatus: jobStatus(st, j, newest, now), Spec: j, Slots: []JobSlotRow{}}
+	graph(&d.JobStatus, cat, j)
+	if d.Waiting, err = readWaiting(ctx, kv, journals, cluster, cat, j); err != nil {
+		return nil, false, err
+	}
 	if d.Upcoming, err = j.Upcoming(now, UpcomingFires); err != nil {
 		d.Upcoming = []time.Time{}
 	}

@@ -63,6 +63,10 @@ func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 		}
 		changed := !reflect.DeepEqual(sl.job.spec, j.spec)
 		sl.job, sl.removed = j, false
+		if changed && j.spec.Dependent() {
+			s.becameDependent(sl, now)
+			continue
+		}
 		if changed && sl.heapIndex >= 0 && !now.IsZero() {
 			// A fire armed under the old schedule is taken back; one that
 			// already started is not fired again under the new one.

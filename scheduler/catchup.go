@@ -140,5 +140,8 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 	if a := s.recordAhead(sl); a != nil {
 		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Done: a.done})
 	}
+	if sl.job.spec.Dependent() {
+		s.afterAcquired(sl, now)
+	}
 	s.startWaiting(sl, now)
 }

@@ -22,7 +22,11 @@ func triggerFire(s shard.Slot, key string, createRev int64, value []byte) fire {
 	if json.Unmarshal(value, &req) != nil || req.RequestedAt.IsZero() {
 		req.RequestedAt = time.Now().UTC()
 	}
-	f := fire{scheduled: req.RequestedAt, cause: history.CauseManual, attempt: 1, id: jobs.ManualExecutionID(s.Job, s.Partition, createRev), triggerKey: key, triggerRev: createRev}
+	id := jobs.ManualExecutionID(s.Job, s.Partition, createRev)
+	if req.Cascade {
+		id = jobs.CascadeExecutionID(s.Job, s.Partition, createRev)
+	}
+	f := fire{scheduled: req.RequestedAt, cause: history.CauseManual, attempt: 1, id: id, triggerKey: key, triggerRev: createRev}
 	if !req.At.IsZero() {
 		f.scheduled, f.oneOff = req.At.UTC(), true
 	}

@@ -178,7 +178,9 @@ func (s *Scheduler) startWaiting(sl *slot, now time.Time) {
 		f := *sl.owed.queued
 		sl.owed.queued = nil
 		s.dispatchFree(sl, f, now)
+		return
 	}
+	s.afterNext(sl, now) // a dependent's next logical time
 }
 
 // dispatchFree dispatches a fire on a slot known to have nothing running.

@@ -33,6 +33,8 @@
 //	control.go        pause, resume and manual triggers as the loop sees them
 //	oneoff.go         manual runs at a time (kira trigger --at), and a trigger's start mark
 //	at.go             what a slot never held owes of an @at schedule's one fire
+//	after.go          when a dependent slot (after:) fires: its upstreams' logical times, in order
+//	upstreams.go      how a member reads its upstreams' records (journals, then rings, at one revision)
 //	slot.go           a slot's life on this member, and what it owes
 //
 // # One loop, one timer

@@ -58,6 +58,8 @@ func (s *Scheduler) loop(ctx context.Context) error {
 			s.controlChanged(evs)
 		case <-s.catalogChanged:
 			s.catalogUpdated()
+		case <-s.upstream.ready:
+			s.upstreamsRead()
 		case c := <-s.created:
 			s.ownKeyCreated(c)
 		case d := <-s.deleted:

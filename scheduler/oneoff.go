@@ -110,6 +110,7 @@ func (o *owedFires) takeLater(key string) bool {
 type triggerValue struct {
 	RequestedAt    time.Time `json:"requested_at"`
 	At             time.Time `json:"at,omitzero"`
+	Cascade        bool      `json:"cascade,omitempty"` // kira trigger --cascade (after.go)
 	StartedAttempt int       `json:"started_attempt,omitempty"`
 }
 
@@ -121,7 +122,7 @@ type triggerValue struct {
 // recorded), and runs again as a retry with the same id, once per change of
 // holder, as a scheduled fire's does. Held by TestManualRunInDoubtRerunsWithSameID.
 func startedValue(f fire) string {
-	v := triggerValue{RequestedAt: f.scheduled, StartedAttempt: f.attempt}
+	v := triggerValue{RequestedAt: f.scheduled, Cascade: jobs.Cascades(f.id), StartedAttempt: f.attempt}
 	if f.oneOff || f.cause == history.CauseRetry {
 		v.At = f.scheduled // a retry's time is its first attempt's, whatever it was
 	}

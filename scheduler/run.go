@@ -48,7 +48,8 @@ type background struct {
 
 func (s *Scheduler) startBackground() *background {
 	watchCtx, stopWatches := context.WithCancel(context.Background())
-	s.wg.Add(4)
+	s.wg.Add(5)
+	go s.watchUpstreams(watchCtx)
 	go s.watchElections(watchCtx)
 	go s.watchControl(watchCtx)
 	go s.sweepJournals(watchCtx, s.cfg.JournalSweep)

@@ -105,10 +105,13 @@ type Scheduler struct {
 	cli      *clientv3.Client
 	cfg      Config
 	writer   *fenced.Writer
-	journals *journal.Cache // the journals, read for the slots taken at once
-	reads    *takeoverReads // the reads of the slots taken over, batched
-	gates    *gates
-	notifier *notify.Notifier
+	journals *journal.Cache  // the journals, read for the slots taken at once
+	upstream *upstreamReader // what dependent slots learn of their upstreams (upstreams.go)
+	// upstreams is the newest read of the upstream jobs the loop took.
+	upstreams *upstreamRead
+	reads     *takeoverReads // the reads of the slots taken over, batched
+	gates     *gates
+	notifier  *notify.Notifier
 	// permits are the member's permits of the jobs' concurrency limits;
 	// stopWaiting ends when the member stops firing, and with it every wait
 	// for one (permits.go).
@@ -231,6 +234,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	s.writer.UseJournal(member.Cluster(), member.ID(), cfg.JournalEntries)
 	s.journals = journal.NewCache(s.cli, member.Cluster())
 	s.reads = newTakeoverReads(s.cli, member.Cluster(), s.journals)
+	s.upstream = newUpstreamReader()
 	s.catalogRev = cfg.CatalogRevision
 	s.notifier = s.newNotifier()
 	s.cleanupCtx, s.cancelCleanup = context.WithCancel(context.Background())

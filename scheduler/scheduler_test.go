@@ -111,6 +111,7 @@ type nodeOpts struct {
 	// before history.FormatCompact).
 	readsFormat int
 	writerKV    func(clientv3.KV) clientv3.KV // wraps the state writer's KV (a gate in front of etcd)
+	labels      map[string]string             // the member's labels (placement)
 }
 
 // startNode is the one way a test starts a running member: it joins the
@@ -181,7 +182,7 @@ func joinTestMember(t *testing.T, cli *clientv3.Client, cluster string, o nodeOp
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	published := membership.Record{ID: membership.NewID(), HistoryFormat: history.NewestFormat}
+	published := membership.Record{ID: membership.NewID(), HistoryFormat: history.NewestFormat, Labels: o.labels}
 	if o.readsFormat != 0 {
 		published.HistoryFormat = max(0, o.readsFormat)
 	}

@@ -104,6 +104,8 @@ type slot struct {
 	// removed is set when the catalog no longer has the slot: it is released
 	// after its in-flight runs and then forgotten.
 	removed bool
+	// after is a dependent slot's decisions about its upstreams' fires (after.go).
+	after afterState
 }
 
 // owedFires are a slot's fires that wait for it to be free, each kind with

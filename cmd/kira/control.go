@@ -83,6 +83,7 @@ func (c *cli) pauseCmd(pause bool) *cobra.Command {
 
 func (c *cli) triggerCmd() *cobra.Command {
 	var partition int
+	var cascade bool
 	var out output
 	var once oneOffFlags
 	cmd := c.jobCmd("trigger", "Run a job once now or at a time (--at, --in), by the owner of each slot, with its own execution id; or cancel a waiting run (--cancel ID)",
@@ -99,7 +100,20 @@ func (c *cli) triggerCmd() *cobra.Command {
 					slots = append(slots, shard.Slot{Job: j.Name, Partition: p})
 				}
 			}
-			ids, at, err := once.request(ctx, cli, c.cluster, slots)
+			if cascade && partition >= 0 {
+				return fmt.Errorf("kira trigger: --cascade runs every partition (its dependents wait for all of them): leave out --partition")
+			}
+			if cascade && (once.at != "" || once.in != "") {
+				return fmt.Errorf("kira trigger: --cascade runs now: leave out --at and --in")
+			}
+			var ids []string
+			var at time.Time
+			var err error
+			if cascade {
+				ids, err = operator.RequestCascade(ctx, cli, c.cluster, slots)
+			} else {
+				ids, at, err = once.request(ctx, cli, c.cluster, slots)
+			}
 			if err != nil {
 				return c.unreachable(err)
 			}
@@ -126,6 +140,7 @@ func (c *cli) triggerCmd() *cobra.Command {
 			})
 		})
 	cmd.Flags().IntVar(&partition, "partition", -1, "only this partition; -1: every partition")
+	cmd.Flags().BoolVar(&cascade, "cascade", false, "the jobs that run after this one (after:) run after this run too, at its requested time")
 	out.register(cmd.Flags())
 	once.register(cmd)
 	cmd.Use, cmd.Args = "trigger JOB | trigger [JOB] --cancel ID", once.args

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -85,7 +86,11 @@ func printJobs(w io.Writer, js []operator.JobStatus) error {
 		if tz == "" {
 			tz = "UTC"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%t\t%s\t%d/%d\t%s\t%s\n", j.Name, j.Schedule, tz, j.Partitions, j.Paused, placement(j), j.SlotsLed, j.Partitions, lastFire(j.LastFire), when(j.NextFire))
+		schedule := j.Schedule
+		if len(j.After) > 0 {
+			schedule = "after " + strings.Join(j.After, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%t\t%s\t%d/%d\t%s\t%s\n", j.Name, schedule, tz, j.Partitions, j.Paused, placement(j), j.SlotsLed, j.Partitions, lastFire(j.LastFire), when(j.NextFire))
 	}
 	return tw.Flush()
 }
@@ -94,7 +99,9 @@ func printJob(w io.Writer, d *operator.JobDetail) error {
 	if err := printJobs(w, []operator.JobStatus{d.JobStatus}); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nslots led by each member: %s\n\n", orNone(operator.FormatShares(d.Shares)))
+	fmt.Fprintf(w, "\nslots led by each member: %s\n", orNone(operator.FormatShares(d.Shares)))
+	printGraph(w, d.JobStatus)
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tOWNER\tTOKEN\tLAST FIRE\tNEXT FIRE")
 	for _, s := range d.Slots {
@@ -108,4 +115,22 @@ func printJob(w io.Writer, d *operator.JobDetail) error {
 		return err
 	}
 	return printWaitingRuns(w, d.WaitingRuns)
+}
+
+// printGraph prints what a job runs after, what runs after it, and where a
+// dependent stands on the logical time it waits for.
+func printGraph(w io.Writer, j operator.JobStatus) {
+	if len(j.After) > 0 {
+		fmt.Fprintf(w, "runs after: %s\n", strings.Join(j.After, ", "))
+	}
+	if len(j.Dependents) > 0 {
+		fmt.Fprintf(w, "runs before: %s\n", strings.Join(j.Dependents, ", "))
+	}
+	if wt := j.Waiting; wt != nil {
+		var parts []string
+		for _, u := range wt.Upstreams {
+			parts = append(parts, fmt.Sprintf("%s: %d of %d partitions not ended", u.Job, u.Pending, u.Partitions))
+		}
+		fmt.Fprintf(w, "waiting for the fire at %s: %s\n", when(&wt.LogicalTime), strings.Join(parts, ", "))
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -83,6 +84,15 @@ func upcoming(j config.Job, from time.Time, n, partition int) ([]nextFire, error
 }
 
 func printNext(w io.Writer, j config.Job, fires []nextFire, partition int) error {
+	if j.Dependent() {
+		var ups []string
+		for _, u := range j.After {
+			ups = append(ups, u.String())
+		}
+		_, err := fmt.Fprintf(w, "%s has no schedule: it fires once per fire of %s, at its scheduled time, once every partition ended (kira jobs %s shows what it waits for)\n",
+			j.Name, strings.Join(ups, " and "), j.Name)
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	zone := j.Timezone
 	if zone == "" {

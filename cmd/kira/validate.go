@@ -54,6 +54,13 @@ func (c *cli) validateCmd() *cobra.Command {
 				fmt.Fprintf(w, "%s: ok: cluster %q, %d jobs, %d slots, lease_ttl %s\n", v.File, v.Cluster, v.Jobs, v.Slots, v.LeaseTTL)
 				for _, j := range cat.Jobs {
 					if fires, ok := v.Next[j.Name]; ok {
+						if j.Dependent() {
+							fmt.Fprintln(w)
+							if err := printNext(w, j, nil, 0); err != nil {
+								return err
+							}
+							continue
+						}
 						fmt.Fprintf(w, "\njob %s (%s):\n", j.Name, j.Schedule)
 						if err := printNext(w, j, fires, 0); err != nil {
 							return err
