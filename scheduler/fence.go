@@ -12,8 +12,15 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 )
 
-// raiseTimeout bounds raising the fences of a newly won slot.
-const raiseTimeout = 30 * time.Second
+// raiseTimeout bounds raising the fences of a newly won slot: the job's
+// fence and the OnAcquire hook, and each transaction of the takeover reads.
+// A read waiting its turn in the reads' queue is not bounded by it (only by
+// the slot's leadership): a member that takes tens of thousands of slots at
+// once queues their reads for longer than that, and giving them up for it
+// only starts their campaigns over
+// (TestAQueuedTakeoverReadOutlastsTheRaiseTimeout). A variable for that
+// test only.
+var raiseTimeout = 30 * time.Second
 
 type raisedFence struct {
 	slot  shard.Slot
@@ -28,17 +35,18 @@ type raisedFence struct {
 // succeeded (raiseEnded).
 func (s *Scheduler) raiseFences(sl *slot) {
 	s.setRaising(sl, true)
-	ctx, cancel := context.WithTimeout(sl.leadCtx, raiseTimeout)
+	leadCtx := sl.leadCtx
 	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
 	reads, journals := s.reads, s.journals
 	journals.Hold()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer cancel()
-		ctx, span := s.slotSpan(ctx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
-		read, err := readTakeover(ctx, reads, id)
+		spanCtx, span := s.slotSpan(leadCtx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
+		read, err := readTakeover(spanCtx, reads, id)
 		journals.Release()
+		ctx, cancel := context.WithTimeout(spanCtx, raiseTimeout)
+		defer cancel()
 		if err == nil && fence != nil {
 			err = fence.Raise(ctx, id.Job, id.Partition, claim)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/kira-scheduler/kira/highwater"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/shard"
 )
 
@@ -249,5 +250,33 @@ func TestRefusedTokensStartNothing(t *testing.T) {
 	}
 	if out := logs.String(); !strings.Contains(out, "level=ERROR msg=\"a fence refused the newly won token") || !strings.Contains(out, "kira etcd snapshot restore") {
 		t.Fatalf("the refused fence is not logged at ERROR with the fix:\n%s", out)
+	}
+}
+
+// A takeover read that waits its turn in the reads' queue for longer than
+// the raise timeout is still answered, and the slot raised: only the
+// fences and each read's own transaction are bounded by the timeout. A
+// member taking tens of thousands of slots at once queues their reads for
+// that long, and giving them up for it only started their campaigns over.
+func TestAQueuedTakeoverReadOutlastsTheRaiseTimeout(t *testing.T) {
+	defer func(d time.Duration) { raiseTimeout = d }(raiseTimeout)
+	raiseTimeout = 200 * time.Millisecond
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	cat := catalog("queued", config.Job{Name: "sync", Schedule: "@every 1h", Handler: "noop"})
+	rec := newRecorder()
+	hold := make(chan struct{})
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{holdReads: hold})
+	waitKind(t, rec, "the slot won", 1, func(e Event) bool { return e.Kind == Acquired })
+	kiratest.WaitUntil(t, "the slot taking over", 10*time.Second, func() bool { return n.sched.TakingOver() == 1 })
+	select { // the read waits in the queue for longer than the raise timeout
+	case <-time.After(3 * raiseTimeout):
+	case <-n.done:
+		t.Fatal("the scheduler stopped")
+	}
+	close(hold)
+	evs := waitKind(t, rec, "the slot raised", 1, func(e Event) bool { return e.Kind == Raised })
+	if n := count(evs, func(e Event) bool { return e.Kind == Released }); n != 0 {
+		t.Fatalf("the slot was given up %d times while its read waited in the queue", n)
 	}
 }

@@ -103,9 +103,11 @@ type nodeOpts struct {
 	manual *ManualClock
 	// gate, if set, stands in front of the state writer's KV: its commits
 	// wait at the gate (see gatedKV).
-	gate  *gatedKV
-	cfg   Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
-	armed func(shard.Slot)
+	gate *gatedKV
+	// holdReads, if set, keeps the takeover reads queued until closed.
+	holdReads chan struct{}
+	cfg       Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
+	armed     func(shard.Slot)
 	// readsFormat is the newest history format the member record
 	// publishes: history.NewestFormat if 0, none if -1 (as a version
 	// before history.FormatCompact).
@@ -147,6 +149,7 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 		t.Fatal(err)
 	}
 	s.armedHook = o.armed
+	s.reads.hold = o.holdReads
 	if o.writerKV != nil {
 		s.writer = fenced.NewWriter(o.writerKV(s.cli))
 		s.writer.UseJournal(s.member.Cluster(), s.member.ID(), s.cfg.JournalEntries)

@@ -38,6 +38,10 @@ type takeoverReads struct {
 	journals *journal.Cache
 	bell     chan struct{}
 
+	// hold, if set (by tests, before Run), keeps the reads queued until it
+	// is closed.
+	hold chan struct{}
+
 	mu    sync.Mutex
 	queue []*slotRead
 	txns  int // transactions committed, for tests
@@ -82,6 +86,13 @@ func (r *takeoverReads) read(ctx context.Context, s shard.Slot) (*slotRead, erro
 func (r *takeoverReads) run(ctx context.Context) {
 	var inFlight sync.WaitGroup
 	defer inFlight.Wait()
+	if r.hold != nil {
+		select {
+		case <-r.hold:
+		case <-ctx.Done():
+			return
+		}
+	}
 	free := make(chan struct{}, maxReadTxns)
 	for {
 		select {
