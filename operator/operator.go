@@ -44,6 +44,8 @@ func IsPaused(ctx context.Context, kv clientv3.KV, cluster, job string) (bool, e
 type triggerRequest struct {
 	RequestedAt time.Time  `json:"requested_at"`
 	At          *time.Time `json:"at,omitempty"` // a one-off run's time (RequestRunAt)
+	// Cascade: the run's dependents (after:) fire after it (RequestCascade).
+	Cascade bool `json:"cascade,omitempty"`
 	// StartedAttempt is set by the run's holder when the run starts (the
 	// scheduler's startedValue): the request is then no longer waiting.
 	StartedAttempt int `json:"started_attempt,omitempty"`
@@ -68,6 +70,9 @@ func requestRun(ctx context.Context, kv clientv3.KV, cluster string, slots []sha
 	ids := make([]string, len(slots))
 	for i, s := range slots {
 		ids[i] = jobs.ManualExecutionID(s.Job, s.Partition, resp.Header.Revision)
+		if req.Cascade {
+			ids[i] = jobs.CascadeExecutionID(s.Job, s.Partition, resp.Header.Revision)
+		}
 	}
 	return ids, nil
 }
