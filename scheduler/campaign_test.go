@@ -23,7 +23,7 @@ import (
 
 // unrunScheduler builds a scheduler for cat on a member of a fresh etcd, for a
 // test that plays its loop: Run is not called. The member leaves at the end.
-func unrunScheduler(t *testing.T, cat *config.Catalog) (*Scheduler, *clientv3.Client) {
+func unrunScheduler(t testing.TB, cat *config.Catalog) (*Scheduler, *clientv3.Client) {
 	t.Helper()
 	cli := etcdtest.Start(t).Client(t)
 	m := joinTestMember(t, cli, cat.Cluster, nodeOpts{ttl: 2 * time.Second})

@@ -181,7 +181,7 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 
 // joinTestMember joins cluster as a new member with o's TTL, clock and
 // published history format. The caller leaves.
-func joinTestMember(t *testing.T, cli *clientv3.Client, cluster string, o nodeOpts) *membership.Member {
+func joinTestMember(t testing.TB, cli *clientv3.Client, cluster string, o nodeOpts) *membership.Member {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
