@@ -85,11 +85,7 @@ func TestMaxRunningAcrossMembers(t *testing.T) {
 	waitUntil(t, "slots spread over three members", 15*time.Second, func() bool { return leadersMatch(want, a, b, c) })
 	from := time.Now().Truncate(time.Second).Add(2 * time.Second)
 	to := from.Add(4 * time.Second)
-	evs := rec.waitFor(t, "the window's fires to finish", 20*time.Second, func(evs []Event) bool {
-		return count(evs, func(e Event) bool {
-			return e.Kind == Finished && !e.Execution.ScheduledTime.Before(from) && e.Execution.ScheduledTime.Before(to)
-		}) >= 6*4
-	})
+	evs := waitWindow(t, rec, from, to, 6*4)
 	if m := w.most.Load(); m != 2 {
 		t.Fatalf("at most %d runs at once; want 2 (the limit, reached)", m)
 	}
@@ -128,11 +124,7 @@ func TestPoolSharedByTwoJobs(t *testing.T) {
 	waitUntil(t, "slots spread over two members", 15*time.Second, func() bool { return leadersMatch(want, a, b) })
 	from := time.Now().Truncate(time.Second).Add(2 * time.Second)
 	to := from.Add(3 * time.Second)
-	evs := rec.waitFor(t, "the window's fires to finish", 20*time.Second, func(evs []Event) bool {
-		return count(evs, func(e Event) bool {
-			return e.Kind == Finished && !e.Execution.ScheduledTime.Before(from) && e.Execution.ScheduledTime.Before(to)
-		}) >= 10*3
-	})
+	evs := waitWindow(t, rec, from, to, 10*3)
 	if m := pooled.most.Load(); m != 2 {
 		t.Fatalf("at most %d runs of the pool at once; want 2 (its limit, reached)", m)
 	}
@@ -379,4 +371,15 @@ func TestQueuedFireOfAStoppingMemberIsLeftToTheNextHolder(t *testing.T) {
 	if m := w.most.Load(); m != 1 {
 		t.Fatalf("%d runs at once; want 1", m)
 	}
+}
+
+// waitWindow waits until n fires scheduled in [from, to) have finished, and
+// returns the events so far.
+func waitWindow(t *testing.T, rec *recorder, from, to time.Time, n int) []Event {
+	t.Helper()
+	return rec.waitFor(t, "the window's fires to finish", 20*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool {
+			return e.Kind == Finished && !e.Execution.ScheduledTime.Before(from) && e.Execution.ScheduledTime.Before(to)
+		}) >= n
+	})
 }
