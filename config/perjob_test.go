@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -360,5 +362,65 @@ func TestWatchFromACompactedRevision(t *testing.T) {
 	w.reaches(t, rev2, one)
 	if w.refused() != 0 {
 		t.Fatalf("refused %d", w.refused())
+	}
+}
+
+// A catalog built after changes in place (jobs put at the position they
+// had) is the catalog built whole from the same state, whatever mix of
+// changes came before: random puts in place, moves, additions, deletions
+// and settings changes, checked after each revision.
+func TestCatalogAfterChangesInPlaceIsTheWholeOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(46, 1))
+	const cluster, g = "inplace", int64(7)
+	s := &perJobState{generation: g, jobs: map[string]storedJob{}}
+	put := func(key string, v any) {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.put(cluster, &mvccpb.KeyValue{Key: []byte(key), Value: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(keyspace.CatalogSettings(cluster, g), storedSettings{Cluster: cluster})
+	for i := range 50 {
+		name := fmt.Sprintf("job-%02d", i)
+		put(keyspace.CatalogJob(cluster, g, name), storedJob{Position: int64(i), Job: Job{Name: name, Schedule: "@daily", Handler: "noop", Partitions: 1}})
+	}
+	inPlace := 0
+	for rev := range 300 {
+		for range 1 + rng.IntN(3) {
+			name := fmt.Sprintf("job-%02d", rng.IntN(60))
+			old, exists := s.jobs[name]
+			switch r := rng.IntN(10); {
+			case r < 6 && exists: // in place
+				old.Job.Schedule = fmt.Sprintf("@every %ds", 1+rng.IntN(100))
+				put(keyspace.CatalogJob(cluster, g, name), old)
+			case r < 7 && exists && len(s.jobs) > 1:
+				s.remove(name)
+			case r < 8:
+				put(keyspace.CatalogJob(cluster, g, name), storedJob{Position: rng.Int64N(100), Job: Job{Name: name, Schedule: "@hourly", Handler: "noop", Partitions: 1}})
+			case r < 9:
+				put(keyspace.CatalogSettings(cluster, g), storedSettings{Cluster: cluster, Pools: map[string]int{"p": 1 + rng.IntN(5)}})
+			}
+		}
+		if s.built != nil && !s.whole {
+			inPlace++
+		}
+		got, err := s.catalog()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := &perJobState{generation: g, jobs: s.jobs, decoded: s.decoded}
+		want, err := fresh.catalog()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("revision %d: the catalog after changes in place differs from the one built whole", rev)
+		}
+	}
+	if inPlace < 100 {
+		t.Fatalf("%d of 300 revisions changed jobs in place only; want the path exercised", inPlace)
 	}
 }

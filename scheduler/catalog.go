@@ -7,6 +7,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/shard"
 )
 
@@ -19,25 +20,34 @@ type job struct {
 	limit    config.Limit // the concurrency limit its runs share (permits.go)
 }
 
-// prepareJobs parses a catalog's jobs into dispatchable form.
-func prepareJobs(cat *config.Catalog, handlers jobs.Handlers) (map[string]*job, error) {
-	out := map[string]*job{}
+// prepareJobs parses a catalog's jobs into dispatchable form. A job of
+// before whose definition and limit are unchanged is kept as it was
+// prepared, so that a change to one job of many re-prepares one job, and
+// install finds the others unchanged by identity. Held by
+// TestUnchangedJobsKeepTheirPreparation.
+func prepareJobs(cat *config.Catalog, handlers jobs.Handlers, before map[string]*job) (map[string]*job, error) {
+	out := make(map[string]*job, len(cat.Jobs))
 	for _, spec := range cat.Jobs {
 		if spec.Partitions < 1 {
 			return nil, fmt.Errorf("scheduler: job %s has %d partitions; a catalog from config.Parse has at least 1", spec.Name, spec.Partitions)
+		}
+		if spec.HistoryLimit <= 0 { // a catalog built in code, not parsed
+			spec.HistoryLimit = config.DefaultHistoryLimit
+		}
+		limit := cat.Limit(spec)
+		if old, ok := before[spec.Name]; ok && old.limit == limit && reflect.DeepEqual(old.spec, spec) {
+			out[spec.Name] = old
+			continue
 		}
 		sched, err := spec.ParsedSchedule()
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: job %s: %w", spec.Name, err)
 		}
-		if spec.HistoryLimit <= 0 { // a catalog built in code, not parsed
-			spec.HistoryLimit = config.DefaultHistoryLimit
-		}
 		ex, err := jobs.ForJob(spec, handlers)
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
-		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec), limit: cat.Limit(spec)}
+		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec), limit: limit}
 	}
 	return out, nil
 }
@@ -61,7 +71,7 @@ func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 			sl.removed = true
 			continue
 		}
-		changed := !reflect.DeepEqual(sl.job.spec, j.spec)
+		changed := sl.job != j && !reflect.DeepEqual(sl.job.spec, j.spec)
 		sl.job, sl.removed = j, false
 		if changed && j.spec.Dependent() {
 			s.becameDependent(sl, now)
@@ -93,18 +103,23 @@ func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 // in-flight runs, changed jobs take effect at their next fire. A catalog
 // whose jobs cannot be prepared (an unregistered handler) is refused whole.
 func (s *Scheduler) SetCatalog(cat *config.Catalog, rev int64) error {
-	prepared, err := prepareJobs(cat, s.cfg.Handlers)
+	s.mu.Lock()
+	before := s.prepared
+	s.mu.Unlock()
+	prepared, err := prepareJobs(cat, s.cfg.Handlers, before)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.nextCatalog, s.nextCatalogRev = prepared, rev
+	s.nextCatalog, s.nextCatalogRev, s.prepared = prepared, rev, prepared
 	s.mu.Unlock()
 	ringBell(s.catalogChanged)
 	return nil
 }
 
-func (s *Scheduler) catalogUpdated() {
+// catalogUpdated installs the catalog SetCatalog prepared, if any, and
+// applies view v (the latest) to its slots.
+func (s *Scheduler) catalogUpdated(v membership.View) {
 	s.mu.Lock()
 	prepared, rev := s.nextCatalog, s.nextCatalogRev
 	s.nextCatalog = nil
@@ -117,7 +132,7 @@ func (s *Scheduler) catalogUpdated() {
 	s.catalogRev = rev
 	s.mu.Unlock()
 	s.emit(Event{Kind: CatalogApplied, Count: int(rev), At: s.cfg.Clock.Now()})
-	s.applyView(s.views.Latest())
+	s.applyView(v)
 }
 
 // dropIfRemoved forgets a slot of a removed job once nothing refers to it.

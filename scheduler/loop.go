@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -57,7 +58,7 @@ func (s *Scheduler) loop(ctx context.Context) error {
 		case evs := <-s.control:
 			s.controlChanged(evs)
 		case <-s.catalogChanged:
-			s.catalogUpdated()
+			s.catalogUpdated(s.views.Latest())
 		case <-s.upstream.ready:
 			s.upstreamsRead()
 		case c := <-s.created:
@@ -157,11 +158,15 @@ func (s *Scheduler) applyView(v membership.View) {
 
 // assign computes the preferred owner of every slot of the catalog over the
 // members of v each job's placement admits, and records how many members
-// each job may run on.
+// each job may run on. When every job's partitions and admitted members are
+// those of the last call (a catalog change that moved no slot, a view
+// change of nothing but a member's catalog revision), the last assignment
+// is the answer: shard.Assign is a pure function of them. Held by
+// TestAssignmentKeptWhenItsInputIsUnchanged.
 func (s *Scheduler) assign(v membership.View) (*shard.Assignment, error) {
 	byPlacement := map[string][]string{}
-	eligible := map[string]int{}
-	var jobs []shard.Job
+	eligible := make(map[string]int, len(s.jobs))
+	jobs := make([]shard.Job, 0, len(s.jobs))
 	for name, j := range s.jobs {
 		key := j.spec.Placement.String()
 		ids, ok := byPlacement[key]
@@ -176,7 +181,34 @@ func (s *Scheduler) assign(v membership.View) (*shard.Assignment, error) {
 	s.mu.Lock()
 	s.eligible = eligible
 	s.mu.Unlock()
-	return shard.Assign(jobs)
+	if s.assigned.out != nil && sameAssignInput(s.assigned.in, jobs) {
+		return s.assigned.out, nil
+	}
+	out, err := shard.Assign(jobs)
+	if err != nil {
+		return nil, err
+	}
+	in := make(map[string]shard.Job, len(jobs))
+	for _, j := range jobs {
+		in[j.Name] = j
+	}
+	s.assigned.in, s.assigned.out = in, out
+	return out, nil
+}
+
+// sameAssignInput reports whether jobs are the jobs of in, each with the
+// same partitions and members.
+func sameAssignInput(in map[string]shard.Job, jobs []shard.Job) bool {
+	if len(in) != len(jobs) {
+		return false
+	}
+	for _, j := range jobs {
+		old, ok := in[j.Name]
+		if !ok || old.Partitions != j.Partitions || !slices.Equal(old.Members, j.Members) {
+			return false
+		}
+	}
+	return true
 }
 
 // reportPlacement logs when a job's placement stops (and starts again)

@@ -161,6 +161,11 @@ type Scheduler struct {
 	// unplaced holds the jobs whose placement matched no member at the
 	// last view.
 	unplaced map[string]bool
+	// assigned is the last assignment and its input, by job (assign).
+	assigned struct {
+		in  map[string]shard.Job
+		out *shard.Assignment
+	}
 	// seenSelf is set once a view contained this member.
 	seenSelf bool
 	// historyFormat is the format records are written in: the newest that
@@ -181,6 +186,7 @@ type Scheduler struct {
 	mu             sync.Mutex
 	nextCatalog    map[string]*job
 	nextCatalogRev int64
+	prepared       map[string]*job // the jobs SetCatalog (or New) prepared last
 	catalogRev     int64
 	specs          []config.Job // the jobs of the catalog the loop runs
 	snapshot       map[shard.Slot]fencing.Token
@@ -243,10 +249,11 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	s.cleanupCtx, s.cancelCleanup = context.WithCancel(context.Background())
 	s.permits = permit.New(s.cli, member.Cluster(), member.Lease())
 	s.stopWaiting, s.stopWaits = context.WithCancel(context.Background())
-	prepared, err := prepareJobs(cat, cfg.Handlers)
+	prepared, err := prepareJobs(cat, cfg.Handlers, nil)
 	if err != nil {
 		return nil, err
 	}
+	s.prepared = prepared
 	s.install(prepared, time.Time{})
 	return s, nil
 }
