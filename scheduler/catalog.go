@@ -58,12 +58,8 @@ func prepareJobs(cat *config.Catalog, handlers jobs.Handlers, before map[string]
 // definition, a new schedule taking effect from its next fire after now.
 func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 	s.jobs = prepared
-	specs := make([]config.Job, 0, len(prepared))
-	for _, j := range prepared {
-		specs = append(specs, j.spec)
-	}
 	s.mu.Lock()
-	s.specs = specs
+	s.installed = prepared
 	s.mu.Unlock()
 	for id, sl := range s.slots {
 		j, ok := prepared[id.Job]

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -188,7 +187,7 @@ type Scheduler struct {
 	nextCatalogRev int64
 	prepared       map[string]*job // the jobs SetCatalog (or New) prepared last
 	catalogRev     int64
-	specs          []config.Job // the jobs of the catalog the loop runs
+	installed      map[string]*job // the jobs of the catalog the loop runs; never changed once installed
 	snapshot       map[shard.Slot]fencing.Token
 	eligible       map[string]int // Eligible's
 }
@@ -281,7 +280,11 @@ func (s *Scheduler) LeadingCount() int {
 func (s *Scheduler) Jobs() []config.Job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.specs)
+	out := make([]config.Job, 0, len(s.installed))
+	for _, j := range s.installed {
+		out = append(out, j.spec)
+	}
+	return out
 }
 
 // CatalogRevision is the revision of the catalog the loop runs

@@ -66,18 +66,18 @@ func (r *upstreamReader) take() *upstreamRead {
 // upstreamSpecs are the upstream jobs of the catalog's dependents.
 func (s *Scheduler) upstreamSpecs() []config.Job {
 	s.mu.Lock()
-	specs := s.specs
+	installed := s.installed
 	s.mu.Unlock()
 	wanted := map[string]bool{}
-	for _, j := range specs {
-		for _, u := range j.After {
+	for _, j := range installed {
+		for _, u := range j.spec.After {
 			wanted[u.Job] = true
 		}
 	}
 	var out []config.Job
-	for _, j := range specs {
-		if wanted[j.Name] {
-			out = append(out, j)
+	for _, j := range installed {
+		if wanted[j.spec.Name] {
+			out = append(out, j.spec)
 		}
 	}
 	return out
