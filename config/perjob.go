@@ -230,8 +230,18 @@ func (w *jobsWrite) guard() []clientv3.Cmp {
 func (w *jobsWrite) store(ctx context.Context) (rev int64, ok bool, err error) {
 	if w.cur != nil && w.cur.perJob != nil {
 		ops, size := w.delta()
-		if len(ops) <= MaxTxnOps && size <= MaxTxnBytes {
-			return w.commit(ctx, w.cur.perJob.generation, ops)
+		if len(ops)+4 <= MaxTxnOps && size <= MaxTxnBytes { // with catalog-head, catalog-source and the two deletes below
+			// Generations other than the current one are stages and
+			// replaced generations a staged store left when it lost its last
+			// answer (TestStagedStoreWhoseAnswerIsLost), or the stage of a
+			// store in flight, whose flip this change refuses (it moves
+			// catalog-head): they go with the change. Usually there are none,
+			// and etcd deletes nothing.
+			g := w.cur.perJob.generation
+			root := keyspace.CatalogGenerationsRoot(w.cluster)
+			ops = append(ops, clientv3.OpDelete(root, clientv3.WithRange(keyspace.CatalogGeneration(w.cluster, g))),
+				clientv3.OpDelete(keyspace.CatalogGeneration(w.cluster, g+1), clientv3.WithRange(clientv3.GetPrefixRangeEnd(root))))
+			return w.commit(ctx, g, ops)
 		}
 	}
 	return w.staged(ctx)

@@ -424,3 +424,90 @@ func TestCatalogAfterChangesInPlaceIsTheWholeOne(t *testing.T) {
 		t.Fatalf("%d of 300 revisions changed jobs in place only; want the path exercised", inPlace)
 	}
 }
+
+// A staged store whose last transaction's answer is lost (the connection
+// drops as etcd commits it, or before) returns an error and leaves either
+// catalog whole: when the flip was committed, the new catalog is stored and
+// the watcher reaches it; when it was not, the old one stays. Either way
+// the generations left behind (the replaced one, or the stage no one made
+// current) go with the next staged store, which leaves one generation.
+func TestStagedStoreWhoseAnswerIsLost(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	first := unchecked(t, manyJobs(300))
+	rev, err := PutJobs(ctx, cli, first, Source{By: ByApply}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watchJobs(t, cli, readJobs(t, cli, 0, first))
+	for round, applied := range []bool{true, false} {
+		next := clone(first)
+		for i := range next.Jobs {
+			next.Jobs[i].Schedule = fmt.Sprintf("@every %dm", 2+(i+round)%7) // every job changed: a staged store
+		}
+		lossy := &lostFlipKV{KV: cli, applied: applied}
+		if _, err := PutJobs(ctx, lossy, next, Source{By: ByApply}, rev); err == nil || !lossy.lost {
+			t.Fatalf("applied %v: a store whose last answer is lost returned %v (answer lost: %v); want an error", applied, err, lossy.lost)
+		}
+		want := first
+		if applied {
+			want = next
+		}
+		stored := readJobs(t, cli, 0, want)
+		w.reaches(t, stored.Revision, want)
+		generations(t, cli, 2) // the replaced generation, or the stage
+		third := clone(want)
+		third.Jobs = third.Jobs[:250]
+		if rev, err = PutJobs(ctx, cli, third, Source{By: ByApply}, stored.Revision); err != nil {
+			t.Fatal(err)
+		}
+		readJobs(t, cli, 0, third)
+		w.reaches(t, rev, third)
+		generations(t, cli, 1)
+		first = third
+	}
+}
+
+// lostFlipKV loses the answer of the transaction that makes a generation
+// current (it puts catalog-head): after etcd committed it when applied,
+// without sending it otherwise.
+type lostFlipKV struct {
+	clientv3.KV
+	applied bool
+	lost    bool
+}
+
+func (k *lostFlipKV) Txn(ctx context.Context) clientv3.Txn {
+	return &lostFlipTxn{Txn: k.KV.Txn(ctx), kv: k}
+}
+
+type lostFlipTxn struct {
+	clientv3.Txn
+	kv   *lostFlipKV
+	flip bool
+}
+
+func (t *lostFlipTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+
+func (t *lostFlipTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		t.flip = t.flip || (op.IsPut() && string(op.KeyBytes()) == keyspace.CatalogHead("c"))
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *lostFlipTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *lostFlipTxn) Commit() (*clientv3.TxnResponse, error) {
+	if !t.flip {
+		return t.Txn.Commit()
+	}
+	t.kv.lost = true
+	if t.kv.applied {
+		if _, err := t.Txn.Commit(); err != nil {
+			return nil, err
+		}
+	}
+	return nil, errors.New("the connection dropped before the answer came")
+}
