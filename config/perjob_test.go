@@ -511,3 +511,27 @@ func (t *lostFlipTxn) Commit() (*clientv3.TxnResponse, error) {
 	}
 	return nil, errors.New("the connection dropped before the answer came")
 }
+
+// A change of about etcd's 128 operations in jobs is stored, in one
+// transaction or staged, whatever the operations the store adds to it.
+func TestChangeNearTheTransactionLimitIsStored(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	cat := unchecked(t, manyJobs(300))
+	rev, err := PutJobs(ctx, cli, cat, Source{By: ByApply}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := MaxTxnOps - 6; n <= MaxTxnOps+1; n++ {
+		next := clone(cat)
+		for i := range n {
+			next.Jobs[i].Schedule = fmt.Sprintf("@every %dm", 2+n%50)
+		}
+		if rev, err = PutJobs(ctx, cli, next, Source{By: ByApply}, rev); err != nil {
+			t.Fatalf("a change of %d jobs: %v", n, err)
+		}
+		readJobs(t, cli, 0, next)
+		cat = next
+	}
+	generations(t, cli, 1)
+}
