@@ -38,9 +38,17 @@ func TestCandidaciesShareTransactions(t *testing.T) {
 			won[p], errs[p] = c.stand(ctx, session, fmt.Sprintf("/e/%d", p), "m")
 		}()
 	}
-	stop := runWhenQueued(t, c.batches, slots)
+	kiratest.WaitUntil(t, "every candidacy queued", 10*time.Second, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queue) == slots
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { c.run(runCtx); close(done) }()
 	wg.Wait()
 	stop()
+	kiratest.Receive(t, done, 10*time.Second, "the candidacies to stop")
 	if c.txns != 3 {
 		t.Fatalf("%d transactions for 100 candidacies queued together; want 3", c.txns)
 	}
@@ -86,8 +94,11 @@ func TestCandidacyBehindAnotherWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
+	runCtx, stop := context.WithCancel(ctx)
 	c := newCandidacies(cli)
-	defer runBatches(t, c.batches)()
+	done := make(chan struct{})
+	go func() { c.run(runCtx); close(done) }()
+	defer func() { stop(); kiratest.Receive(t, done, 10*time.Second, "the candidacies to stop") }()
 
 	held, err := c.stand(ctx, first, "/e/x", "a")
 	if err != nil || held == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/shard"
 )
 
@@ -43,11 +44,19 @@ func TestTakeoverReadsShareTransactions(t *testing.T) {
 	for p := range slots {
 		go readOne(p)
 	}
-	stop := runWhenQueued(t, reads.batches, slots)
+	kiratest.WaitUntil(t, "every read queued", 10*time.Second, func() bool {
+		reads.mu.Lock()
+		defer reads.mu.Unlock()
+		return len(reads.queue) == slots
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { reads.run(runCtx); close(done) }()
 	wg.Wait()
 	wg.Add(1)
 	readOne(7)
 	stop()
+	kiratest.Receive(t, done, 10*time.Second, "the reads to stop")
 	close(errs)
 	for err := range errs {
 		if err != nil {
