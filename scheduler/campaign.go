@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -118,8 +119,9 @@ func (s *Scheduler) runCampaign(sl *slot) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sl.cancelCampaign = cancel
 	prefix := keyspace.Election(s.member.Cluster(), sl.id)
+	e := concurrency.NewElection(s.member.Session(), prefix)
 	id, gen, session := sl.id, sl.gen, s.member.Session()
-	key := candidacyKey(prefix, session.Lease())
+	key := fmt.Sprintf("%s/%x", prefix, session.Lease())
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -133,7 +135,10 @@ func (s *Scheduler) runCampaign(sl *slot) {
 		})
 		t := time.AfterFunc(campaignHold, leave)
 		_, span := s.slotSpan(ctx, "slot.acquire", id)
-		e, err := s.campaign(ctx, session, prefix)
+		err := e.Campaign(ctx, s.member.ID())
+		if err == nil {
+			err = confirmLeadership(ctx, session, e)
+		}
 		if err == nil {
 			span.SetAttributes(attribute.Int64("kira.fencing_token", e.Rev()))
 		}
@@ -155,22 +160,6 @@ func (s *Scheduler) runCampaign(sl *slot) {
 			}
 		}
 	}()
-}
-
-// campaign wins the election of prefix for session, or fails. Its first
-// attempt shares a transaction with the other campaigns queued
-// (candidacies.go); a slot with an earlier candidate campaigns alone, waits
-// for the earlier keys to go, and confirms it still holds its key.
-func (s *Scheduler) campaign(ctx context.Context, session *concurrency.Session, prefix string) (*concurrency.Election, error) {
-	e, err := s.candidacies.stand(ctx, session, prefix, s.member.ID())
-	if err != nil || e != nil {
-		return e, err
-	}
-	e = concurrency.NewElection(session, prefix)
-	if err := e.Campaign(ctx, s.member.ID()); err != nil {
-		return nil, err
-	}
-	return e, confirmLeadership(ctx, session, e)
 }
 
 // abandonCampaign cancels a campaign. One still in line (or waiting out its

@@ -48,13 +48,12 @@ type background struct {
 
 func (s *Scheduler) startBackground() *background {
 	watchCtx, stopWatches := context.WithCancel(context.Background())
-	s.wg.Add(6)
+	s.wg.Add(5)
 	go s.watchUpstreams(watchCtx)
 	go s.watchElections(watchCtx)
 	go s.watchControl(watchCtx)
 	go s.sweepJournals(watchCtx, s.cfg.JournalSweep)
 	go func() { defer s.wg.Done(); s.reads.run(watchCtx) }()
-	go func() { defer s.wg.Done(); s.candidacies.run(watchCtx) }()
 	g, giveGates := useGates(s.cfg.Clock)
 	s.gates = g
 	writerCtx, abandonWrites := context.WithCancel(context.Background())

@@ -109,10 +109,8 @@ type Scheduler struct {
 	// upstreams is the newest read of the upstream jobs the loop took.
 	upstreams *upstreamRead
 	reads     *takeoverReads // the reads of the slots taken over, batched
-	// candidacies are the first attempts of campaigns, batched.
-	candidacies *candidacies
-	gates       *gates
-	notifier    *notify.Notifier
+	gates     *gates
+	notifier  *notify.Notifier
 	// permits are the member's permits of the jobs' concurrency limits;
 	// stopWaiting ends when the member stops firing, and with it every wait
 	// for one (permits.go).
@@ -241,7 +239,6 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	s.writer.UseJournal(member.Cluster(), member.ID(), cfg.JournalEntries)
 	s.journals = journal.NewCache(s.cli, member.Cluster())
 	s.reads = newTakeoverReads(s.cli, member.Cluster(), s.journals)
-	s.candidacies = newCandidacies(s.cli)
 	s.upstream = newUpstreamReader()
 	s.catalogRev = cfg.CatalogRevision
 	s.notifier = s.newNotifier()

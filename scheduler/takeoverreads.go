@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"sync"
 
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/journal"
@@ -32,10 +33,18 @@ const maxReadTxns = 2
 
 // takeoverReads queues the reads of slots taken over and commits them.
 type takeoverReads struct {
-	*batches[*slotRead]
 	kv       clientv3.KV
 	cluster  string
 	journals *journal.Cache
+	bell     chan struct{}
+
+	// hold, if set (by tests, before Run), keeps the reads queued until it
+	// is closed.
+	hold chan struct{}
+
+	mu    sync.Mutex
+	queue []*slotRead
+	txns  int // transactions committed, for tests
 }
 
 // slotRead is a slot's state key, ring, triggers and records in journals,
@@ -50,22 +59,74 @@ type slotRead struct {
 }
 
 func newTakeoverReads(kv clientv3.KV, cluster string, journals *journal.Cache) *takeoverReads {
-	r := &takeoverReads{kv: kv, cluster: cluster, journals: journals}
-	r.batches = newBatches(maxSlotsPerRead, maxReadTxns, r.commit)
-	return r
+	return &takeoverReads{kv: kv, cluster: cluster, journals: journals, bell: make(chan struct{}, 1)}
 }
 
 // read is slot s's state key, ring and triggers, read in one transaction
 // with the other slots queued; it gives up when ctx ends.
 func (r *takeoverReads) read(ctx context.Context, s shard.Slot) (*slotRead, error) {
 	q := &slotRead{slot: s, done: make(chan struct{})}
-	r.add(q)
+	r.mu.Lock()
+	r.queue = append(r.queue, q)
+	r.mu.Unlock()
+	select {
+	case r.bell <- struct{}{}:
+	default:
+	}
 	select {
 	case <-q.done:
 		return q, q.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// run commits the queued reads until ctx ends, waiting for the
+// transactions in flight before it returns.
+func (r *takeoverReads) run(ctx context.Context) {
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
+	if r.hold != nil {
+		select {
+		case <-r.hold:
+		case <-ctx.Done():
+			return
+		}
+	}
+	free := make(chan struct{}, maxReadTxns)
+	for {
+		select {
+		case free <- struct{}{}: // a transaction may go: it takes what is queued now
+		case <-ctx.Done():
+			return
+		}
+		b := r.take()
+		if len(b) == 0 {
+			<-free
+			select {
+			case <-r.bell:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		inFlight.Add(1)
+		go func() {
+			defer inFlight.Done()
+			r.commit(ctx, b)
+			<-free
+		}()
+	}
+}
+
+// take takes up to maxSlotsPerRead reads off the queue, oldest first.
+func (r *takeoverReads) take() []*slotRead {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := min(len(r.queue), maxSlotsPerRead)
+	b := r.queue[:n:n]
+	r.queue = r.queue[n:]
+	return b
 }
 
 // commit reads b's slots' records in journals, then their keys in one
@@ -88,6 +149,9 @@ func (r *takeoverReads) commit(ctx context.Context, b []*slotRead) {
 		}
 		resp, err = r.kv.Txn(ctx).Then(ops...).Commit()
 	}
+	r.mu.Lock()
+	r.txns++
+	r.mu.Unlock()
 	for i, q := range b {
 		if err != nil {
 			q.err = err
