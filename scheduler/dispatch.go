@@ -169,6 +169,9 @@ func (s *Scheduler) startWaiting(sl *slot, now time.Time) {
 		return
 	}
 	if len(sl.owed.backlog) > 0 {
+		if now.Before(sl.owed.holdUntil) {
+			return // its head waits to be tried again (startAgainLater); a wake comes then
+		}
 		f := sl.owed.backlog[0]
 		sl.owed.backlog = sl.owed.backlog[1:]
 		s.dispatchFree(sl, f, now)

@@ -137,13 +137,21 @@ func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
 		r.Error = fr.res.Err.Error()
 	}
 	var done chan error
-	if fr.res.Outcome != jobs.Fenced {
+	if fr.res.Outcome != jobs.Fenced && !startsAgain(sl, fr) { // a fire started again comes first (startAgainLater)
 		if a := s.recordAhead(sl); a != nil {
 			done = a.done
 		}
 	}
 	s.recordWith(sl, r, s.triggerDone(sl, fr), done)
 	return r
+}
+
+// startsAgain reports whether fr's fire is started again because etcd did
+// not record its start: under fire-all, a scheduled or owed fire (not a
+// manual one) is not lost to an unrecorded start.
+func startsAgain(sl *slot, fr finishedRun) bool {
+	return fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.triggerKey == "" && sl.job.spec.Misfire == config.MisfireFireAll &&
+		!errors.Is(fr.res.Err, fenced.ErrBehind)
 }
 
 // retriesLeft reports whether fr's run failed or timed out with retries left.
@@ -156,8 +164,7 @@ func retriesLeft(sl *slot, fr finishedRun) bool {
 // retries left. It reports whether it did: if not, the result is final.
 func (s *Scheduler) tryAgain(sl *slot, fr finishedRun) bool {
 	switch {
-	case fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.triggerKey == "" && sl.job.spec.Misfire == config.MisfireFireAll &&
-		!errors.Is(fr.res.Err, fenced.ErrBehind):
+	case startsAgain(sl, fr):
 		s.startAgainLater(sl, fr.fire, fr.finished)
 		return true
 	case retriesLeft(sl, fr):

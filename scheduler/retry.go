@@ -33,16 +33,21 @@ func (s *Scheduler) retryLater(sl *slot, f fire, ended time.Time) {
 }
 
 // startAgainLater puts a fire whose start etcd did not record (unreachable,
-// electing a leader, refusing) back at the head of the slot's backlog a
-// moment later: it never ran, so under fire-all it is not lost. Its id and
-// attempt stay. It is a misfire now, so a fire that falls due while it waits
-// joins the backlog instead of being skipped as an overlap (dispatch).
-// TestRandomWriterFaults -writer.fireall lost a fire-all fire in 4 of 10
-// runs without it, and still does in about 1 of 10 with it: a loss not yet
-// found, so CI runs that test on fire-once.
+// electing a leader, refusing) back at the head of the slot's backlog at
+// once, held there a moment before it is tried again: it never ran, so
+// under fire-all it is not lost. Its id and attempt stay. It is a misfire
+// now, so a fire that falls due while it waits joins the backlog behind it
+// instead of being skipped as an overlap (dispatch). While it waits the
+// slot is busy: no later fire is armed or has its start recorded ahead,
+// which would put the slot's recorded start past a fire that never ran,
+// and a new holder would take that later fire for the in-doubt one and
+// never run this one. Held by TestRefusedStartIsNotOvertakenByTheNextFire
+// and TestRandomWriterFaults -writer.fireall.
 func (s *Scheduler) startAgainLater(sl *slot, f fire, ended time.Time) {
 	f.misfire = true
-	s.redispatchAt(sl, retryFire{fire: f, backlog: true}, ended.Add(startAgainDelay))
+	sl.owed.backlog = append([]fire{f}, sl.owed.backlog...)
+	sl.owed.holdUntil = ended.Add(startAgainDelay)
+	s.redispatchAt(sl, retryFire{wake: true}, sl.owed.holdUntil)
 }
 
 // startAgainDelay spaces the attempts to start a fire while etcd refuses.
@@ -52,9 +57,9 @@ type retryFire struct {
 	slot  shard.Slot
 	token fencing.Token
 	fire  fire
-	// backlog puts the fire at the head of the slot's backlog instead of
-	// dispatching it: a fire that never started, kept in order.
-	backlog bool
+	// wake, instead of a fire, starts the slot's backlog once its hold
+	// is over (startAgainLater).
+	wake bool
 }
 
 // redispatchAt hands r back to the loop at when, while the slot is held.
@@ -73,7 +78,7 @@ func (s *Scheduler) redispatchAt(sl *slot, r retryFire, when time.Time) {
 			return
 		}
 		select {
-		case s.retries <- retryFire{slot: id, token: token, fire: next, backlog: r.backlog}:
+		case s.retries <- retryFire{slot: id, token: token, fire: next, wake: r.wake}:
 		case <-lead.Done():
 		case <-s.stopped:
 		}
@@ -85,8 +90,7 @@ func (s *Scheduler) retryDue(r retryFire) {
 	if !ok || sl.stage != leading || sl.token != r.token {
 		return // retry only while the slot is still held
 	}
-	if r.backlog {
-		sl.owed.backlog = append([]fire{r.fire}, sl.owed.backlog...)
+	if r.wake {
 		s.startWaiting(sl, s.cfg.Clock.Now())
 		return
 	}

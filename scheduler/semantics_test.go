@@ -978,3 +978,41 @@ func TestFiresFallenBehindRunUnderFireAll(t *testing.T) {
 		t.Fatalf("%d skips of :10; want it skipped once, before the catchup_window", skips)
 	}
 }
+
+// Under fire-all, a fire whose start etcd did not record goes back at the
+// head of the backlog, held a moment, and the next fire's start is not
+// recorded ahead meanwhile: the slot's recorded start stays at the fire
+// that never ran. Recording 12:00:30 ahead (as the result of 12:00:20's
+// unrecorded start did) made a new holder retry 12:00:30 as the in-doubt
+// fire and never run 12:00:20. The test plays the loop.
+func TestRefusedStartIsNotOvertakenByTheNextFire(t *testing.T) {
+	cat := catalog("overtaken", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: config.MisfireFireAll}))
+	s, _ := unrunScheduler(t, cat)
+	sl := s.slots[shard.Slot{Job: "tick"}]
+	t20 := time.Now().Truncate(10 * time.Second) // the last fire due, as the loop's clock sees it
+	t10, t30 := t20.Add(-10*time.Second), t20.Add(10*time.Second)
+	id20 := jobs.ExecutionID("tick", 0, t20)
+	sl.stage, sl.token, sl.wanted = leading, 7, true
+	sl.leadCtx, sl.cancelLead = context.WithCancel(context.Background())
+	t.Cleanup(sl.cancelLead)
+	sl.recorded = history.SlotState{Token: 7, Finished: t10, Started: t20, StartedID: id20, StartedAttempt: 1}
+	s.scheduleNext(sl, t20) // t30 next
+	sl.runs = map[uint64]context.CancelFunc{1: func() {}}
+	s.running = 1
+	f20 := fire{scheduled: t20, cause: history.CauseSchedule, attempt: 1, id: id20}
+	s.runEnded(finishedRun{slot: sl.id, run: 1, fire: f20, exec: jobs.Execution{Job: "tick", Token: 7, ID: id20, ScheduledTime: t20},
+		res: jobs.Result{Outcome: jobs.Failed, Err: errors.New("etcd refused the start")}, finished: time.Now(), notStarted: true})
+	if !sl.recorded.Started.Equal(t20) || sl.ahead != nil {
+		t.Fatalf("recorded start %v (ahead %v) after the start of %v was refused; want it, nothing ahead", sl.recorded.Started.Format(time.TimeOnly), sl.ahead != nil, t20.Format(time.TimeOnly))
+	}
+	if len(sl.owed.backlog) != 1 || !sl.owed.backlog[0].scheduled.Equal(t20) || !sl.owed.backlog[0].misfire {
+		t.Fatalf("backlog %+v; want the refused fire at its head, a misfire", sl.owed.backlog)
+	}
+	s.startWaiting(sl, sl.owed.holdUntil.Add(-time.Millisecond))
+	if len(sl.runs) != 0 || len(sl.owed.backlog) != 1 {
+		t.Fatalf("the refused fire was started again before its hold of %v ended", startAgainDelay)
+	}
+	if s.arm(sl, t30.Add(-100*time.Millisecond)) {
+		t.Fatal("the next fire was armed while the refused one waited to start again")
+	}
+}

@@ -115,6 +115,10 @@ type owedFires struct {
 	// a new holder owes on acquisition (catch-ups, an unfinished fire, manual
 	// triggers), and under fire-all the scheduled fires that came meanwhile.
 	backlog []fire
+	// holdUntil keeps the backlog's head from starting before it: a fire
+	// whose start etcd did not record waits there a moment before it is
+	// tried again (startAgainLater).
+	holdUntil time.Time
 	// queued is the one fire waiting for the running one (overlap: queue,
 	// or a retry).
 	queued *fire
