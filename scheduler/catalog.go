@@ -99,18 +99,26 @@ func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 // in-flight runs, changed jobs take effect at their next fire. A catalog
 // whose jobs cannot be prepared (an unregistered handler) is refused whole.
 func (s *Scheduler) SetCatalog(cat *config.Catalog, rev int64) error {
-	s.mu.Lock()
-	before := s.prepared
-	s.mu.Unlock()
-	prepared, err := prepareJobs(cat, s.cfg.Handlers, before)
+	prepared, err := prepareJobs(cat, s.cfg.Handlers, s.lastPrepared())
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.nextCatalog, s.nextCatalogRev, s.prepared = prepared, rev, prepared
+	s.nextCatalog, s.nextCatalogRev = prepared, rev
 	s.mu.Unlock()
 	ringBell(s.catalogChanged)
 	return nil
+}
+
+// lastPrepared is the set of jobs SetCatalog (or New) prepared last: the
+// one waiting for the loop, else the one it runs.
+func (s *Scheduler) lastPrepared() map[string]*job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nextCatalog != nil {
+		return s.nextCatalog
+	}
+	return s.installed
 }
 
 // catalogUpdated installs the catalog SetCatalog prepared, if any, and

@@ -79,7 +79,7 @@ func TestUnchangedJobsKeepTheirPreparation(t *testing.T) {
 		config.Job{Name: "pooled", Schedule: "@daily", Handler: "noop", Pool: "p"})
 	cat.Pools = map[string]int{"p": 1}
 	s, _ := unrunScheduler(t, cat)
-	before := s.prepared
+	before := s.lastPrepared()
 	next := *cat
 	next.Jobs = slices.Clone(cat.Jobs)
 	next.Jobs[1].Schedule = "@hourly"
@@ -87,7 +87,7 @@ func TestUnchangedJobsKeepTheirPreparation(t *testing.T) {
 	if err := s.SetCatalog(&next, 2); err != nil {
 		t.Fatal(err)
 	}
-	after := s.prepared
+	after := s.lastPrepared()
 	if after["same"] != before["same"] {
 		t.Fatal("the unchanged job was prepared again")
 	}

@@ -183,7 +183,6 @@ type Scheduler struct {
 	mu             sync.Mutex
 	nextCatalog    map[string]*job
 	nextCatalogRev int64
-	prepared       map[string]*job // the jobs SetCatalog (or New) prepared last
 	catalogRev     int64
 	installed      map[string]*job // the jobs of the catalog the loop runs; never changed once installed
 	snapshot       map[shard.Slot]fencing.Token
@@ -249,7 +248,6 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	if err != nil {
 		return nil, err
 	}
-	s.prepared = prepared
 	s.install(prepared, time.Time{})
 	return s, nil
 }
