@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -119,9 +118,8 @@ func (s *Scheduler) runCampaign(sl *slot) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sl.cancelCampaign = cancel
 	prefix := keyspace.Election(s.member.Cluster(), sl.id)
-	e := concurrency.NewElection(s.member.Session(), prefix)
 	id, gen, session := sl.id, sl.gen, s.member.Session()
-	key := fmt.Sprintf("%s/%x", prefix, session.Lease())
+	key := candidacyKey(prefix, session.Lease())
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -135,10 +133,7 @@ func (s *Scheduler) runCampaign(sl *slot) {
 		})
 		t := time.AfterFunc(campaignHold, leave)
 		_, span := s.slotSpan(ctx, "slot.acquire", id)
-		err := e.Campaign(ctx, s.member.ID())
-		if err == nil {
-			err = confirmLeadership(ctx, session, e)
-		}
+		e, err := campaign(ctx, session, prefix, s.member.ID())
 		if err == nil {
 			span.SetAttributes(attribute.Int64("kira.fencing_token", e.Rev()))
 		}
@@ -160,6 +155,22 @@ func (s *Scheduler) runCampaign(sl *slot) {
 			}
 		}
 	}()
+}
+
+// campaign wins the election of prefix for session, or fails. It stands
+// in one transaction (standFirst); a slot with an earlier candidate
+// campaigns as concurrency.Election does, waits for the earlier keys to
+// go, and confirms it still holds its key.
+func campaign(ctx context.Context, session *concurrency.Session, prefix, value string) (*concurrency.Election, error) {
+	e, err := standFirst(ctx, session, prefix, value)
+	if err != nil || e != nil {
+		return e, err
+	}
+	e = concurrency.NewElection(session, prefix)
+	if err := e.Campaign(ctx, value); err != nil {
+		return nil, err
+	}
+	return e, confirmLeadership(ctx, session, e)
 }
 
 // abandonCampaign cancels a campaign. One still in line (or waiting out its

@@ -45,7 +45,7 @@ func unrunScheduler(t testing.TB, cat *config.Catalog) (*Scheduler, *clientv3.Cl
 // the scheduler is built but not run.
 func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 	const slots = 1000
-	s, _ := unrunScheduler(t, catalog("line", config.Job{Name: "j", Schedule: "@hourly", Partitions: slots, Handler: "noop"}))
+	s, cli := unrunScheduler(t, catalog("line", config.Job{Name: "j", Schedule: "@hourly", Partitions: slots, Handler: "noop"}))
 	for range maxCampaigning {
 		s.campaigning <- struct{}{} // every place taken
 	}
@@ -90,7 +90,18 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 		t.Fatal("a delayed campaign did not join the line once due")
 	}
 
-	// One place comes free: the next in line takes it, no other.
+	// One place comes free: the next in line takes it, no other. Another
+	// lease's key stands first in its election, so its campaign waits and
+	// keeps the place (an uncontested one could end, and free it, at once).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	other, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, keyspace.Election("line", line[1].id)+"/other", "x", clientv3.WithLease(other.ID)); err != nil {
+		t.Fatal(err)
+	}
 	kiratest.Receive(t, s.campaigning, 10*time.Second, "s.campaigning")
 	s.campaignsFreed()
 	if line[1].cancelCampaign == nil {

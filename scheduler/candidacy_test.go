@@ -1,0 +1,159 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/kiratest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// countingKV counts the requests sent through a client's KV.
+type countingKV struct {
+	clientv3.KV
+	requests atomic.Int64
+}
+
+func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	c.requests.Add(1)
+	return c.KV.Get(ctx, key, opts...)
+}
+
+func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
+	c.requests.Add(1)
+	return c.KV.Txn(ctx)
+}
+
+// countRequests makes cli's KV count its requests.
+func countRequests(cli *clientv3.Client) *countingKV {
+	c := &countingKV{KV: cli.KV}
+	cli.KV = c
+	return c
+}
+
+func testSession(t *testing.T, cli *clientv3.Client) *concurrency.Session {
+	t.Helper()
+	session, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { session.Close() })
+	return session
+}
+
+// A campaign nobody else stands in costs etcd one request, and wins the
+// leadership concurrency.Election agrees with: the election's leader is
+// the member's key, at the revision won, with the member's value; and it
+// resigns. A key the lease left earlier with another value is not won in
+// that request: the campaign proclaims its value, as Campaign does.
+func TestCandidacyWonInOneTransaction(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	session := testSession(t, cli)
+	counted := countRequests(cli)
+	const slots = 20
+	won := make([]*concurrency.Election, slots)
+	for p := range slots {
+		e, err := campaign(ctx, session, fmt.Sprintf("/e/%d", p), "m")
+		if err != nil {
+			t.Fatalf("slot %d: %v", p, err)
+		}
+		won[p] = e
+	}
+	if n := counted.requests.Load(); n != slots {
+		t.Fatalf("%d requests for %d uncontested campaigns; want one each", n, slots)
+	}
+	for p, e := range won {
+		leader, err := concurrency.NewElection(session, fmt.Sprintf("/e/%d", p)).Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kv := leader.Kvs[0]; string(kv.Key) != e.Key() || kv.CreateRevision != e.Rev() || string(kv.Value) != "m" {
+			t.Fatalf("slot %d: won as %s at %d; the election's leader is %s at %d (%q)", p, e.Key(), e.Rev(), kv.Key, kv.CreateRevision, kv.Value)
+		}
+	}
+	resigned := won[0].Key()
+	if err := won[0].Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := cli.Get(ctx, resigned); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("after resigning, the key is %v (err %v); want gone", resp, err)
+	}
+
+	stale := candidacyKey("/e/stale", session.Lease())
+	put, err := cli.Put(ctx, stale, "old", clientv3.WithLease(session.Lease()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := campaign(ctx, session, "/e/stale", "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cli.Get(ctx, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Rev() != put.Header.Revision || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "m" {
+		t.Fatalf("over a key of the lease's with another value: won at %d with %v; want %d with value m", e.Rev(), got.Kvs, put.Header.Revision)
+	}
+}
+
+// A campaign behind another member's earlier key waits, and wins once that
+// key is gone, under the create revision of the key its transaction put.
+// A campaign under an ended lease wins nothing and puts nothing.
+func TestCandidacyBehindAnotherWaits(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, second := testSession(t, cli), testSession(t, cli)
+
+	held, err := campaign(ctx, first, "/e/x", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	campaigned := make(chan *concurrency.Election, 1)
+	go func() {
+		e, err := campaign(ctx, second, "/e/x", "b")
+		if err != nil {
+			t.Errorf("the campaign behind: %v", err)
+		}
+		campaigned <- e
+	}()
+	key := candidacyKey("/e/x", second.Lease())
+	var put *clientv3.GetResponse
+	kiratest.WaitUntil(t, "the second candidacy's key to be put", 10*time.Second, func() bool {
+		put, err = cli.Get(ctx, key)
+		return err == nil && len(put.Kvs) == 1
+	})
+	select {
+	case <-campaigned:
+		t.Fatal("a campaign behind another's key won while that key stood")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := held.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := kiratest.Receive(t, campaigned, 10*time.Second, "the campaign behind to win")
+	if e == nil || e.Key() != key || e.Rev() != put.Kvs[0].CreateRevision {
+		t.Fatalf("the campaign behind won %v; want %s at %d", e, key, put.Kvs[0].CreateRevision)
+	}
+
+	ended := testSession(t, cli)
+	if _, err := cli.Revoke(ctx, ended.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := campaign(ctx, ended, "/e/y", "c"); err == nil {
+		t.Fatalf("a campaign under an ended lease won at %d", e.Rev())
+	}
+	if resp, err := cli.Get(ctx, "/e/y/", clientv3.WithPrefix()); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("an ended lease's campaign left %v (err %v); want no key", resp, err)
+	}
+}
