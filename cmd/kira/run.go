@@ -245,6 +245,8 @@ func (r *runner) onEvent(e scheduler.Event) {
 	switch e.Kind {
 	case scheduler.Acquired, scheduler.Released, scheduler.Lost:
 		r.logger.Info("slot "+string(e.Kind), "slot", e.Slot.String(), "token", e.Token.String(), "reason", e.Reason)
+	case scheduler.Raised:
+		r.logger.Debug("slot "+string(e.Kind), "slot", e.Slot.String(), "token", e.Token.String())
 	case scheduler.Skipped:
 		r.counted.add("skipped\x00"+e.Slot.Job+"\x00"+e.Reason, func(n int) {
 			r.logger.Warn("fires skipped", "job", e.Slot.Job, "reason", e.Reason, "fires", n,
