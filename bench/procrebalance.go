@@ -10,7 +10,6 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
-	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/operator"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -72,7 +71,7 @@ func procRebalance(cfg Config, n int, many bool) ([]Rebalance, *Memory, error) {
 		}
 	}
 	for i := range 3 {
-		p, err := startMetricsProc(cfg, dir, catalog, fmt.Sprintf("m%d", i))
+		p, err := startServingProc(cfg, dir, catalog, fmt.Sprintf("m%d", i))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -141,20 +140,6 @@ func readMemory(p *memberProc) (memberMemory, bool) {
 	return memberMemory{heap: heap, rss: rss}, ok1 && ok2
 }
 
-// startMetricsProc is startProc for a member serving /metrics on a free
-// port (memberProc.metrics).
-func startMetricsProc(cfg Config, dir, catalog, name string) (*memberProc, error) {
-	addrs, err := etcdnode.FreeAddrs(1)
-	if err != nil {
-		return nil, err
-	}
-	p, err := startProc(cfg, dir, catalog, name, "--http", addrs[0])
-	if err == nil {
-		p.metrics = "http://" + addrs[0] + "/metrics"
-	}
-	return p, err
-}
-
 // baseMemory is the memory of a member of a cluster of its own holding one
 // idle slot: what the idle slots' cost is counted from.
 func baseMemory(cfg Config, dir string) (*memberMemory, error) {
@@ -169,7 +154,7 @@ func baseMemory(cfg Config, dir string) (*memberMemory, error) {
 		return nil, err
 	}
 	defer cli.Close()
-	p, err := startMetricsProc(cfg, dir, catalog, "base")
+	p, err := startServingProc(cfg, dir, catalog, "base")
 	if err != nil {
 		return nil, err
 	}

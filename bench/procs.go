@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/operator"
@@ -318,6 +321,60 @@ func startProc(cfg Config, dir, catalog, name string, args ...string) (*memberPr
 	p := &memberProc{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(p.done) }()
 	return p, nil
+}
+
+// startServingProc is startProc for a member serving HTTP, and so
+// /metrics (memberProc.metrics), on a free port. A port free a moment ago
+// can be taken before the member binds it (an outgoing connection of any
+// process takes its local port from the same range), so a member that
+// exits for that is started again on another port.
+func startServingProc(cfg Config, dir, catalog, name string) (*memberProc, error) {
+	const attempts = 5
+	for i := 1; ; i++ {
+		addrs, err := etcdnode.FreeAddrs(1)
+		if err != nil {
+			return nil, err
+		}
+		p, err := startProc(cfg, dir, catalog, name, "--http", addrs[0])
+		if err != nil {
+			return nil, err
+		}
+		p.metrics = "http://" + addrs[0] + "/metrics"
+		taken, err := p.waitServing(addrs[0], time.Minute)
+		switch {
+		case err != nil:
+			p.stop()
+			return nil, err
+		case !taken:
+			return p, nil
+		case i == attempts:
+			return nil, fmt.Errorf("kira run %s: every port tried was taken before it bound it", name)
+		}
+	}
+}
+
+// waitServing waits until the member accepts connections on addr. It
+// tells whether the member exited because addr was taken; any other exit,
+// or timeout passing, is an error.
+func (p *memberProc) waitServing(addr string, timeout time.Duration) (taken bool, err error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			log, _ := os.ReadFile(p.log)
+			if strings.Contains(string(log), "address already in use") {
+				return true, nil
+			}
+			return false, fmt.Errorf("kira run %s exited (%s): %s", p.name, p.cmd.ProcessState, tail(string(log), 2000))
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return false, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false, fmt.Errorf("kira run %s did not serve HTTP on %s within %s", p.name, addr, timeout)
 }
 
 // stop ends the process gracefully (SIGTERM), or kills it after 10s.

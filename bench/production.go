@@ -435,17 +435,12 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 // would count the slots not firing yet as fires not started. It returns the
 // processes it started, also on error, for the caller to stop.
 func startRunProcs(cfg Config, cli *clientv3.Client, load *loadRun, n int) ([]*memberProc, error) {
-	addrs, err := etcdnode.FreeAddrs(3)
-	if err != nil {
-		return nil, err
-	}
 	var procs []*memberProc
 	for i := 0; i < 3; i++ {
-		p, err := startProc(cfg, load.dir, load.catalog, fmt.Sprintf("m%d", i), "--http", addrs[i])
+		p, err := startServingProc(cfg, load.dir, load.catalog, fmt.Sprintf("m%d", i))
 		if err != nil {
 			return procs, err
 		}
-		p.metrics = "http://" + addrs[i] + "/metrics"
 		procs = append(procs, p)
 	}
 	return procs, waitProcs(procs, 5*time.Minute, func(ctx context.Context) (bool, error) {
