@@ -106,8 +106,12 @@ func Election(cluster string, s shard.Slot) string { return Elections(cluster) +
 
 // Candidacy is the election key of the member whose lease is lease.
 func Candidacy(cluster string, s shard.Slot, lease int64) string {
-	return fmt.Sprintf("%s/%x", Election(cluster, s), lease)
+	return CandidacyIn(Election(cluster, s), lease)
 }
+
+// CandidacyIn is the key the member whose lease is lease stands under in
+// the election of prefix, as concurrency.Election names it.
+func CandidacyIn(prefix string, lease int64) string { return fmt.Sprintf("%s/%x", prefix, lease) }
 
 // ParseCandidacy splits a key under Elections into its slot and lease (hex).
 func ParseCandidacy(cluster, key string) (s shard.Slot, lease string, ok bool) {

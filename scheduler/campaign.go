@@ -119,7 +119,7 @@ func (s *Scheduler) runCampaign(sl *slot) {
 	sl.cancelCampaign = cancel
 	prefix := keyspace.Election(s.member.Cluster(), sl.id)
 	id, gen, session := sl.id, sl.gen, s.member.Session()
-	key := candidacyKey(prefix, session.Lease())
+	key := keyspace.Candidacy(s.member.Cluster(), id, int64(session.Lease()))
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -2,8 +2,8 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/membership"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -33,11 +33,12 @@ import (
 // value): the caller campaigns on. An error may leave the key put; the
 // caller deletes it (deleteCandidacy).
 func standFirst(ctx context.Context, session *concurrency.Session, prefix, value string) (*concurrency.Election, error) {
-	key, lease := candidacyKey(prefix, session.Lease()), session.Lease()
+	lease := session.Lease()
+	key := keyspace.CandidacyIn(prefix, int64(lease))
 	resp, err := session.Client().Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, value, clientv3.WithLease(lease)), firstCandidate(prefix)).
-		Else(clientv3.OpGet(key), firstCandidate(prefix)).
+		Else(firstCandidate(prefix)).
 		Commit()
 	if err != nil {
 		return nil, err
@@ -60,30 +61,21 @@ func firstCandidate(prefix string) clientv3.Op {
 }
 
 // firstIsOwn tells whether standFirst's transaction found key first in its
-// election, under lease and with value, and the key's create revision.
+// election, under lease and with value (a key of an earlier attempt with
+// another value is not: Campaign proclaims ours), and the key's create
+// revision. The first-created key is the transaction's last read.
 func firstIsOwn(resp *clientv3.TxnResponse, key, value string, lease clientv3.LeaseID) (int64, bool) {
-	first := rangeOf(resp.Responses, 1)
-	if len(first) != 1 || string(first[0].Key) != key || clientv3.LeaseID(first[0].Lease) != lease {
+	first := rangeOf(resp.Responses, len(resp.Responses)-1)
+	if len(first) != 1 || string(first[0].Key) != key || clientv3.LeaseID(first[0].Lease) != lease || string(first[0].Value) != value {
 		return 0, false
-	}
-	if !resp.Succeeded {
-		if own := rangeOf(resp.Responses, 0); len(own) != 1 || string(own[0].Value) != value {
-			return 0, false // an earlier attempt's key with another value: Campaign proclaims ours
-		}
 	}
 	return first[0].CreateRevision, true
 }
 
 // rangeOf is the keys of the i-th response, when it is a read.
 func rangeOf(rs []*pb.ResponseOp, i int) []*mvccpb.KeyValue {
-	if i >= len(rs) || rs[i].GetResponseRange() == nil {
+	if i < 0 || i >= len(rs) || rs[i].GetResponseRange() == nil {
 		return nil
 	}
 	return rs[i].GetResponseRange().Kvs
-}
-
-// candidacyKey is the key a session's lease stands under in the election of
-// prefix, as concurrency.Election names it.
-func candidacyKey(prefix string, lease clientv3.LeaseID) string {
-	return fmt.Sprintf("%s/%x", prefix, lease)
 }

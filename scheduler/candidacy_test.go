@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -87,7 +88,7 @@ func TestCandidacyWonInOneTransaction(t *testing.T) {
 		t.Fatalf("after resigning, the key is %v (err %v); want gone", resp, err)
 	}
 
-	stale := candidacyKey("/e/stale", session.Lease())
+	stale := keyspace.CandidacyIn("/e/stale", int64(session.Lease()))
 	put, err := cli.Put(ctx, stale, "old", clientv3.WithLease(session.Lease()))
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestCandidacyBehindAnotherWaits(t *testing.T) {
 		}
 		campaigned <- e
 	}()
-	key := candidacyKey("/e/x", second.Lease())
+	key := keyspace.CandidacyIn("/e/x", int64(second.Lease()))
 	var put *clientv3.GetResponse
 	kiratest.WaitUntil(t, "the second candidacy's key to be put", 10*time.Second, func() bool {
 		put, err = cli.Get(ctx, key)
