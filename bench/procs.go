@@ -365,7 +365,7 @@ func (p *memberProc) waitServing(addr string, timeout time.Duration) (taken bool
 			if strings.Contains(string(log), "address already in use") {
 				return true, nil
 			}
-			return false, fmt.Errorf("kira run %s exited (%s): %s", p.name, p.cmd.ProcessState, tail(string(log), 2000))
+			return false, p.exitError(log)
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
@@ -398,11 +398,16 @@ func exited(procs []*memberProc) error {
 				continue
 			}
 			log, _ := os.ReadFile(p.log)
-			return fmt.Errorf("kira run %s exited (%s): %s", p.name, p.cmd.ProcessState, tail(string(log), 2000))
+			return p.exitError(log)
 		default:
 		}
 	}
 	return nil
+}
+
+// exitError says the process exited, with the tail of its log.
+func (p *memberProc) exitError(log []byte) error {
+	return fmt.Errorf("kira run %s exited (%s): %s", p.name, p.cmd.ProcessState, tail(string(log), 2000))
 }
 
 func tail(s string, n int) string {
