@@ -646,8 +646,12 @@ func recordRow(r row) {
 	table = append(table, r)
 }
 
-// printTable prints the summary to stdout and, if $KIRA_CHAOS_TABLE names a
-// file, appends it there (CI prints that file after the tests).
+// maxListed is how many violations of one row the summary lists.
+const maxListed = 10
+
+// printTable prints the summary, and each failed row's violations, to
+// stdout and, if $KIRA_CHAOS_TABLE names a file, appends it there (CI
+// prints that file after the tests, where a shortened log still shows it).
 func printTable() {
 	tableMu.Lock()
 	defer tableMu.Unlock()
@@ -672,6 +676,19 @@ func printTable() {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %d | %d | %d (%s) | %s |\n", r.fault, r.window.Round(time.Second), r.faultTime.Round(100*time.Millisecond),
 			r.rep.Expected, r.rep.Accepted, r.rep.Stale, r.rep.Replays, r.rep.Forbidden, r.rep.Duplicates, r.rep.Missed, dropped(r.rep), strings.Join(rec, "; "))
+	}
+	for _, r := range table {
+		if len(r.rep.Violations) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\nviolations of %q:\n", r.fault)
+		for i, v := range r.rep.Violations {
+			if i == maxListed {
+				fmt.Fprintf(&b, "- and %d more\n", len(r.rep.Violations)-i)
+				break
+			}
+			fmt.Fprintf(&b, "- %s\n", v)
+		}
 	}
 	fmt.Print(b.String())
 	if path := os.Getenv("KIRA_CHAOS_TABLE"); path != "" {
