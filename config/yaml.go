@@ -91,10 +91,14 @@ func decode(file string, data []byte) (raw rawCatalog, doc *document, err error)
 	}
 	// The document parsed once serves both the decode and the locator: the
 	// parse is most of what validating 100,000 jobs costs.
-	if len(f.Docs) == 0 || f.Docs[0].Body == nil {
+	switch {
+	case len(f.Docs) == 0 || f.Docs[0].Body == nil:
 		err = yaml.UnmarshalWithOptions(data, &raw, yaml.DisallowUnknownField())
-	} else {
-		err = yaml.NodeToValue(f.Docs[0].Body, &raw, yaml.DisallowUnknownField())
+	default:
+		var split bool
+		if split, err = decodeSplit(f.Docs[0].Body, &raw); !split {
+			err = yaml.NodeToValue(f.Docs[0].Body, &raw, yaml.DisallowUnknownField())
+		}
 	}
 	if err != nil {
 		return raw, nil, yamlError(file, err)
