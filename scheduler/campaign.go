@@ -133,7 +133,7 @@ func (s *Scheduler) runCampaign(sl *slot) {
 		})
 		t := time.AfterFunc(campaignHold, leave)
 		_, span := s.slotSpan(ctx, "slot.acquire", id)
-		e, err := campaign(ctx, session, prefix, s.member.ID())
+		e, err := campaign(ctx, s.candidacies, session, prefix, s.member.ID())
 		if err == nil {
 			span.SetAttributes(attribute.Int64("kira.fencing_token", e.Rev()))
 		}
@@ -158,11 +158,11 @@ func (s *Scheduler) runCampaign(sl *slot) {
 }
 
 // campaign wins the election of prefix for session, or fails. It stands
-// in one transaction (standFirst); a slot with an earlier candidate
-// campaigns as concurrency.Election does, waits for the earlier keys to
-// go, and confirms it still holds its key.
-func campaign(ctx context.Context, session *concurrency.Session, prefix, value string) (*concurrency.Election, error) {
-	e, err := standFirst(ctx, session, prefix, value)
+// in one transaction shared with other slots (standFirst); a slot with an
+// earlier candidate campaigns as concurrency.Election does, waits for the
+// earlier keys to go, and confirms it still holds its key.
+func campaign(ctx context.Context, c *candidacies, session *concurrency.Session, prefix, value string) (*concurrency.Election, error) {
+	e, err := c.standFirst(ctx, session, prefix, value)
 	if err != nil || e != nil {
 		return e, err
 	}

@@ -13,6 +13,7 @@
 //	loop.go           the loop: one select, one call per case; views and trust
 //	catalog.go        what happens when the catalog changes (SetCatalog)
 //	campaign.go       how a slot is campaigned for, at most maxCampaigning at once
+//	candidacy.go      how a campaign nobody else stands in is won in one transaction, shared
 //	takeover.go       what a new holder reads of a slot, and what it copies to the ring
 //	takeoverreads.go  how the reads of slots taken over together share transactions
 //	fence.go          what a new holder does before its first fire (raise the fences)

@@ -34,8 +34,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // background is what Run starts beside the loop: the election and control
-// watches, the journals' sweep, the takeovers' reads, the gate opener
-// shared by the process, the fenced writer and the notifier.
+// watches, the journals' sweep, the takeovers' reads, the campaigns' first
+// transactions, the gate opener shared by the process, the fenced writer
+// and the notifier.
 type background struct {
 	stopNotifier  context.CancelFunc
 	notifierDone  chan struct{}
@@ -48,12 +49,13 @@ type background struct {
 
 func (s *Scheduler) startBackground() *background {
 	watchCtx, stopWatches := context.WithCancel(context.Background())
-	s.wg.Add(5)
+	s.wg.Add(6)
 	go s.watchUpstreams(watchCtx)
 	go s.watchElections(watchCtx)
 	go s.watchControl(watchCtx)
 	go s.sweepJournals(watchCtx, s.cfg.JournalSweep)
 	go func() { defer s.wg.Done(); s.reads.run(watchCtx) }()
+	go func() { defer s.wg.Done(); s.candidacies.run(watchCtx) }()
 	g, giveGates := useGates(s.cfg.Clock)
 	s.gates = g
 	writerCtx, abandonWrites := context.WithCancel(context.Background())

@@ -107,10 +107,11 @@ type Scheduler struct {
 	journals *journal.Cache  // the journals, read for the slots taken at once
 	upstream *upstreamReader // what dependent slots learn of their upstreams (upstreams.go)
 	// upstreams is the newest read of the upstream jobs the loop took.
-	upstreams *upstreamRead
-	reads     *takeoverReads // the reads of the slots taken over, batched
-	gates     *gates
-	notifier  *notify.Notifier
+	upstreams   *upstreamRead
+	reads       *takeoverReads // the reads of the slots taken over, batched
+	candidacies *candidacies   // the campaigns' first transactions, batched
+	gates       *gates
+	notifier    *notify.Notifier
 	// permits are the member's permits of the jobs' concurrency limits;
 	// stopWaiting ends when the member stops firing, and with it every wait
 	// for one (permits.go).
@@ -238,6 +239,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	s.writer.UseJournal(member.Cluster(), member.ID(), cfg.JournalEntries)
 	s.journals = journal.NewCache(s.cli, member.Cluster())
 	s.reads = newTakeoverReads(s.cli, member.Cluster(), s.journals)
+	s.candidacies = newCandidacies(s.cli)
 	s.upstream = newUpstreamReader()
 	s.catalogRev = cfg.CatalogRevision
 	s.notifier = s.newNotifier()

@@ -2,11 +2,11 @@ package scheduler
 
 import (
 	"context"
-	"sync"
 
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/scheduler/internal/batch"
 	"github.com/kira-scheduler/kira/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,15 +36,7 @@ type takeoverReads struct {
 	kv       clientv3.KV
 	cluster  string
 	journals *journal.Cache
-	bell     chan struct{}
-
-	// hold, if set (by tests, before Run), keeps the reads queued until it
-	// is closed.
-	hold chan struct{}
-
-	mu    sync.Mutex
-	queue []*slotRead
-	txns  int // transactions committed, for tests
+	queue    *batch.Queue[*slotRead]
 }
 
 // slotRead is a slot's state key, ring, triggers and records in journals,
@@ -59,20 +51,16 @@ type slotRead struct {
 }
 
 func newTakeoverReads(kv clientv3.KV, cluster string, journals *journal.Cache) *takeoverReads {
-	return &takeoverReads{kv: kv, cluster: cluster, journals: journals, bell: make(chan struct{}, 1)}
+	r := &takeoverReads{kv: kv, cluster: cluster, journals: journals}
+	r.queue = batch.New(maxSlotsPerRead, maxReadTxns, r.commit)
+	return r
 }
 
 // read is slot s's state key, ring and triggers, read in one transaction
 // with the other slots queued; it gives up when ctx ends.
 func (r *takeoverReads) read(ctx context.Context, s shard.Slot) (*slotRead, error) {
 	q := &slotRead{slot: s, done: make(chan struct{})}
-	r.mu.Lock()
-	r.queue = append(r.queue, q)
-	r.mu.Unlock()
-	select {
-	case r.bell <- struct{}{}:
-	default:
-	}
+	r.queue.Put(q)
 	select {
 	case <-q.done:
 		return q, q.err
@@ -81,53 +69,8 @@ func (r *takeoverReads) read(ctx context.Context, s shard.Slot) (*slotRead, erro
 	}
 }
 
-// run commits the queued reads until ctx ends, waiting for the
-// transactions in flight before it returns.
-func (r *takeoverReads) run(ctx context.Context) {
-	var inFlight sync.WaitGroup
-	defer inFlight.Wait()
-	if r.hold != nil {
-		select {
-		case <-r.hold:
-		case <-ctx.Done():
-			return
-		}
-	}
-	free := make(chan struct{}, maxReadTxns)
-	for {
-		select {
-		case free <- struct{}{}: // a transaction may go: it takes what is queued now
-		case <-ctx.Done():
-			return
-		}
-		b := r.take()
-		if len(b) == 0 {
-			<-free
-			select {
-			case <-r.bell:
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		inFlight.Add(1)
-		go func() {
-			defer inFlight.Done()
-			r.commit(ctx, b)
-			<-free
-		}()
-	}
-}
-
-// take takes up to maxSlotsPerRead reads off the queue, oldest first.
-func (r *takeoverReads) take() []*slotRead {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := min(len(r.queue), maxSlotsPerRead)
-	b := r.queue[:n:n]
-	r.queue = r.queue[n:]
-	return b
-}
+// run commits the queued reads until ctx ends.
+func (r *takeoverReads) run(ctx context.Context) { r.queue.Run(ctx) }
 
 // commit reads b's slots' records in journals, then their keys in one
 // transaction at the journals' revision, and answers each.
@@ -149,9 +92,6 @@ func (r *takeoverReads) commit(ctx context.Context, b []*slotRead) {
 		}
 		resp, err = r.kv.Txn(ctx).Then(ops...).Commit()
 	}
-	r.mu.Lock()
-	r.txns++
-	r.mu.Unlock()
 	for i, q := range b {
 		if err != nil {
 			q.err = err

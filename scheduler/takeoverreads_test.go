@@ -45,9 +45,7 @@ func TestTakeoverReadsShareTransactions(t *testing.T) {
 		go readOne(p)
 	}
 	kiratest.WaitUntil(t, "every read queued", 10*time.Second, func() bool {
-		reads.mu.Lock()
-		defer reads.mu.Unlock()
-		return len(reads.queue) == slots
+		return reads.queue.Queued() == slots
 	})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -63,7 +61,7 @@ func TestTakeoverReadsShareTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if reads.txns != 4 {
-		t.Fatalf("%d transactions for 100 slots queued together and one alone; want 4", reads.txns)
+	if n := reads.queue.Batches(); n != 4 {
+		t.Fatalf("%d transactions for 100 slots queued together and one alone; want 4", n)
 	}
 }

@@ -85,7 +85,9 @@ type Rejection struct {
 	Highest  fencing.Token `json:"highest,omitempty"`
 }
 
-// ResourceFunc names the resource a request protects.
+// ResourceFunc names the resource a request protects. Tokens order the
+// leaders of one slot only (slots won together share one), so a resource
+// names one slot, or part of one: never several.
 type ResourceFunc func(*http.Request) (string, error)
 
 // BySlot names the resource after the request's job and partition headers.
