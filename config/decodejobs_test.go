@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/goccy/go-yaml"
@@ -44,7 +45,7 @@ func TestDecodeJobsAgreesWithTheLibrary(t *testing.T) {
 		"jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    partitions: 8\n    timeout: 10s\n    command: [sh, -c, 'echo ${A}']\n" +
 			"    fence_command: [\"true\"]\n    fence_url: http://x/f\n    env: {A: b, C: \"\"}\n    pass_env: [HOME]\n" +
 			"    misfire: skip\n    catchup_window: 1m\n    history_limit: 3\n    overlap: allow\n    jitter: 2s\n" +
-			"    timezone: Europe/Istanbul\n    max_running: 2\n    pool: p\n" +
+			"    timezone: Europe/Istanbul\n    max_running: 2\n    pool: p\n    handler: noop\n" +
 			"    http: {url: 'http://x', method: POST, headers: {K: v}, body: '{}'}\n" +
 			"    retries: {max: 2, backoff: 1s, max_backoff: 5s}\n" +
 			"    notify: [{on: [failure], webhook: 'http://n'}]\n    placement: {labels: {zone: a}}\n" +
@@ -64,6 +65,11 @@ func TestDecodeJobsAgreesWithTheLibrary(t *testing.T) {
 	}
 	if !agreement(t, []byte(split[1])) {
 		t.Fatalf("the fast path did not read a job of every field")
+	}
+	for f := range reflect.TypeFor[rawJob]().Fields() { // a field added to rawJob is added above too
+		if tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); !strings.Contains(split[1], " "+tag+": ") {
+			t.Fatalf("rawJob's field %s (%q) is not in the job of every field", f.Name, tag)
+		}
 	}
 	library := []string{
 		"jobs:\n  - &x {name: a, schedule: '@daily'}\n  - *x\n",
