@@ -71,6 +71,13 @@ type Spec struct {
 	// higher attempt) after a state recorded it succeeded is a forbidden
 	// replay, whatever the faults (judgeStates). Nil skips the check.
 	States []StateWrite
+	// Records is every history record of the catalog's jobs etcd committed
+	// other than a success, in revision order: a missed fire that an
+	// overlap skip record accounts for is the job's overlap policy at work,
+	// not a drop (docs/semantics.md: under fire-all, once a slot's misfires
+	// have started, a fire that falls due while a run goes on is an overlap
+	// too). Nil: no skip is known.
+	Records []RecordWrite
 	// Timed names the jobs whose fires measure speed; empty means all. A
 	// long job's catch-up runs its missed fires one after another, so its
 	// lateness after an outage says how long it works, not how fast the
@@ -92,6 +99,10 @@ type Report struct {
 	// Dropped counts, per misfire policy, the missed pairs that policy
 	// allows inside a fault's window; they are part of Missed.
 	Dropped map[config.Misfire]int
+	// Overlapped counts the missed pairs a skip record of the job's
+	// overlap policy accounts for (Spec.Records), whatever the misfire
+	// policy and the faults; they are part of Missed.
+	Overlapped int
 	// Recovered is, per fault, how long after it healed every slot was
 	// firing on time again (-1 if it never was within the window).
 	Recovered map[string]time.Duration
@@ -103,8 +114,8 @@ type Report struct {
 
 // summary is the report on one line.
 func (r Report) summary() string {
-	return fmt.Sprintf("expected %d, accepted %d, stale rejected %d, replays %d (forbidden %d), duplicates %d, missed %d (dropped by policy: %v), recovered %v, most at once %v, %d violations",
-		r.Expected, r.Accepted, r.Stale, r.Replays, r.Forbidden, r.Duplicates, r.Missed, r.Dropped, r.Recovered, r.Concurrent, len(r.Violations))
+	return fmt.Sprintf("expected %d, accepted %d, stale rejected %d, replays %d (forbidden %d), duplicates %d, missed %d (dropped by policy: %v, overlap skips %d), recovered %v, most at once %v, %d violations",
+		r.Expected, r.Accepted, r.Stale, r.Replays, r.Forbidden, r.Duplicates, r.Missed, r.Dropped, r.Overlapped, r.Recovered, r.Concurrent, len(r.Violations))
 }
 
 // OK reports whether the history passed.
@@ -179,6 +190,7 @@ func Check(history []Attempt, spec Spec) Report {
 		until time.Time // when it stopped being bad: accepted late, or never
 	}
 	var bads []bad
+	overlapped := overlapSkips(spec.Records)
 	for _, j := range spec.Catalog.Jobs {
 		if j.Dependent() {
 			continue // no schedule: judgeChains holds it
@@ -201,6 +213,10 @@ func Check(history []Attempt, spec Spec) Report {
 				}
 				rep.Missed++
 				fires, acceptedAt = append(fires, t), append(acceptedAt, time.Time{})
+				if skippedAt(overlapped[slot], t) {
+					rep.Overlapped++
+					continue
+				}
 				if inDropWindow(spec.Faults, t) && j.Misfire != config.MisfireFireAll {
 					rep.Dropped[j.Misfire]++
 					continue
@@ -312,6 +328,42 @@ func judgeReplays(rep *Report, ordered []Attempt, spec Spec) (forbidden map[stri
 		}
 	}
 	return forbidden
+}
+
+// RecordWrite is one history record, as etcd committed it.
+type RecordWrite struct {
+	Revision int64
+	Record   history.Record
+}
+
+// overlapSkips are, per slot, the fires records skipped for the overlap
+// policy (history.SkippedRunning, history.SkippedQueued): the scheduled times
+// each skip record stands for, its Repeats included, from its first to its
+// last.
+func overlapSkips(records []RecordWrite) map[string][][2]time.Time {
+	out := map[string][][2]time.Time{}
+	for _, w := range records {
+		r := w.Record
+		if r.Outcome != history.OutcomeSkipped || (r.Error != history.SkippedRunning && r.Error != history.SkippedQueued) {
+			continue
+		}
+		last := r.ScheduledTime
+		if r.LastScheduledTime != nil {
+			last = *r.LastScheduledTime
+		}
+		slot := fmt.Sprintf("%s/%d", r.Job, r.Partition)
+		out[slot] = append(out[slot], [2]time.Time{r.ScheduledTime, last})
+	}
+	return out
+}
+
+func skippedAt(spans [][2]time.Time, t time.Time) bool {
+	for _, s := range spans {
+		if !t.Before(s[0]) && !t.After(s[1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // StateWrite is one state of a slot, as etcd committed it.

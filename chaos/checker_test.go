@@ -153,6 +153,38 @@ func TestCheckerCatchesMissedFires(t *testing.T) {
 	expectViolation(t, Check(h.as, spec(t, fault)), "fire-all drops nothing")
 }
 
+// A fire-all fire that a skip record of the overlap policy accounts for
+// (its Repeats included) was not dropped: the policy skipped it while a run
+// went on. A skip for any other reason, or of another slot, excuses nothing.
+func TestOverlapSkipsAreNotDrops(t *testing.T) {
+	h := clean()
+	var kept []Attempt
+	for _, a := range h.as {
+		if !(a.Kind == Write && a.Job == "all" && a.Partition == 0 && a.Scheduled.After(t0.Add(5*time.Second)) && a.Scheduled.Before(t0.Add(8*time.Second))) {
+			kept = append(kept, a)
+		}
+	}
+	h.as = kept // all/0's fires at 6 s and 7 s never ran
+	skip := func(part int, reason string) RecordWrite {
+		last := t0.Add(7 * time.Second)
+		return RecordWrite{Revision: 40, Record: history.Record{Job: "all", Partition: part, ScheduledTime: t0.Add(6 * time.Second),
+			Outcome: history.OutcomeSkipped, Error: reason, Repeats: 1, LastScheduledTime: &last}}
+	}
+	s := spec(t)
+	s.Records = []RecordWrite{skip(0, history.SkippedRunning)}
+	if rep := Check(h.as, s); !rep.OK() || rep.Overlapped != 2 || rep.Missed != 2 {
+		t.Fatalf("fires skipped while a run went on: %+v", rep)
+	}
+	for _, r := range []RecordWrite{skip(0, "paused"), skip(1, history.SkippedRunning)} {
+		s.Records = []RecordWrite{r}
+		rep := Check(h.as, s)
+		if rep.Overlapped != 0 {
+			t.Errorf("%s/%d skipped (%s) excused all/0's fires: %+v", r.Record.Job, r.Record.Partition, r.Record.Error, rep)
+		}
+		expectViolation(t, rep, "all/0: scheduled 2026-11-30T12:00:06Z never accepted (misfire fire-all drops nothing)")
+	}
+}
+
 func TestCheckerCatchesFiresFromBeforeTheCatalog(t *testing.T) {
 	h := clean()
 	// A new owner "catching up" fires from before the job existed.

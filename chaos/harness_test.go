@@ -22,6 +22,7 @@ import (
 	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/membership"
@@ -142,8 +143,9 @@ type cluster struct {
 	loadSlots  int      // the load job's slots, in the members' catalog but not in cat
 	memberArgs []string // added to every kira run
 	statesMu   sync.Mutex
-	states     []StateWrite // every state written, from the watch
-	statesErr  error        // why the watch missed writes, if it did
+	states     []StateWrite  // every state written, from the watch
+	records    []RecordWrite // every record of cat's jobs not a success, from the watch
+	statesErr  error         // why the watch missed writes, if it did
 	etcd       []*etcdNode
 	cli        *clientv3.Client // the test's own, straight to etcd
 	members    []*member
@@ -250,6 +252,11 @@ func (c *cluster) watchStates() {
 			}
 			for _, ev := range resp.Events {
 				c.states = append(c.states, statesIn(ev.Kv)...)
+				for _, r := range recordsIn(ev.Kv) {
+					if _, ours := c.cat.Job(r.Record.Job); ours && r.Record.Outcome != string(jobs.Succeeded) {
+						c.records = append(c.records, r)
+					}
+				}
 			}
 			c.statesMu.Unlock()
 		}
@@ -287,6 +294,42 @@ func statesIn(kv *mvccpb.KeyValue) []StateWrite {
 		}
 	}
 	return out
+}
+
+// recordsIn are the history records kv holds, if it is a journal entry or
+// a history record, a skip it carries included.
+func recordsIn(kv *mvccpb.KeyValue) []RecordWrite {
+	const cluster = "chaos"
+	var stored []history.Stored
+	key := string(kv.Key)
+	if _, ok := keyspace.ParseJournalEntry(cluster, key); ok {
+		items, _ := history.JournalItems(cluster, kv)
+		for _, it := range items {
+			stored = append(stored, it.Stored)
+		}
+	} else if _, ok := keyspace.ParseHistoryEntry(cluster, key); ok {
+		if st, err := history.DecodeEntry(cluster, kv); err == nil {
+			stored = append(stored, st)
+		}
+	}
+	var out []RecordWrite
+	for _, st := range stored {
+		for _, r := range st.Records() {
+			out = append(out, RecordWrite{Revision: kv.ModRevision, Record: r})
+		}
+	}
+	return out
+}
+
+// recordLog is the records of cat's jobs, not successes, written so far,
+// or nil if the watch missed some.
+func (c *cluster) recordLog() []RecordWrite {
+	c.statesMu.Lock()
+	defer c.statesMu.Unlock()
+	if c.statesErr != nil {
+		return nil
+	}
+	return slices.Clone(c.records)
 }
 
 // stateLog is the slots' states written so far, or nil (with a log line) if
@@ -554,6 +597,7 @@ func (c *cluster) finish(fault string, from time.Time, faults []Fault, adjust ..
 	c.waitWrittenThrough(to, 30*time.Second)
 	spec := c.spec(from, to, faults...)
 	spec.States = c.stateLog()
+	spec.Records = c.recordLog()
 	for _, f := range adjust {
 		f(&spec)
 	}
@@ -572,6 +616,9 @@ func (c *cluster) finish(fault string, from time.Time, faults []Fault, adjust ..
 	}
 	if !rep.OK() {
 		c.logHistory(rep)
+	}
+	if rep.Overlapped > 0 {
+		c.logOverlapSkips(from, to)
 	}
 	if rep.Replays > 0 {
 		c.logReplays()
@@ -602,6 +649,27 @@ func (c *cluster) logReplays() {
 	c.t.Logf("replays (a fire run again with its execution id; the witness let it take no effect):\n%s", b.String())
 }
 
+// logOverlapSkips logs the skip records of the overlap policy (the first
+// ten) of fires scheduled in [from, to): the missed fires the checker let
+// pass as Report.Overlapped.
+func (c *cluster) logOverlapSkips(from, to time.Time) {
+	c.t.Helper()
+	var b strings.Builder
+	seen := map[string]bool{} // a record is committed again when it moves from a journal to a ring
+	for _, w := range c.recordLog() {
+		r := w.Record
+		k := fmt.Sprintf("%s/%d %d", r.Job, r.Partition, r.ScheduledTime.UnixNano())
+		if r.Outcome != history.OutcomeSkipped || (r.Error != history.SkippedRunning && r.Error != history.SkippedQueued) ||
+			r.ScheduledTime.Before(from) || !r.ScheduledTime.Before(to) || seen[k] || len(seen) == 10 {
+			continue
+		}
+		seen[k] = true
+		fmt.Fprintf(&b, "  %s/%d scheduled %s (and %d more): %s, at %s by %s (token %d)\n", r.Job, r.Partition, r.ScheduledTime.Format("15:04:05.000"),
+			r.Repeats, r.Error, r.StartedAt.Format("15:04:05.000"), r.Member, r.Token)
+	}
+	c.t.Logf("fires the overlap policy skipped:\n%s", b.String())
+}
+
 // logHistory logs the witness's log of each slot a violation names.
 func (c *cluster) logHistory(rep Report) {
 	c.t.Helper()
@@ -619,6 +687,19 @@ func (c *cluster) logHistory(rep Report) {
 		}
 	}
 	c.t.Logf("witness log of the slots named above:\n%s", b.String())
+	b.Reset()
+	for _, w := range c.recordLog() {
+		r := w.Record
+		if named[fmt.Sprintf("%s/%d", r.Job, r.Partition)] {
+			last := ""
+			if r.LastScheduledTime != nil {
+				last = " through " + r.LastScheduledTime.Format("15:04:05.000")
+			}
+			fmt.Fprintf(&b, "  rev %d %s/%d scheduled %s%s: %s (%s) at %s, member %s token %d attempt %d trigger %s\n", w.Revision, r.Job, r.Partition,
+				r.ScheduledTime.Format("15:04:05.000"), last, r.Outcome, r.Error, r.StartedAt.Format("15:04:05.000"), r.Member, r.Token, r.Attempt, r.Cause)
+		}
+	}
+	c.t.Logf("their records in etcd other than successes:\n%s", b.String())
 }
 
 // windowStart is the first whole second after now: the window of a check.
@@ -706,6 +787,9 @@ func dropped(r Report) string {
 		if n := r.Dropped[p]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", p, n))
 		}
+	}
+	if r.Overlapped > 0 {
+		parts = append(parts, fmt.Sprintf("overlap %d", r.Overlapped))
 	}
 	if len(parts) == 0 {
 		return "none"

@@ -91,6 +91,14 @@ const (
 	OutcomeReset = "reset"
 )
 
+// The reasons (Record.Error) of the overlap policy's skips: a fire that
+// fell due while a run of its slot went on (overlap: skip), or while one
+// already waited behind it (overlap: queue).
+const (
+	SkippedRunning = "previous run still running"
+	SkippedQueued  = "a run is already queued"
+)
+
 // Stored is a history record as etcd stores it: the record, and the
 // slot's state as of the write that stored it. So a run's result and the
 // start of the slot's next fire recorded ahead are one key written, not a

@@ -51,10 +51,10 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 				s.emit(Event{Kind: Queued, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Cause: f.cause, Attempt: f.attempt, At: now})
 				return
 			}
-			s.skip(sl, f, now, "a run is already queued")
+			s.skip(sl, f, now, history.SkippedQueued)
 			return
 		case sl.job.spec.Overlap == config.OverlapSkip:
-			s.skip(sl, f, now, "previous run still running")
+			s.skip(sl, f, now, history.SkippedRunning)
 			return
 		case sl.job.spec.Overlap == config.OverlapReplace:
 			for _, cancel := range sl.runs {
