@@ -344,7 +344,7 @@ func overlapSkips(records []RecordWrite) map[string][][2]time.Time {
 	out := map[string][][2]time.Time{}
 	for _, w := range records {
 		r := w.Record
-		if r.Outcome != history.OutcomeSkipped || (r.Error != history.SkippedRunning && r.Error != history.SkippedQueued) {
+		if !overlapSkip(r) {
 			continue
 		}
 		last := r.ScheduledTime
@@ -355,6 +355,11 @@ func overlapSkips(records []RecordWrite) map[string][][2]time.Time {
 		out[slot] = append(out[slot], [2]time.Time{r.ScheduledTime, last})
 	}
 	return out
+}
+
+// overlapSkip reports whether r is a skip record of the overlap policy.
+func overlapSkip(r history.Record) bool {
+	return r.Outcome == history.OutcomeSkipped && (r.Error == history.SkippedRunning || r.Error == history.SkippedQueued)
 }
 
 func skippedAt(spans [][2]time.Time, t time.Time) bool {

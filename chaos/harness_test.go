@@ -26,7 +26,6 @@ import (
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/membership"
-	"github.com/kira-scheduler/kira/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
@@ -251,8 +250,9 @@ func (c *cluster) watchStates() {
 				c.statesErr = err
 			}
 			for _, ev := range resp.Events {
-				c.states = append(c.states, statesIn(ev.Kv)...)
-				for _, r := range recordsIn(ev.Kv) {
+				states, records := writesIn(ev.Kv)
+				c.states = append(c.states, states...)
+				for _, r := range records {
 					if _, ours := c.cat.Job(r.Record.Job); ours && r.Record.Outcome != string(jobs.Succeeded) {
 						c.records = append(c.records, r)
 					}
@@ -263,62 +263,37 @@ func (c *cluster) watchStates() {
 	}()
 }
 
-// statesIn are the slot states kv holds, if it is a state key, a journal
-// entry or a history record.
-func statesIn(kv *mvccpb.KeyValue) []StateWrite {
+// writesIn are the slot states and the history records kv holds (each
+// journal entry or history record decoded once): a state key's state, or a
+// journal entry's or history record's states and records, a skip they
+// carry included.
+func writesIn(kv *mvccpb.KeyValue) (states []StateWrite, records []RecordWrite) {
 	const cluster = "chaos"
 	key := string(kv.Key)
-	var out []StateWrite
-	add := func(s shard.Slot, st *history.SlotState) {
-		if st != nil {
-			out = append(out, StateWrite{Slot: s.String(), Revision: kv.ModRevision, State: *st})
-		}
-	}
 	if rest, ok := strings.CutPrefix(key, keyspace.Cluster(cluster)+"state/"); ok {
 		var st history.SlotState
 		if json.Unmarshal(kv.Value, &st) == nil {
-			out = append(out, StateWrite{Slot: rest, Revision: kv.ModRevision, State: st})
+			states = append(states, StateWrite{Slot: rest, Revision: kv.ModRevision, State: st})
 		}
-		return out
+		return states, nil
 	}
+	var items []history.JournalItem
 	if _, ok := keyspace.ParseJournalEntry(cluster, key); ok {
-		items, _ := history.JournalItems(cluster, kv)
-		for _, it := range items {
-			add(it.Slot, it.Stored.State)
-		}
-		return out
-	}
-	if s, ok := keyspace.ParseHistoryEntry(cluster, key); ok {
+		items, _ = history.JournalItems(cluster, kv)
+	} else if s, ok := keyspace.ParseHistoryEntry(cluster, key); ok {
 		if st, err := history.DecodeEntry(cluster, kv); err == nil {
-			add(s, st.State)
+			items = []history.JournalItem{{Slot: s, Stored: st}}
 		}
 	}
-	return out
-}
-
-// recordsIn are the history records kv holds, if it is a journal entry or
-// a history record, a skip it carries included.
-func recordsIn(kv *mvccpb.KeyValue) []RecordWrite {
-	const cluster = "chaos"
-	var stored []history.Stored
-	key := string(kv.Key)
-	if _, ok := keyspace.ParseJournalEntry(cluster, key); ok {
-		items, _ := history.JournalItems(cluster, kv)
-		for _, it := range items {
-			stored = append(stored, it.Stored)
+	for _, it := range items {
+		if it.Stored.State != nil {
+			states = append(states, StateWrite{Slot: it.Slot.String(), Revision: kv.ModRevision, State: *it.Stored.State})
 		}
-	} else if _, ok := keyspace.ParseHistoryEntry(cluster, key); ok {
-		if st, err := history.DecodeEntry(cluster, kv); err == nil {
-			stored = append(stored, st)
+		for _, r := range it.Stored.Records() {
+			records = append(records, RecordWrite{Revision: kv.ModRevision, Record: r})
 		}
 	}
-	var out []RecordWrite
-	for _, st := range stored {
-		for _, r := range st.Records() {
-			out = append(out, RecordWrite{Revision: kv.ModRevision, Record: r})
-		}
-	}
-	return out
+	return states, records
 }
 
 // recordLog is the records of cat's jobs, not successes, written so far,
@@ -659,8 +634,7 @@ func (c *cluster) logOverlapSkips(from, to time.Time) {
 	for _, w := range c.recordLog() {
 		r := w.Record
 		k := fmt.Sprintf("%s/%d %d", r.Job, r.Partition, r.ScheduledTime.UnixNano())
-		if r.Outcome != history.OutcomeSkipped || (r.Error != history.SkippedRunning && r.Error != history.SkippedQueued) ||
-			r.ScheduledTime.Before(from) || !r.ScheduledTime.Before(to) || seen[k] || len(seen) == 10 {
+		if !overlapSkip(r) || r.ScheduledTime.Before(from) || !r.ScheduledTime.Before(to) || seen[k] || len(seen) == 10 {
 			continue
 		}
 		seen[k] = true
