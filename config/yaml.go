@@ -71,9 +71,31 @@ type rawHTTP struct {
 	Body    string            `yaml:"body"`
 }
 
-// document is the parsed YAML, kept to find the position of a field.
+// document is the parsed YAML, kept to find the position of a field: file,
+// and when the jobs: list was parsed in pieces (pieces.go), file is the rest
+// of the document and jobs the pieces, in order.
 type document struct {
 	file *ast.File
+	jobs []jobsPiece
+}
+
+// at is the document that holds the first n steps of p, and those steps
+// as they are found in it.
+func (d *document) at(p fieldPath, n int) (*ast.File, fieldPath) {
+	switch {
+	case len(d.jobs) == 0 || p[0].key != "jobs":
+		return d.file, p[:n]
+	case n == 1: // the list, which starts in the first piece
+		return d.jobs[0].file, p[:1]
+	case p[1].key != "":
+		return d.file, p[:n]
+	}
+	k := len(d.jobs) - 1
+	for k > 0 && d.jobs[k].first > p[1].index {
+		k--
+	}
+	local := append(fieldPath{p[0], {index: p[1].index - d.jobs[k].first}}, p[2:n]...)
+	return d.jobs[k].file, local
 }
 
 func decode(file string, data []byte) (raw rawCatalog, doc *document, err error) {
@@ -85,6 +107,16 @@ func decode(file string, data []byte) (raw rawCatalog, doc *document, err error)
 			raw, doc, err = rawCatalog{}, nil, &Error{Problems: []Problem{{File: file, Message: fmt.Sprintf("the YAML cannot be read (the parser failed: %v)", r)}}}
 		}
 	}()
+	if n := piecesFor(len(data)); n > 1 {
+		if raw, doc, ok := decodePieces(data, n); ok {
+			return raw, doc, nil
+		}
+	}
+	return decodeWhole(file, data)
+}
+
+// decodeWhole is decode with one parse of the whole document.
+func decodeWhole(file string, data []byte) (raw rawCatalog, doc *document, err error) {
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return raw, nil, yamlError(file, err)
@@ -143,22 +175,32 @@ func keyOf(tk *token.Token) string {
 
 // position returns where the field at p is, or the nearest parent that exists.
 func (d *document) position(p fieldPath) (line, col int) {
+	if tk := d.token(p); tk != nil {
+		return tk.Position.Line, tk.Position.Column
+	}
+	return 0, 0
+}
+
+// token is the first token of the field at p, or of its nearest parent
+// that exists; nil if none has a position.
+func (d *document) token(p fieldPath) *token.Token {
 	for n := len(p); n > 0; n-- {
+		file, steps := d.at(p, n)
 		b := (&yaml.PathBuilder{}).Root()
-		for _, s := range p[:n] {
+		for _, s := range steps {
 			if s.key == "" {
 				b = b.Index(uint(s.index))
 			} else {
 				b = b.Child(s.key)
 			}
 		}
-		node, err := b.Build().FilterFile(d.file)
+		node, err := b.Build().FilterFile(file)
 		if err != nil || node == nil {
 			continue
 		}
 		if tk := node.GetToken(); tk != nil && tk.Position != nil {
-			return tk.Position.Line, tk.Position.Column
+			return tk
 		}
 	}
-	return 0, 0
+	return nil
 }
