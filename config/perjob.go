@@ -9,6 +9,7 @@ import (
 
 	"github.com/kira-scheduler/kira/keyspace"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 )
@@ -26,6 +27,13 @@ const (
 	MaxTxnBytes = 1 << 20
 	// stageWriters is how many transactions of a stage are in flight.
 	stageWriters = 8
+	// StageTxnOps is how many operations a stage's transaction carries
+	// where etcd takes them (kira etcd's --max-txn-ops): fewer, larger
+	// transactions cost etcd less per job (docs/benchmarks.md, "Many
+	// jobs"). Against an etcd that refuses so many, as etcd's own default
+	// does, the stage goes on in transactions of MaxTxnOps
+	// (TestStageInLargeTransactionsWhereEtcdTakesThem).
+	StageTxnOps = 1024
 )
 
 // legacyMarker replaces the single catalog key at the first per-job store:
@@ -288,8 +296,8 @@ func (w *jobsWrite) commit(ctx context.Context, g int64, ops []clientv3.Op) (int
 	return resp.Header.Revision, resp.Succeeded, nil
 }
 
-// staged writes the catalog under a new generation, in transactions within
-// MaxTxnOps and MaxTxnBytes that no member reads, then makes it current in
+// staged writes the catalog under a new generation, in transactions
+// (writeStage) that no member reads, then makes it current in
 // one guarded transaction, and deletes every lower generation: the one it
 // replaced and stages left by stores that lost or died. A stage whose
 // commit is refused is deleted.
@@ -299,32 +307,12 @@ func (w *jobsWrite) staged(ctx context.Context) (int64, bool, error) {
 		return 0, false, fmt.Errorf("config: store catalog: %w", err)
 	}
 	g := gen.Header.Revision
-	var batches [][]clientv3.Op
-	var batch []clientv3.Op
-	size := 0
-	add := func(key string, v []byte) {
-		if len(batch)+1 > MaxTxnOps || size+len(key)+len(v) > MaxTxnBytes {
-			batches, batch, size = append(batches, batch), nil, 0
-		}
-		batch = append(batch, clientv3.OpPut(key, string(v)))
-		size += len(key) + len(v)
-	}
-	add(keyspace.CatalogSettings(w.cluster, g), w.sets)
+	puts := make([]clientv3.Op, 0, 1+len(w.jobs))
+	puts = append(puts, clientv3.OpPut(keyspace.CatalogSettings(w.cluster, g), string(w.sets)))
 	for name, v := range w.jobs {
-		add(keyspace.CatalogJob(w.cluster, g, name), v)
+		puts = append(puts, clientv3.OpPut(keyspace.CatalogJob(w.cluster, g, name), string(v)))
 	}
-	batches = append(batches, batch)
-	// The stage's transactions are independent of each other: several in
-	// flight hide the round trip and fsync of each.
-	writers, wctx := errgroup.WithContext(ctx)
-	writers.SetLimit(stageWriters)
-	for _, b := range batches {
-		writers.Go(func() error {
-			_, err := w.kv.Txn(wctx).Then(b...).Commit()
-			return err
-		})
-	}
-	if err := writers.Wait(); err != nil {
+	if err := w.writeStage(ctx, puts); err != nil {
 		// Best effort: a stage left here goes with the next staged store.
 		w.kv.Delete(context.WithoutCancel(ctx), keyspace.CatalogGeneration(w.cluster, g), clientv3.WithPrefix())
 		return 0, false, fmt.Errorf("config: store catalog: %w", err)
@@ -346,4 +334,46 @@ func (w *jobsWrite) staged(ctx context.Context) (int64, bool, error) {
 	// Best effort too: generations left here go with the next staged store.
 	w.kv.Delete(ctx, root, clientv3.WithRange(keyspace.CatalogGeneration(w.cluster, g)))
 	return rev, true, nil
+}
+
+// writeStage writes puts in transactions of StageTxnOps, or of MaxTxnOps
+// once etcd refuses the first as too many, each within MaxTxnBytes.
+func (w *jobsWrite) writeStage(ctx context.Context, puts []clientv3.Op) error {
+	batches := batchPuts(puts, StageTxnOps)
+	_, err := w.kv.Txn(ctx).Then(batches[0]...).Commit()
+	switch {
+	case errors.Is(err, rpctypes.ErrTooManyOps):
+		batches = batchPuts(puts, MaxTxnOps)
+	case err != nil:
+		return err
+	default:
+		batches = batches[1:]
+	}
+	// The stage's transactions are independent of each other: several in
+	// flight hide the round trip and fsync of each.
+	writers, wctx := errgroup.WithContext(ctx)
+	writers.SetLimit(stageWriters)
+	for _, b := range batches {
+		writers.Go(func() error {
+			_, err := w.kv.Txn(wctx).Then(b...).Commit()
+			return err
+		})
+	}
+	return writers.Wait()
+}
+
+// batchPuts splits puts into batches of at most ops operations and
+// MaxTxnBytes of keys and values.
+func batchPuts(puts []clientv3.Op, ops int) (batches [][]clientv3.Op) {
+	var batch []clientv3.Op
+	size := 0
+	for _, p := range puts {
+		n := len(p.KeyBytes()) + len(p.ValueBytes())
+		if len(batch) == ops || len(batch) > 0 && size+n > MaxTxnBytes {
+			batches, batch, size = append(batches, batch), nil, 0
+		}
+		batch = append(batch, p)
+		size += n
+	}
+	return append(batches, batch)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
@@ -534,4 +535,45 @@ func TestChangeNearTheTransactionLimitIsStored(t *testing.T) {
 		cat = next
 	}
 	generations(t, cli, 1)
+}
+
+// TestStageInLargeTransactionsWhereEtcdTakesThem: a staged store uses
+// transactions of StageTxnOps against an etcd that takes them (kira etcd's
+// default), and of MaxTxnOps against one that refuses them (etcd's own
+// default, as etcdtest's); the catalog reads back whole from both.
+func TestStageInLargeTransactionsWhereEtcdTakesThem(t *testing.T) {
+	big, err := etcdnode.StartLocal(t.TempDir(), etcdnode.Fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	cat := unchecked(t, manyJobs(3*StageTxnOps))
+	for _, tc := range []struct {
+		name      string
+		endpoints []string
+		txns      int64 // the stage's transactions
+	}{
+		{"etcd's default limit", etcdtest.Start(t).Endpoints(), int64(len(cat.Jobs)/MaxTxnOps + 1)},
+		{"kira etcd's limit", etcdnode.ClientURLs(big), int64(len(cat.Jobs)/StageTxnOps + 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := etcdtest.NewClient(t, tc.endpoints...)
+			rev, err := PutJobs(t.Context(), cli, cat, Source{By: ByApply}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every transaction takes one revision: the generation's, the
+			// stage's, and the one that makes it current.
+			if used := rev - 1; used != tc.txns+2 {
+				t.Errorf("the store took %d revisions, want %d (%d transactions of the stage)", used, tc.txns+2, tc.txns)
+			}
+			got, err := Read(t.Context(), cli, cat.Cluster, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Catalog.Jobs) != len(cat.Jobs) || got.Catalog.Jobs[len(cat.Jobs)-1].Name != cat.Jobs[len(cat.Jobs)-1].Name {
+				t.Fatalf("read back %d jobs, stored %d", len(got.Catalog.Jobs), len(cat.Jobs))
+			}
+		})
+	}
 }

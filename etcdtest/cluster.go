@@ -116,7 +116,10 @@ func (m *Member) start(initialCluster, state string) error {
 		Name: m.Name, DataDir: m.dir,
 		ListenClientURLs: m.ClientURL, ListenPeerURLs: m.PeerURL,
 		InitialCluster: initialCluster, InitialClusterState: state, InitialClusterToken: "etcdtest",
-		Quiet: true, Tuning: etcdnode.Fast,
+		// etcd's own transaction limit, which a user's etcd has, rather
+		// than kira etcd's larger one.
+		MaxTxnOps: embed.DefaultMaxTxnOps,
+		Quiet:     true, Tuning: etcdnode.Fast,
 	}.Embed()
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.Name, err)

@@ -29,6 +29,7 @@ func registerEtcdFlags(fs *pflag.FlagSet, c *etcdnode.Config) {
 	fs.StringVar(&c.InitialClusterToken, "initial-cluster-token", "kira-etcd-cluster", "initial cluster token")
 	fs.StringVar(&c.LogLevel, "log-level", "warn", "debug, info, warn or error")
 	fs.Int64Var(&c.QuotaBackendBytes, "quota-backend-bytes", 0, "raise the NOSPACE alarm (writes refused) when the database reaches this size; 0 is etcd's default, 2 GiB. Kira defragments and disarms by itself once compaction has freed space")
+	fs.UintVar(&c.MaxTxnOps, "max-txn-ops", etcdnode.DefaultMaxTxnOps, "the most operations etcd takes in one transaction (etcd's own default is 128); kira apply stores a large catalog in fewer transactions where etcd takes more")
 	fs.StringVar(&c.AutoCompactionRetention, "auto-compaction-retention", etcdnode.DefaultCompactionRetention,
 		"keep this much history of revisions (periodic auto-compaction); 0 keeps every revision, and the database then grows until etcd's quota stops all writes")
 	fs.Int64Var(&c.MinFreeDisk, "min-free-disk-bytes", etcdnode.DefaultMinFreeDisk, "raise the NOSPACE alarm (writes refused, nothing starts) while the filesystem of --data-dir has less free space than this, and disarm it once there is half as much again: etcd stops on a write that finds the disk full; 0 turns this off")
