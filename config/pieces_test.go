@@ -157,3 +157,25 @@ func FuzzPieces(f *testing.F) {
 		piecesAgree(t, data, n)
 	})
 }
+
+// BenchmarkDecode100000Jobs: decoding the catalog of 100,000 one-line jobs
+// (docs/benchmarks.md, "Many jobs") in one parse of the whole document, and
+// in pieces on every processor.
+func BenchmarkDecode100000Jobs(b *testing.B) {
+	data := []byte(jobsList(100000, func(i int) string {
+		return fmt.Sprintf("  - {name: customer-%06d, schedule: '@daily', handler: noop}\n", i)
+	}))
+	for _, bc := range []struct {
+		name   string
+		decode func(string, []byte) (rawCatalog, *document, error)
+	}{{"whole", decodeWhole}, {"pieces", decode}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				raw, _, err := bc.decode("f.yaml", data)
+				if err != nil || len(raw.Jobs) != 100000 {
+					b.Fatalf("%d jobs, %v", len(raw.Jobs), err)
+				}
+			}
+		})
+	}
+}
