@@ -112,13 +112,14 @@ func onlyJobs(f *ast.File) *ast.SequenceNode {
 }
 
 // decodeRest decodes the document without its jobs: list into raw: a
-// mapping of plain keys, jobs: among them once with no value.
+// block mapping of plain keys, jobs: among them once with no value (in a
+// flow mapping, the list's lines are a list only by the library's leniency).
 func decodeRest(f *ast.File, raw *rawCatalog) bool {
 	if f == nil {
 		return false
 	}
 	m, isMap := f.Docs[0].Body.(*ast.MappingNode)
-	if !isMap {
+	if !isMap || m.IsFlowStyle {
 		return false
 	}
 	rest := *m
@@ -218,8 +219,9 @@ func cutJobs(data []byte, n int) (rest []byte, texts [][]byte, items []int) {
 // listItems reads the block list whose lines begin at lines[from]: the
 // lines where its items start ("- " at the indentation of the first), and
 // end, the first line past it (a line at the margin that is not an item, or
-// the end). starts is nil when the list's first line is not an item or a
-// line inside it is indented less than its items but not at the margin.
+// the end). starts is nil when the list's first line is not an item, or a
+// line inside it is not an item but indented as its items or less, and not
+// at the margin.
 func listItems(lines [][]byte, from int) (starts []int, end int) {
 	indent := -1
 	for end = from; end < len(lines); end++ {
@@ -241,7 +243,7 @@ func listItems(lines [][]byte, from int) (starts []int, end int) {
 			starts = append(starts, end)
 		case at == 0:
 			return starts, end
-		case at < indent:
+		case at <= indent: // which the library reads leniently
 			return nil, 0
 		}
 	}

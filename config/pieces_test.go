@@ -107,6 +107,9 @@ func TestPiecesAgreeWithTheWholeParse(t *testing.T) {
 		"jobs:\n    - {name: a, schedule: '@daily'}\n    - {name: b, schedule: '@daily'}\n  x: 1\n",
 		// A top-level string that holds a line "jobs:".
 		"cluster: \"c\njobs:\n  - {name: a, schedule: '@daily'}\n  - {name: b, schedule: '@daily'}\n  - {name: c, schedule: '@daily'}\n\"\n",
+		// The list's lines inside a flow mapping, which only the library's
+		// leniency reads as a list.
+		"{cluster: c,\njobs:\n  - {name: a, schedule: '@daily'}\n  - {name: b, schedule: '@daily'}\n  - {name: c, schedule: '@daily'}\n}\n",
 		// An unknown field: the whole parse gives its error.
 		jobsList(6, flow) + "nope: 1\n",
 		jobsList(5, flow) + "  - {name: x, schedule: '@daily', nope: 1}\n",
