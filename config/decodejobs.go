@@ -23,25 +23,9 @@ func decodeSplit(body ast.Node, raw *rawCatalog) (ok bool, err error) {
 	if !isMap {
 		return false, nil
 	}
-	var seq *ast.SequenceNode
-	rest := *m
-	rest.Values = make([]*ast.MappingValueNode, 0, len(m.Values))
-	for _, kv := range m.Values {
-		key, isString := kv.Key.(*ast.StringNode)
-		if !isString {
-			return false, nil
-		}
-		if key.Value != "jobs" {
-			rest.Values = append(rest.Values, kv)
-			continue
-		}
-		if s, isSeq := kv.Value.(*ast.SequenceNode); isSeq && seq == nil {
-			seq = s
-			continue
-		}
-		return false, nil
-	}
-	if seq == nil {
+	rest, value, ok := withoutJobs(m)
+	seq, isSeq := value.(*ast.SequenceNode)
+	if !ok || !isSeq {
 		return false, nil
 	}
 	jobs, ok := decodeJobs(seq)
@@ -49,12 +33,35 @@ func decodeSplit(body ast.Node, raw *rawCatalog) (ok bool, err error) {
 		return false, nil
 	}
 	var out rawCatalog
-	if err := yaml.NodeToValue(&rest, &out, yaml.DisallowUnknownField()); err != nil {
+	if err := yaml.NodeToValue(rest, &out, yaml.DisallowUnknownField()); err != nil {
 		return true, err
 	}
 	out.Jobs = jobs
 	*raw = out
 	return true, nil
+}
+
+// withoutJobs is mapping m without its jobs: key, and that key's value
+// (nil without one); ok is false when a key is not a plain string or jobs:
+// is there twice. decodeSplit and decodeRest (pieces.go) share it.
+func withoutJobs(m *ast.MappingNode) (rest *ast.MappingNode, jobs ast.Node, ok bool) {
+	r := *m
+	r.Values = make([]*ast.MappingValueNode, 0, len(m.Values))
+	seen := false
+	for _, kv := range m.Values {
+		key, isString := kv.Key.(*ast.StringNode)
+		switch {
+		case !isString:
+			return nil, nil, false
+		case key.Value != "jobs":
+			r.Values = append(r.Values, kv)
+		case seen:
+			return nil, nil, false
+		default:
+			jobs, seen = kv.Value, true
+		}
+	}
+	return &r, jobs, true
 }
 
 // decodeJobs reads seq, a jobs: list, as the library would decode it into

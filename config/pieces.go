@@ -122,26 +122,11 @@ func decodeRest(f *ast.File, raw *rawCatalog) bool {
 	if !isMap || m.IsFlowStyle {
 		return false
 	}
-	rest := *m
-	rest.Values = make([]*ast.MappingValueNode, 0, len(m.Values))
-	found := false
-	for _, kv := range m.Values {
-		k, isString := kv.Key.(*ast.StringNode)
-		switch {
-		case !isString:
-			return false
-		case k.Value != "jobs":
-			rest.Values = append(rest.Values, kv)
-		case found:
-			return false
-		default:
-			if _, null := kv.Value.(*ast.NullNode); !null {
-				return false
-			}
-			found = true
-		}
+	rest, jobs, ok := withoutJobs(m)
+	if _, null := jobs.(*ast.NullNode); !ok || !null {
+		return false
 	}
-	return found && yaml.NodeToValue(&rest, raw, yaml.DisallowUnknownField()) == nil
+	return yaml.NodeToValue(rest, raw, yaml.DisallowUnknownField()) == nil
 }
 
 // cutJobs finds data's top-level block jobs: list, a line "jobs:" at the
