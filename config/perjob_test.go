@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -76,6 +77,9 @@ func TestPerJobLayout(t *testing.T) {
 	}
 	readJobs(t, cli, 0, one)
 	w.reaches(t, rev2, one)
+	if u := w.lastUpdate(); u.Since != rev1 || !slices.Equal(u.Replaced, []int{42}) {
+		t.Fatalf("a change of one job came to the watcher as replacing %v since %d, want [42] since %d", u.Replaced, u.Since, rev1)
+	}
 
 	fewer := clone(one)
 	fewer.Jobs = append(fewer.Jobs[:7:7], fewer.Jobs[8:]...)
@@ -89,6 +93,9 @@ func TestPerJobLayout(t *testing.T) {
 	}
 	readJobs(t, cli, 0, fewer)
 	w.reaches(t, rev3, fewer)
+	if u := w.lastUpdate(); u.Since != 0 {
+		t.Fatalf("a job removed and one added came to the watcher as replacing %v since %d: only jobs replaced in place may", u.Replaced, u.Since)
+	}
 
 	all := clone(fewer)
 	for i := range all.Jobs {
@@ -169,11 +176,13 @@ func storeSingle(t *testing.T, cli *clientv3.Client, cat *Catalog) int64 {
 	return resp.Header.Revision
 }
 
-// catalogWatch is a member's view through WatchStored.
+// catalogWatch is a member's view through WatchStored. Every Update that
+// says it replaced jobs is checked against the one before it.
 type catalogWatch struct {
 	mu      sync.Mutex
 	cat     *Catalog
 	rev     int64
+	last    Update
 	refusal int
 }
 
@@ -183,13 +192,16 @@ func watchJobs(t *testing.T, cli *clientv3.Client, s *Stored) *catalogWatch {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		WatchStored(ctx, cli, "c", s.Revision, func(c *Catalog, r int64) {
+		WatchStored(ctx, cli, "c", s.Revision, func(u Update) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			if r <= w.rev {
-				t.Errorf("revision %d applied after %d", r, w.rev)
+			if u.Revision <= w.rev {
+				t.Errorf("revision %d applied after %d", u.Revision, w.rev)
 			}
-			w.cat, w.rev = c, r
+			if u.Since != 0 && (u.Since != w.rev || !replacedOnly(w.cat, u.Catalog, u.Replaced)) {
+				t.Errorf("revision %d says it replaced jobs %v of revision %d; the watcher ran revision %d, and the catalogs differ elsewhere: %v", u.Revision, u.Replaced, u.Since, w.rev, !replacedOnly(w.cat, u.Catalog, u.Replaced))
+			}
+			w.cat, w.rev, w.last = u.Catalog, u.Revision, u
 		}, func(int64, error) { w.mu.Lock(); w.refusal++; w.mu.Unlock() })
 	}()
 	t.Cleanup(func() { cancel(); kiratest.Receive(t, done, 10*time.Second, "WatchStored to return") })
@@ -210,6 +222,28 @@ func (w *catalogWatch) reaches(t *testing.T, rev int64, cat *Catalog) {
 		t.Fatalf("the watcher runs revision %d, want %d, and its catalog is the stored one: %v", w.rev, rev, reflect.DeepEqual(w.cat, cat))
 	}
 }
+
+// replacedOnly reports whether next is prev with only the jobs at the
+// indexes replaced defined anew.
+func replacedOnly(prev, next *Catalog, replaced []int) bool {
+	if len(prev.Jobs) != len(next.Jobs) {
+		return false
+	}
+	a, b := *prev, *next
+	a.Jobs, b.Jobs = nil, nil
+	if !reflect.DeepEqual(a, b) {
+		return false
+	}
+	for i := range next.Jobs {
+		if !slices.Contains(replaced, i) && !reflect.DeepEqual(prev.Jobs[i], next.Jobs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// lastUpdate is the Update the watcher ran last.
+func (w *catalogWatch) lastUpdate() Update { w.mu.Lock(); defer w.mu.Unlock(); return w.last }
 
 func (w *catalogWatch) refused() int { w.mu.Lock(); defer w.mu.Unlock(); return w.refusal }
 
@@ -405,15 +439,19 @@ func TestCatalogAfterChangesInPlaceIsTheWholeOne(t *testing.T) {
 				put(keyspace.CatalogSettings(cluster, g), storedSettings{Cluster: cluster, Pools: map[string]int{"p": 1 + rng.IntN(5)}})
 			}
 		}
-		if s.built != nil && !s.whole {
+		prev, wasInPlace := s.built, s.built != nil && !s.whole
+		if wasInPlace {
 			inPlace++
 		}
-		got, err := s.catalog()
+		got, replaced, err := s.catalog()
 		if err != nil {
 			t.Fatal(err)
 		}
+		if (replaced != nil) != wasInPlace || (replaced != nil && !replacedOnly(prev, got, replaced)) {
+			t.Fatalf("revision %d: built in place %v, and it says it replaced %v, which are not the only jobs that differ", rev, wasInPlace, replaced)
+		}
 		fresh := &perJobState{generation: g, jobs: s.jobs, decoded: s.decoded}
-		want, err := fresh.catalog()
+		want, _, err := fresh.catalog()
 		if err != nil {
 			t.Fatal(err)
 		}

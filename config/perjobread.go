@@ -51,17 +51,20 @@ func (s *perJobState) positions() map[string]int64 {
 // catalog is the state as a Catalog, its jobs in the order of their
 // positions. After changes that only replaced jobs in place (the usual
 // edit of one job of many), it is the last one built with those jobs
-// replaced: no sort, no copying of the others one by one
+// replaced: no sort, no copying of the others one by one, and replaced is
+// their indexes in its Jobs; it is nil for a catalog built whole
 // (TestCatalogAfterChangesInPlaceIsTheWholeOne).
-func (s *perJobState) catalog() (*Catalog, error) {
+func (s *perJobState) catalog() (cat *Catalog, replaced []int, err error) {
 	if s.built != nil && !s.whole {
-		cat := *s.built
-		cat.Jobs = slices.Clone(s.built.Jobs)
+		next := *s.built
+		next.Jobs = slices.Clone(s.built.Jobs)
+		replaced = make([]int, 0, len(s.updated))
 		for _, name := range s.updated {
-			cat.Jobs[s.at[name]] = s.jobs[name].Job
+			next.Jobs[s.at[name]] = s.jobs[name].Job
+			replaced = append(replaced, s.at[name])
 		}
-		s.built, s.updated = &cat, nil
-		return &cat, nil
+		s.built, s.updated = &next, nil
+		return &next, replaced, nil
 	}
 	order := make([]storedJob, 0, len(s.jobs))
 	for _, j := range s.jobs {
@@ -73,17 +76,17 @@ func (s *perJobState) catalog() (*Catalog, error) {
 		}
 		return strings.Compare(a.Job.Name, b.Job.Name)
 	})
-	cat := &Catalog{Cluster: s.decoded.Cluster, Membership: s.decoded.Membership, Notify: s.decoded.Notify, Pools: s.decoded.Pools, Jobs: make([]Job, len(order))}
+	cat = &Catalog{Cluster: s.decoded.Cluster, Membership: s.decoded.Membership, Notify: s.decoded.Notify, Pools: s.decoded.Pools, Jobs: make([]Job, len(order))}
 	at := make(map[string]int, len(order))
 	for i, j := range order {
 		cat.Jobs[i] = j.Job
 		at[j.Job.Name] = i
 	}
 	if cat.Cluster == "" || len(cat.Jobs) == 0 {
-		return nil, fmt.Errorf("%w: generation %d has no settings or no jobs (written by hand?)", ErrUnreadableCatalog, s.generation)
+		return nil, nil, fmt.Errorf("%w: generation %d has no settings or no jobs (written by hand?)", ErrUnreadableCatalog, s.generation)
 	}
 	s.built, s.at, s.updated, s.whole = cat, at, nil, false
-	return cat, nil
+	return cat, nil, nil
 }
 
 // remove deletes job from the state.
@@ -171,7 +174,7 @@ func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stor
 	if s.perJob, err = readGeneration(ctx, kv, cluster, h.Generation, at); err != nil {
 		return s, err
 	}
-	s.Catalog, err = s.perJob.catalog()
+	s.Catalog, _, err = s.perJob.catalog()
 	return s, err
 }
 
@@ -197,17 +200,32 @@ func readGeneration(ctx context.Context, kv clientv3.KV, cluster string, g, at i
 	}
 }
 
+// An Update is a version of the catalog WatchStored delivers: the catalog
+// stored at Revision. When Since is not 0, it is the catalog of revision
+// Since with only the jobs at the indexes Replaced (in Catalog.Jobs)
+// defined anew: the same jobs at the same positions under the same
+// settings, so a reader that runs the catalog of Since need look at those
+// alone (scheduler.SetCatalogUpdate).
+type Update struct {
+	Catalog  *Catalog
+	Revision int64
+	Since    int64
+	Replaced []int
+}
+
 // WatchStored calls apply with every new version of the cluster's catalog
 // after revision from, in either layout, until ctx ends, and unreadable
 // with every version it cannot read (ErrUnreadableCatalog): the caller
 // keeps the catalog it runs. It reads the catalog stored at from, then
 // follows it: within the per-job generation it runs, a revision's events
-// change its jobs one by one (a change of one job moves one job's bytes);
-// a new generation is read whole, as Read does. etcd delivers one
-// revision's events together, so no half-applied revision is seen. A
-// broken watch is re-established from the last revision seen
-// (TestPerJobLayout, TestUnreadableStoredCatalogIsRefused).
-func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from int64, apply func(*Catalog, int64), unreadable func(int64, error)) {
+// change its jobs one by one (a change of one job moves one job's bytes),
+// and a revision that only replaced jobs in place comes as an Update
+// naming them, Since the version before it; a new generation is read
+// whole, as Read does. etcd delivers one revision's events together, so
+// no half-applied revision is seen. A broken watch is re-established from
+// the last revision seen (TestPerJobLayout, TestWatchNamesTheJobsReplaced,
+// TestUnreadableStoredCatalogIsRefused).
+func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from int64, apply func(Update), unreadable func(int64, error)) {
 	w := &jobsWatch{cli: cli, cluster: cluster, from: from, apply: apply, unreadable: unreadable}
 	for ctx.Err() == nil && !w.start(ctx) {
 		select {
@@ -275,7 +293,7 @@ type jobsWatch struct {
 	from       int64 // the catalog revision it runs
 	seen       int64 // the etcd revision up to which it has seen every change
 	stale      bool  // a change could not be read: read the next generation whole
-	apply      func(*Catalog, int64)
+	apply      func(Update)
 	unreadable func(int64, error)
 }
 
@@ -291,7 +309,7 @@ func (w *jobsWatch) reload(ctx context.Context, rev int64) {
 		w.unreadable(s.Revision, err)
 	case err == nil && s.Revision > w.from:
 		w.state, w.stale, w.from = s.perJob, false, s.Revision
-		w.apply(s.Catalog, s.Revision)
+		w.apply(Update{Catalog: s.Catalog, Revision: s.Revision})
 	}
 }
 
@@ -318,19 +336,24 @@ func (w *jobsWatch) revision(ctx context.Context, r int64, evs []*clientv3.Event
 			w.reload(ctx, r)
 			return
 		}
+		since := w.from
 		w.from = r
 		if err := w.changes(r, evs); err != nil {
 			w.stale = true
 			w.unreadable(r, err)
 			return
 		}
-		cat, err := w.state.catalog()
+		cat, replaced, err := w.state.catalog()
 		if err != nil {
 			w.stale = true
 			w.unreadable(r, err)
 			return
 		}
-		w.apply(cat, r)
+		u := Update{Catalog: cat, Revision: r}
+		if replaced != nil {
+			u.Since, u.Replaced = since, replaced
+		}
+		w.apply(u)
 	case w.state == nil && legacyEv != nil && legacyEv.Type == clientv3.EventTypePut:
 		w.from = r
 		cat, err := decodeStored(legacyEv.Kv.Value)
@@ -338,7 +361,7 @@ func (w *jobsWatch) revision(ctx context.Context, r int64, evs []*clientv3.Event
 			w.unreadable(r, err)
 			return
 		}
-		w.apply(cat, r)
+		w.apply(Update{Catalog: cat, Revision: r})
 	}
 }
 

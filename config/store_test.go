@@ -34,7 +34,7 @@ func TestUnreadableStoredCatalogIsRefused(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		WatchStored(wctx, cli, "c", rev, func(_ *Catalog, r int64) { mu.Lock(); applied = append(applied, r); mu.Unlock() },
+		WatchStored(wctx, cli, "c", rev, func(u Update) { mu.Lock(); applied = append(applied, u.Revision); mu.Unlock() },
 			func(r int64, err error) {
 				if errors.Is(err, ErrUnreadableCatalog) {
 					mu.Lock()

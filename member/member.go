@@ -351,8 +351,9 @@ func storeFile(ctx context.Context, cli *clientv3.Client, cfg Config, name strin
 // followCatalog makes the scheduler converge to every catalog stored after
 // revision from.
 func (inc *Incarnation) followCatalog(ctx context.Context, cli *clientv3.Client, cluster string, from int64, logger *slog.Logger) {
-	config.WatchStored(ctx, cli, cluster, from, func(next *config.Catalog, rev int64) {
-		if err := inc.sched.SetCatalog(next, rev); err != nil {
+	config.WatchStored(ctx, cli, cluster, from, func(u config.Update) {
+		rev := u.Revision
+		if err := inc.sched.SetCatalogUpdate(u); err != nil {
 			logger.Error("cannot run the new catalog; keeping the current one", "revision", rev, "running", inc.sched.CatalogRevision(), "err", err)
 			return
 		}

@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -28,34 +30,66 @@ type job struct {
 func prepareJobs(cat *config.Catalog, handlers jobs.Handlers, before map[string]*job) (map[string]*job, error) {
 	out := make(map[string]*job, len(cat.Jobs))
 	for _, spec := range cat.Jobs {
-		if spec.Partitions < 1 {
-			return nil, fmt.Errorf("scheduler: job %s has %d partitions; a catalog from config.Parse has at least 1", spec.Name, spec.Partitions)
-		}
-		if spec.HistoryLimit <= 0 { // a catalog built in code, not parsed
-			spec.HistoryLimit = config.DefaultHistoryLimit
-		}
-		limit := cat.Limit(spec)
-		if old, ok := before[spec.Name]; ok && old.limit == limit && reflect.DeepEqual(old.spec, spec) {
-			out[spec.Name] = old
-			continue
-		}
-		sched, err := spec.ParsedSchedule()
+		j, err := prepareJob(cat, spec, handlers, before[spec.Name])
 		if err != nil {
-			return nil, fmt.Errorf("scheduler: job %s: %w", spec.Name, err)
+			return nil, err
 		}
-		ex, err := jobs.ForJob(spec, handlers)
-		if err != nil {
-			return nil, fmt.Errorf("scheduler: %w", err)
-		}
-		out[spec.Name] = &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec), limit: limit}
+		out[spec.Name] = j
 	}
 	return out, nil
+}
+
+// prepareReplaced prepares the jobs at the indexes replaced of cat, a
+// catalog whose other jobs are those of before, and returns the whole set
+// and the names of the jobs replaced. It returns no set when before lacks
+// a job replaced: cat does not replace jobs of before, and is prepared
+// whole (TestUpdatesPrepareOnlyTheJobsReplaced).
+func prepareReplaced(cat *config.Catalog, replaced []int, handlers jobs.Handlers, before map[string]*job) (map[string]*job, []string, error) {
+	fresh := make(map[string]*job, len(replaced))
+	for _, i := range replaced {
+		if i < 0 || i >= len(cat.Jobs) || before[cat.Jobs[i].Name] == nil {
+			return nil, nil, nil
+		}
+		spec := cat.Jobs[i]
+		j, err := prepareJob(cat, spec, handlers, before[spec.Name])
+		if err != nil {
+			return nil, nil, err
+		}
+		fresh[spec.Name] = j
+	}
+	out := maps.Clone(before)
+	maps.Copy(out, fresh)
+	return out, slices.Collect(maps.Keys(fresh)), nil
+}
+
+// prepareJob prepares spec, a job of cat, or returns old, its preparation
+// of before, when neither its definition nor its limit changed.
+func prepareJob(cat *config.Catalog, spec config.Job, handlers jobs.Handlers, old *job) (*job, error) {
+	if spec.Partitions < 1 {
+		return nil, fmt.Errorf("scheduler: job %s has %d partitions; a catalog from config.Parse has at least 1", spec.Name, spec.Partitions)
+	}
+	if spec.HistoryLimit <= 0 { // a catalog built in code, not parsed
+		spec.HistoryLimit = config.DefaultHistoryLimit
+	}
+	limit := cat.Limit(spec)
+	if old != nil && old.limit == limit && reflect.DeepEqual(old.spec, spec) {
+		return old, nil
+	}
+	sched, err := spec.ParsedSchedule()
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: job %s: %w", spec.Name, err)
+	}
+	ex, err := jobs.ForJob(spec, handlers)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	return &job{spec: spec, schedule: sched, executor: ex, fence: jobs.FenceForJob(spec), limit: limit}, nil
 }
 
 // install makes prepared the set of jobs: new slots are created, slots of
 // removed jobs (or partitions) are marked removed (released after their
 // in-flight runs, then dropped), and slots of changed jobs take the new
-// definition, a new schedule taking effect from its next fire after now.
+// definition (installSlot).
 func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 	s.jobs = prepared
 	s.mu.Lock()
@@ -67,22 +101,7 @@ func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 			sl.removed = true
 			continue
 		}
-		changed := sl.job != j && !reflect.DeepEqual(sl.job.spec, j.spec)
-		sl.job, sl.removed = j, false
-		if changed && j.spec.Dependent() {
-			s.becameDependent(sl, now)
-			continue
-		}
-		if changed && sl.heapIndex >= 0 && !now.IsZero() {
-			// A fire armed under the old schedule is taken back; one that
-			// already started is not fired again under the new one.
-			s.disarm(sl)
-			from := now
-			if sl.armed != nil {
-				from = latest(now, sl.armed.ahead.scheduled)
-			}
-			s.scheduleNext(sl, from)
-		}
+		s.installSlot(sl, j, now)
 	}
 	for name, j := range prepared {
 		for p := 0; p < j.spec.Partitions; p++ {
@@ -94,49 +113,130 @@ func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 	}
 }
 
+// installSlot gives sl the definition j, a new schedule taking effect from
+// its next fire after now.
+func (s *Scheduler) installSlot(sl *slot, j *job, now time.Time) {
+	changed := sl.job != j && !reflect.DeepEqual(sl.job.spec, j.spec)
+	sl.job, sl.removed = j, false
+	if changed && j.spec.Dependent() {
+		s.becameDependent(sl, now)
+		return
+	}
+	if changed && sl.heapIndex >= 0 && !now.IsZero() {
+		// A fire armed under the old schedule is taken back; one that
+		// already started is not fired again under the new one.
+		s.disarm(sl)
+		from := now
+		if sl.armed != nil {
+			from = latest(now, sl.armed.ahead.scheduled)
+		}
+		s.scheduleNext(sl, from)
+	}
+}
+
+// installReplaced is install for a set of jobs that differs from the one
+// installed only in the jobs replaced, when those keep their partitions
+// and placement: only their slots take the new definitions, and the
+// assignment, a function of partitions, placements and the view, stands.
+// False, with nothing changed, when a job replaced moved a slot: the set
+// is installed whole (TestUpdatesPrepareOnlyTheJobsReplaced).
+func (s *Scheduler) installReplaced(prepared map[string]*job, replaced map[string]bool, now time.Time) bool {
+	for name := range replaced {
+		old, j := s.jobs[name], prepared[name]
+		if old == nil || j == nil || old.spec.Partitions != j.spec.Partitions || old.spec.Placement.String() != j.spec.Placement.String() {
+			return false
+		}
+		for p := 0; p < j.spec.Partitions; p++ {
+			if sl := s.slots[shard.Slot{Job: name, Partition: p}]; sl == nil || sl.removed {
+				return false
+			}
+		}
+	}
+	s.jobs = prepared
+	s.mu.Lock()
+	s.installed = prepared
+	s.mu.Unlock()
+	for name := range replaced {
+		j := prepared[name]
+		for p := 0; p < j.spec.Partitions; p++ {
+			sl := s.slots[shard.Slot{Job: name, Partition: p}]
+			s.installSlot(sl, j, now)
+			s.reconcile(sl)
+		}
+	}
+	return true
+}
+
 // SetCatalog makes the scheduler converge to cat, stored at revision rev,
 // without a restart: added jobs start, removed jobs stop after their
 // in-flight runs, changed jobs take effect at their next fire. A catalog
 // whose jobs cannot be prepared (an unregistered handler) is refused whole.
 func (s *Scheduler) SetCatalog(cat *config.Catalog, rev int64) error {
-	prepared, err := prepareJobs(cat, s.cfg.Handlers, s.lastPrepared())
+	return s.SetCatalogUpdate(config.Update{Catalog: cat, Revision: rev})
+}
+
+// SetCatalogUpdate is SetCatalog for a version config.WatchStored
+// delivers. When it replaces jobs of the catalog last given (u.Since is
+// that one's revision), only those jobs are prepared, and the loop touches
+// only their slots; otherwise the catalog is prepared whole. Either way the
+// scheduler converges to the same jobs (TestUpdatesPrepareOnlyTheJobsReplaced).
+func (s *Scheduler) SetCatalogUpdate(u config.Update) error {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
+	var next map[string]*job
+	var names []string
+	var err error
+	if u.Since != 0 && u.Since == s.preparedRev {
+		next, names, err = prepareReplaced(u.Catalog, u.Replaced, s.cfg.Handlers, s.prepared)
+	}
+	if next == nil && err == nil {
+		next, err = prepareJobs(u.Catalog, s.cfg.Handlers, s.prepared)
+	}
 	if err != nil {
 		return err
 	}
+	s.prepared, s.preparedRev = next, u.Revision
 	s.mu.Lock()
-	s.nextCatalog, s.nextCatalogRev = prepared, rev
+	switch {
+	case names == nil || (s.nextCatalog != nil && s.nextReplaced == nil):
+		s.nextReplaced = nil // installed whole
+	case s.nextCatalog == nil:
+		s.nextReplaced = make(map[string]bool, len(names))
+		fallthrough
+	default:
+		for _, name := range names {
+			s.nextReplaced[name] = true
+		}
+	}
+	s.nextCatalog, s.nextCatalogRev = next, u.Revision
 	s.mu.Unlock()
 	ringBell(s.catalogChanged)
 	return nil
 }
 
-// lastPrepared is the set of jobs SetCatalog (or New) prepared last: the
-// one waiting for the loop, else the one it runs.
-func (s *Scheduler) lastPrepared() map[string]*job {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.nextCatalog != nil {
-		return s.nextCatalog
-	}
-	return s.installed
-}
-
 // catalogUpdated installs the catalog SetCatalog prepared, if any, and
-// applies view v (the latest) to its slots.
+// applies view v (the latest) to its slots, unless it only replaced jobs
+// whose slots and placement stand (installReplaced).
 func (s *Scheduler) catalogUpdated(v membership.View) {
 	s.mu.Lock()
-	prepared, rev := s.nextCatalog, s.nextCatalogRev
-	s.nextCatalog = nil
+	prepared, rev, replaced := s.nextCatalog, s.nextCatalogRev, s.nextReplaced
+	s.nextCatalog, s.nextReplaced = nil, nil
 	s.mu.Unlock()
 	if prepared == nil {
 		return
 	}
-	s.install(prepared, s.cfg.Clock.Now())
+	now := s.cfg.Clock.Now()
+	inPlace := replaced != nil && s.installReplaced(prepared, replaced, now)
+	if !inPlace {
+		s.install(prepared, now)
+	}
 	s.mu.Lock()
 	s.catalogRev = rev
 	s.mu.Unlock()
 	s.emit(Event{Kind: CatalogApplied, Count: int(rev), At: s.cfg.Clock.Now()})
-	s.applyView(v)
+	if !inPlace {
+		s.applyView(v)
+	}
 }
 
 // dropIfRemoved forgets a slot of a removed job once nothing refers to it.

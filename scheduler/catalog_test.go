@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func TestUnchangedJobsKeepTheirPreparation(t *testing.T) {
 		config.Job{Name: "pooled", Schedule: "@daily", Handler: "noop", Pool: "p"})
 	cat.Pools = map[string]int{"p": 1}
 	s, _ := unrunScheduler(t, cat)
-	before := s.lastPrepared()
+	before := s.prepared
 	next := *cat
 	next.Jobs = slices.Clone(cat.Jobs)
 	next.Jobs[1].Schedule = "@hourly"
@@ -87,7 +88,7 @@ func TestUnchangedJobsKeepTheirPreparation(t *testing.T) {
 	if err := s.SetCatalog(&next, 2); err != nil {
 		t.Fatal(err)
 	}
-	after := s.lastPrepared()
+	after := s.prepared
 	if after["same"] != before["same"] {
 		t.Fatal("the unchanged job was prepared again")
 	}
@@ -154,6 +155,110 @@ func TestAssignmentKeptWhenItsInputIsUnchanged(t *testing.T) {
 	for _, sl := range []shard.Slot{{Job: "a", Partition: 0}, {Job: "a", Partition: 8}, {Job: "b"}} {
 		if got.Owner(sl) != want.Owner(sl) {
 			t.Fatalf("slot %v: owner %s; shard.Assign says %s", sl, got.Owner(sl), want.Owner(sl))
+		}
+	}
+}
+
+// An Update that replaces jobs in place is taken at its word: only the
+// jobs it names are prepared and installed, so a change elsewhere in its
+// catalog (which config.WatchStored never delivers) is not seen; the job
+// named fires on its new schedule from its next fire, the others as they
+// did. An Update whose Since is not the revision last given is prepared
+// whole, and one that changes a job's partitions is installed whole: the
+// slot it removed is released. After an Update refused, the next is
+// prepared whole.
+func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	clock := NewManualClock(t0)
+	a := withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "noop"})
+	b := withDefaults(config.Job{Name: "b", Schedule: "@every 10s", Handler: "noop"})
+	c := withDefaults(config.Job{Name: "c", Schedule: "@hourly", Partitions: 2, Handler: "noop"})
+	rec := newRecorder()
+	n := startNode(t, cli, catalog("replaced", a, b, c), rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock, cfg: Config{CatalogRevision: 10}})
+	waitKind(t, rec, "every slot raised", 4, func(e Event) bool { return e.Kind == Raised })
+	update := func(rev, since int64, replaced []int, jobs ...config.Job) error {
+		return n.sched.SetCatalogUpdate(config.Update{Catalog: catalog("replaced", jobs...), Revision: rev, Since: since, Replaced: replaced})
+	}
+	firesOf := func(job string) []time.Time {
+		var out []time.Time
+		for _, e := range started(rec.all(), "") {
+			if e.Slot.Job == job {
+				out = append(out, e.Execution.ScheduledTime)
+			}
+		}
+		return out
+	}
+	applied := func(rev int64) {
+		t.Helper()
+		waitKind(t, rec, fmt.Sprintf("catalog %d applied", rev), 1, func(e Event) bool { return e.Kind == CatalogApplied && e.Count == int(rev) })
+	}
+
+	// Revision 11 names b (every 30s); its catalog edits a as well.
+	a20, b30 := a, b
+	a20.Schedule, b30.Schedule = "@every 20s", "@every 30s"
+	if err := update(11, 10, []int{1}, a20, b30, c); err != nil {
+		t.Fatal(err)
+	}
+	applied(11)
+	for range 3 {
+		advance(t, rec, clock, 10*time.Second) // to 12:00:30
+	}
+	waitKind(t, rec, "b's fire at 12:00:30", 1, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "b" })
+	waitKind(t, rec, "a's fire at 12:00:30", 3, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "a" })
+	if got := firesOf("b"); !slices.EqualFunc(got, []time.Time{sec(30)}, time.Time.Equal) {
+		t.Fatalf("b, every 30s from the update at 12:00:00, ran %v; want 12:00:30", got)
+	}
+	if got := firesOf("a"); !slices.EqualFunc(got, []time.Time{sec(10), sec(20), sec(30)}, time.Time.Equal) {
+		t.Fatalf("a, not named by the update, ran %v; want every 10s", got)
+	}
+
+	// Revision 12 says it replaces jobs of revision 5, which the scheduler
+	// was never given: prepared whole, a takes every 20s from its fire
+	// already armed for 12:00:40.
+	if err := update(12, 5, []int{1}, a20, b30, c); err != nil {
+		t.Fatal(err)
+	}
+	applied(12)
+	advance(t, rec, clock, 10*time.Second) // 12:00:40
+	waitKind(t, rec, "a's fire at 12:00:40", 4, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "a" })
+	clock.Advance(20 * time.Second) // 12:01:00
+	waitKind(t, rec, "a's fire at 12:01:00", 5, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "a" })
+	var handled []time.Time
+	for _, e := range rec.all() {
+		if (e.Kind == Started || e.Kind == Skipped || e.Kind == Queued) && e.Slot.Job == "a" && e.Execution.ScheduledTime.After(sec(30)) {
+			handled = append(handled, e.Execution.ScheduledTime)
+		}
+	}
+	if !slices.EqualFunc(handled, []time.Time{sec(40), sec(60)}, time.Time.Equal) {
+		t.Fatalf("a, every 20s from revision 12 (prepared whole), had fires %v after 12:00:30; want 12:00:40 (armed before), 12:01:00", handled)
+	}
+
+	// Revision 13 replaces c with one partition: installed whole, c/1 goes.
+	c1 := c
+	c1.Partitions = 1
+	if err := update(13, 12, []int{2}, a20, b30, c1); err != nil {
+		t.Fatal(err)
+	}
+	applied(13)
+	waitKind(t, rec, "c/1 released", 1, func(e Event) bool {
+		return e.Kind == Released && e.Slot == shard.Slot{Job: "c", Partition: 1}
+	})
+
+	// Revision 14 is refused (an unregistered handler); 15, which says it
+	// replaces jobs of 14, is prepared whole.
+	broken := b30
+	broken.Handler = "unregistered"
+	if err := update(14, 13, []int{1}, a20, broken, c1); err == nil {
+		t.Fatal("an update naming an unregistered handler was accepted")
+	}
+	c1.Schedule = "@daily"
+	if err := update(15, 14, nil, a20, b30, c1); err != nil {
+		t.Fatal(err)
+	}
+	applied(15)
+	for _, j := range n.sched.Jobs() {
+		if j.Name == "c" && j.Schedule != "@daily" {
+			t.Fatalf("after revision 14 was refused, revision 15 (said to replace nothing of 14) left c on %q; want it prepared whole, @daily", j.Schedule)
 		}
 	}
 }

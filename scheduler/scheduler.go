@@ -179,11 +179,20 @@ type Scheduler struct {
 	takingOver atomic.Int64   // the slots raising their fence (TakingOver)
 	wg         sync.WaitGroup // campaign, resign, execution and watch goroutines
 
+	// The SetCatalog side, serialised by setMu: the jobs it prepared last,
+	// and the revision of their catalog.
+	setMu       sync.Mutex
+	prepared    map[string]*job
+	preparedRev int64
+
 	// Guarded by mu: the catalog waiting for the loop and the one it runs,
-	// and what the loop publishes for readers off it.
+	// and what the loop publishes for readers off it. nextReplaced names
+	// the only jobs nextCatalog defines anew over the installed one; nil
+	// when it is installed whole.
 	mu             sync.Mutex
 	nextCatalog    map[string]*job
 	nextCatalogRev int64
+	nextReplaced   map[string]bool
 	catalogRev     int64
 	installed      map[string]*job // the jobs of the catalog the loop runs; never changed once installed
 	snapshot       map[shard.Slot]fencing.Token
@@ -250,6 +259,7 @@ func New(member *membership.Member, views *membership.Views, cat *config.Catalog
 	if err != nil {
 		return nil, err
 	}
+	s.prepared, s.preparedRev = prepared, cfg.CatalogRevision
 	s.install(prepared, time.Time{})
 	return s, nil
 }
