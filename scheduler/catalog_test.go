@@ -200,8 +200,17 @@ func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	applied(11)
-	for range 3 {
+	// Each of a's fires finishes before the clock moves on, so the overlap
+	// policy never skips the next one.
+	finished := func(job string, n int) {
+		t.Helper()
+		waitKind(t, rec, fmt.Sprintf("%d of %s's fires finished", n, job), n, func(e Event) bool { return e.Kind == Finished && e.Slot.Job == job })
+	}
+	for i := range 3 {
 		advance(t, rec, clock, 10*time.Second) // to 12:00:30
+		if i < 2 {
+			finished("a", i+1)
+		}
 	}
 	waitKind(t, rec, "b's fire at 12:00:30", 1, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "b" })
 	waitKind(t, rec, "a's fire at 12:00:30", 3, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "a" })
@@ -221,6 +230,7 @@ func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
 	applied(12)
 	advance(t, rec, clock, 10*time.Second) // 12:00:40
 	waitKind(t, rec, "a's fire at 12:00:40", 4, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "a" })
+	finished("a", 4)
 	clock.Advance(20 * time.Second) // 12:01:00
 	waitKind(t, rec, "a's fire at 12:01:00", 5, func(e Event) bool { return e.Kind == Started && e.Slot.Job == "a" })
 	var handled []time.Time
