@@ -251,9 +251,13 @@ func (j *journalIndex) reuse() []held {
 // this member last put no later than the slot's lastRev: a state key put
 // since means the slot was taken over, and its record is the new holder's
 // (errTakenOver). A record holds its state in the copy only if it is its
-// slot's newest write. Nil when there is nothing to copy or a copy batch
-// is in flight.
-func (j *journalIndex) copyBatch(needed []held) []Write {
+// slot's newest write. Like any write of its slots, the batch is ordered
+// after their writes in flight (busy says which order keys are): it would
+// otherwise decide that a record is its slot's newest before a newer one
+// landed, and land after it. Nil when there is nothing to copy, a copy
+// batch is in flight, or a write of one of its slots is. Held by
+// TestACopyWaitsForItsSlotsWriteInFlight.
+func (j *journalIndex) copyBatch(needed []held, busy func(orderKey string) bool) []Write {
 	if j.copying {
 		return nil
 	}
@@ -284,6 +288,9 @@ func (j *journalIndex) copyBatch(needed []held) []Write {
 		state := keyspace.State(j.cluster, js.slot)
 		b = append(b, Write{Claim: js.claim, Done: make(chan error, 1), copies: cs,
 			guard: clientv3.Compare(clientv3.ModRevision(state), "<", js.lastRev+1), stateKey: state})
+	}
+	if slices.ContainsFunc(j.copyKeys(b), busy) {
+		return nil
 	}
 	j.copying = true
 	return b

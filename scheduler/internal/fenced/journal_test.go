@@ -13,6 +13,7 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/journal"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/shard"
@@ -542,4 +543,72 @@ func TestWriterStopsWhenItAbandonsACopy(t *testing.T) {
 	if err := kiratest.Receive(t, done, time.Second, "a1's answer"); !errors.Is(err, ErrAbandoned) {
 		t.Fatalf("a1 answered %v; want ErrAbandoned", err)
 	}
+}
+
+// A copy is ordered after its slot's writes in flight, like any write of
+// the slot: planned while a newer write of the slot was in flight, it
+// would hold the older record's state, and landing after that write it
+// would pass for the slot's newest state (same token, higher revision), so
+// a new holder would run again a fire whose result had been recorded.
+func TestACopyWaitsForItsSlotsWriteInFlight(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	a, f := shard.Slot{Job: "a"}, shard.Slot{Job: "f"}
+	ca, cf, cg := heldClaim(t, cli, "/leader/a"), heldClaim(t, cli, "/leader/f"), heldClaim(t, cli, "/leader/g")
+	w := NewWriter(cli)
+	w.index = newIndex("c", "m", 3)
+	const limit = 2
+	commitNow := func(recs ...Record) {
+		t.Helper()
+		done := make(chan error, 1)
+		w.Enqueue(Write{Claim: claimOf(recs[0].Slot, ca, cf), Records: recs, Done: done})
+		commitNext(t, w)
+		if err := kiratest.Receive(t, done, 10*time.Second, "the write's answer"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commitNow(journalRecord(a, 0, limit)) // entry 0: a0, which entry 3 reuses
+	commitNow(journalRecord(f, 0, limit)) // entry 1
+	a1 := make(chan error, 1)
+	w.Enqueue(Write{Claim: ca, Records: []Record{journalRecord(a, 1, limit)}, Done: a1})
+	b1, t1 := w.next() // a1 in flight, in entry 2
+	g1 := make(chan error, 1)
+	w.Enqueue(Write{Claim: cg, Ops: []clientv3.Op{clientv3.OpPut("/g", "1")}, Done: g1})
+	b2, t2 := w.next() // g1 (a copy of a0 must wait for a1 to land)
+	w.commitBatch(context.Background(), b1, t1)
+	w.land(b1, t1)
+	w.commitBatch(context.Background(), b2, t2)
+	w.land(b2, t2)
+	commitNext(t, w)
+	for _, done := range []chan error{a1, g1} {
+		if err := kiratest.Receive(t, done, 10*time.Second, "the write's answer"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commitNow(journalRecord(f, 1, limit)) // entry 3 reuses entry 0: a0 copied first
+
+	ctx := context.Background()
+	ring, err := cli.Get(ctx, keyspace.SlotHistory("c", a), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	journaled, _, err := journal.NewCache(cli, "c").SlotsNow(ctx, []shard.Slot{a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := history.NewestState(a, nil, ring.Kvs, journaled[a])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.HistorySeq != 2 {
+		t.Fatalf("a's newest state read from its ring and the journal has history seq %d; want 2, a1's (a0's copy landed after a1 holding a0's state)", st.HistorySeq)
+	}
+}
+
+// claimOf is the claim of slot s among the claims of a and f, in that order.
+func claimOf(s shard.Slot, ca, cf fencing.Claim) fencing.Claim {
+	if s.Job == "a" {
+		return ca
+	}
+	return cf
 }
