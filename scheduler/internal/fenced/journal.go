@@ -254,12 +254,13 @@ func (j *journalIndex) reuse() []held {
 // slot's newest write. Like any write of its slots, the batch is ordered
 // after their writes in flight (busy says which order keys are): it would
 // otherwise decide that a record is its slot's newest before a newer one
-// landed, and land after it. Nil when there is nothing to copy, a copy
-// batch is in flight, or a write of one of its slots is. Held by
+// landed, and land after it. It returns the batch with its order keys
+// (copyKeys); nil when there is nothing to copy, a copy batch is in
+// flight, or a write of one of its slots is. Held by
 // TestACopyWaitsForItsSlotsWriteInFlight.
-func (j *journalIndex) copyBatch(needed []held, busy func(orderKey string) bool) []Write {
+func (j *journalIndex) copyBatch(needed []held, busy func(orderKey string) bool) ([]Write, []string) {
 	if j.copying {
-		return nil
+		return nil, nil
 	}
 	bySlot := map[*journaled][]held{}
 	var order []*journaled
@@ -275,7 +276,7 @@ func (j *journalIndex) copyBatch(needed []held, busy func(orderKey string) bool)
 		n++
 	}
 	if n == 0 {
-		return nil
+		return nil, nil
 	}
 	reused := j.entries[j.next%int64(j.size)].number // the entry needed comes from
 	b := make([]Write, 0, len(order))
@@ -289,11 +290,12 @@ func (j *journalIndex) copyBatch(needed []held, busy func(orderKey string) bool)
 		b = append(b, Write{Claim: js.claim, Done: make(chan error, 1), copies: cs,
 			guard: clientv3.Compare(clientv3.ModRevision(state), "<", js.lastRev+1), stateKey: state})
 	}
-	if slices.ContainsFunc(j.copyKeys(b), busy) {
-		return nil
+	keys := j.copyKeys(b)
+	if slices.ContainsFunc(keys, busy) {
+		return nil, nil
 	}
 	j.copying = true
-	return b
+	return b, keys
 }
 
 // copyKeys are the order keys of copy batch b: its leader keys and the

@@ -558,17 +558,17 @@ func TestACopyWaitsForItsSlotsWriteInFlight(t *testing.T) {
 	w := NewWriter(cli)
 	w.index = newIndex("c", "m", 3)
 	const limit = 2
-	commitNow := func(recs ...Record) {
+	commitNow := func(c fencing.Claim, r Record) {
 		t.Helper()
 		done := make(chan error, 1)
-		w.Enqueue(Write{Claim: claimOf(recs[0].Slot, ca, cf), Records: recs, Done: done})
+		w.Enqueue(Write{Claim: c, Records: []Record{r}, Done: done})
 		commitNext(t, w)
 		if err := kiratest.Receive(t, done, 10*time.Second, "the write's answer"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	commitNow(journalRecord(a, 0, limit)) // entry 0: a0, which entry 3 reuses
-	commitNow(journalRecord(f, 0, limit)) // entry 1
+	commitNow(ca, journalRecord(a, 0, limit)) // entry 0: a0, which entry 3 reuses
+	commitNow(cf, journalRecord(f, 0, limit)) // entry 1
 	a1 := make(chan error, 1)
 	w.Enqueue(Write{Claim: ca, Records: []Record{journalRecord(a, 1, limit)}, Done: a1})
 	b1, t1 := w.next() // a1 in flight, in entry 2
@@ -585,7 +585,7 @@ func TestACopyWaitsForItsSlotsWriteInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	commitNow(journalRecord(f, 1, limit)) // entry 3 reuses entry 0: a0 copied first
+	commitNow(cf, journalRecord(f, 1, limit)) // entry 3 reuses entry 0: a0 copied first
 
 	ctx := context.Background()
 	ring, err := cli.Get(ctx, keyspace.SlotHistory("c", a), clientv3.WithPrefix())
@@ -603,12 +603,4 @@ func TestACopyWaitsForItsSlotsWriteInFlight(t *testing.T) {
 	if st.HistorySeq != 2 {
 		t.Fatalf("a's newest state read from its ring and the journal has history seq %d; want 2, a1's (a0's copy landed after a1 holding a0's state)", st.HistorySeq)
 	}
-}
-
-// claimOf is the claim of slot s among the claims of a and f, in that order.
-func claimOf(s shard.Slot, ca, cf fencing.Claim) fencing.Claim {
-	if s.Job == "a" {
-		return ca
-	}
-	return cf
 }

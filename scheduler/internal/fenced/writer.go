@@ -337,8 +337,8 @@ func (w *Writer) next() ([]Write, *taken) {
 		if w.index != nil {
 			needed := w.index.reuse()
 			blocked = len(needed) > 0
-			if b := w.index.copyBatch(needed, func(k string) bool { return w.flying[k] > 0 }); b != nil {
-				t := &taken{plan: &plan{entry: -1, copy: true}, keys: w.index.copyKeys(b)}
+			if b, keys := w.index.copyBatch(needed, func(k string) bool { return w.flying[k] > 0 }); b != nil {
+				t := &taken{plan: &plan{entry: -1, copy: true}, keys: keys}
 				w.inFlight++
 				for _, k := range t.keys {
 					w.flying[k]++
