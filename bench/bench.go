@@ -30,6 +30,14 @@ type Config struct {
 	// jitter), and its lateness is counted from then. Zero: every slot
 	// fires at the second.
 	Jitter time.Duration
+	// Every is the lateness load's period (its "@every", anchored so every
+	// member fires at the same instants); zero is every second. A window
+	// counts the instants in it: Duration is a whole number of periods.
+	Every time.Duration
+	// Jobs makes the lateness load n jobs of one slot each instead of one
+	// job of n partitions: a catalog with one schedule per customer
+	// (docs/benchmarks.md, Many jobs), measured the same way.
+	Jobs bool
 	// Probe adds to the lateness runs one more slot, a command job
 	// (commandArgv) every second, whose lateness (to when its process ran)
 	// is reported on its own (Lateness.Probe): a command job on a loaded
@@ -72,6 +80,27 @@ func (cfg Config) overlap() config.Overlap {
 	return cfg.Overlap
 }
 
+// every is the lateness load's period.
+func (cfg Config) every() time.Duration {
+	if cfg.Every <= 0 {
+		return time.Second
+	}
+	return cfg.Every
+}
+
+// loadText says what the lateness load is and how often it fires, for
+// the progress lines.
+func (cfg Config) loadText(n int) string {
+	what := fmt.Sprintf("%d slots", n)
+	if cfg.Jobs {
+		what = fmt.Sprintf("%d jobs of one slot", n)
+	}
+	if cfg.every() == time.Second {
+		return what + " firing every second"
+	}
+	return what + " firing every " + cfg.every().String()
+}
+
 // Run measures every scenario the config enables, with every member a
 // `kira run` process of cfg.Binary.
 func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error) {
@@ -110,7 +139,7 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		r.Handover = h
 	}
 	for _, n := range cfg.Slots {
-		progress(fmt.Sprintf("lateness, %d slots firing every second over 3 members, %s", n, cfg.Duration))
+		progress(fmt.Sprintf("lateness, %s over 3 members, %s", cfg.loadText(n), cfg.Duration))
 		l, err := procLateness(cfg, n)
 		if err != nil {
 			return r, err

@@ -15,6 +15,7 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
 	"go.uber.org/goleak"
 )
@@ -50,8 +51,8 @@ func TestSmallRunOfEveryScenario(t *testing.T) {
 	if l.Executor != commandText || l.Expected != 40 || l.Started == 0 || l.Started+l.Skipped+l.NotStarted != 40 || l.P50 <= 0 || l.P50 > l.P99 || l.P99 > l.Max {
 		t.Fatalf("lateness %+v", l)
 	}
-	if len(l.BySecond) != 2 || l.BySecond[0].Started+l.BySecond[1].Started != l.Started || l.BySecond[0].Skipped+l.BySecond[1].Skipped != l.Skipped {
-		t.Fatalf("lateness by second %+v does not add up to %+v", l.BySecond, l)
+	if len(l.ByInstant) != 2 || l.ByInstant[0].Started+l.ByInstant[1].Started != l.Started || l.ByInstant[0].Skipped+l.ByInstant[1].Skipped != l.Skipped {
+		t.Fatalf("lateness by instant %+v does not add up to %+v", l.ByInstant, l)
 	}
 	// The probe is one more slot, counted on its own.
 	if p := l.Probe; p == nil || p.Expected != 2 || p.Started+p.Skipped+p.NotStarted != 2 || p.Started == 0 || p.P50 <= 0 || p.P50 > p.Max {
@@ -93,10 +94,11 @@ func TestJitteredFiresAreDueAtTheirOffset(t *testing.T) {
 	from, to := scheduled, scheduled.Add(time.Second)
 	for _, command := range []bool{false, true} {
 		res := &Figures{}
-		tally := historyTally{from: from, to: to, load: config.Job{Name: "load", Jitter: time.Second}, command: command, res: res, bySecond: make([]secondTally, 1)}
+		tally := newTally(from, to, time.Second, time.Second, command, res)
+		load := config.Job{Name: "load", Jitter: time.Second}
 		offsets := map[time.Duration]bool{}
 		for p := range 8 {
-			off := tally.load.JitterOffset(shard.Slot{Job: "load", Partition: p})
+			off := load.JitterOffset(shard.Slot{Job: "load", Partition: p})
 			offsets[off] = true
 			r := history.Record{Job: "load", Partition: p, ScheduledTime: scheduled, Outcome: string(jobs.Succeeded), Cause: history.CauseSchedule,
 				StartedAt: scheduled.Add(off + time.Millisecond)}
@@ -119,6 +121,61 @@ func TestJitteredFiresAreDueAtTheirOffset(t *testing.T) {
 	}
 	if _, ok := processRan("sh: date: not found"); ok {
 		t.Fatal("an output that is not an instant read as one")
+	}
+}
+
+// A load of jobs of one slot each firing every minute is counted by the
+// minute: a skip record that took in later skips stands for fires a minute
+// apart, and each job's fire is due at its own job's jitter offset.
+func TestALoadOfJobsIsCountedByInstant(t *testing.T) {
+	from := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	to := from.Add(3 * time.Minute)
+	res := &Figures{}
+	tally := newTally(from, to, time.Minute, 10*time.Second, false, res)
+	cfg := Config{Jobs: true}
+	for i := range 4 {
+		job := fmt.Sprintf("load-%d", i)
+		if !isLoad(job) || !strings.HasPrefix(keyspace.History("c", job), cfg.loadHistory("c")) {
+			t.Fatalf("%s is not read as the load's", job)
+		}
+		off := config.Job{Name: job, Jitter: 10 * time.Second}.JitterOffset(shard.Slot{Job: job})
+		tally.add(history.Record{Job: job, ScheduledTime: from, StartedAt: from.Add(off + time.Duration(i+1)*time.Millisecond),
+			Outcome: string(jobs.Succeeded), Cause: history.CauseSchedule})
+	}
+	last := from.Add(3 * time.Minute)
+	tally.add(history.Record{Job: "load-0", ScheduledTime: from.Add(time.Minute), Repeats: 2, LastScheduledTime: &last,
+		Outcome: history.OutcomeSkipped, Cause: history.CauseSchedule})
+	if isLoad("sh-probe") || isLoad("loader") {
+		t.Fatal("a job that is not the load's was read as the load's")
+	}
+	if res.Skipped != 2 || len(tally.late) != 4 || slices.Min(tally.late) != time.Millisecond || slices.Max(tally.late) != 4*time.Millisecond {
+		t.Fatalf("skipped %d (want 2: 12:01 and 12:02, not 12:03), lateness %v (want 1 to 4 ms)", res.Skipped, tally.late)
+	}
+	in := tallied(from, time.Minute, tally.byInstant)
+	if len(in) != 3 || in[0].Started != 4 || in[1].Skipped != 1 || in[2].Skipped != 1 || !in[2].At.Equal(from.Add(2*time.Minute)) {
+		t.Fatalf("by instant %+v", in)
+	}
+}
+
+// The lateness load is one job of n partitions, or n jobs of one slot
+// each, with its period and policies, in a catalog kira run accepts.
+func TestTheLoadIsACatalog(t *testing.T) {
+	for _, cfg := range []Config{{}, {Jobs: true, Every: time.Minute}} {
+		text := fmt.Sprintf(prodCatalog, "c", loadJobs(cfg, 12, "handler: noop", "overlap: skip, history_limit: 12"), "")
+		cat, err := config.Parse("load.yaml", []byte(text))
+		if err != nil {
+			t.Fatalf("%+v: %v\n%s", cfg, err, text)
+		}
+		slots := 0
+		for _, j := range cat.Jobs {
+			if !isLoad(j.Name) || j.Schedule != "@every "+cfg.every().String() || j.HistoryLimit != 12 {
+				t.Fatalf("%+v: job %+v", cfg, j)
+			}
+			slots += j.Partitions
+		}
+		if want := map[bool]int{false: 1, true: 12}[cfg.Jobs]; len(cat.Jobs) != want || slots != 12 {
+			t.Fatalf("%+v: %d jobs, %d slots; want %d jobs, 12 slots", cfg, len(cat.Jobs), slots, want)
+		}
 	}
 }
 
@@ -202,11 +259,11 @@ func TestProductionShape(t *testing.T) {
 		t.Fatalf("cores %+v: want each share measured", k)
 	}
 	started, skipped := 0, 0
-	for _, s := range l.BySecond {
+	for _, s := range l.ByInstant {
 		started, skipped = started+s.Started, skipped+s.Skipped
 	}
-	if len(l.BySecond) != 3 || started != l.Started || skipped != l.Skipped {
-		t.Fatalf("lateness by second %+v does not add up to %+v", l.BySecond, l.Figures)
+	if len(l.ByInstant) != 3 || started != l.Started || skipped != l.Skipped {
+		t.Fatalf("lateness by instant %+v does not add up to %+v", l.ByInstant, l.Figures)
 	}
 	handlerShape(t, cfg)
 	soakShape(t, cfg)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/keyspace"
 )
 
 // BenchmarkPermitCost is what a concurrency limit costs etcd per
@@ -91,7 +92,8 @@ func permitCost(b *testing.B, cfg Config, limit int) (map[string]int, int, int) 
 	time.Sleep(time.Until(to) + time.Second) // the window's last runs end
 	p.stop()
 	var ran Figures
-	if err := countFromHistory(cli, name, "work", from, to, 0, false, &ran, nil); err != nil {
+	isWork := func(job string) bool { return job == "work" }
+	if err := countFromHistory(cli, name, keyspace.History(name, "work"), isWork, newTally(from, to, time.Second, 0, false, &ran)); err != nil {
 		b.Fatal(err)
 	}
 	if ran.Started == 0 {

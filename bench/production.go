@@ -302,21 +302,32 @@ func (l *loadRun) close() {
 // prodCatalog is the lateness load for `kira run` processes: the Go
 // handler noop, an HTTP job answered by the bench or a command (its
 // executor line), with a history long enough to keep every fire of the
-// window; probe is the --sh-probe job, or empty.
+// window; jobs is the load job, or the load's jobs (loadJobs), and probe
+// the --sh-probe job, or empty.
 const prodCatalog = `cluster: %s
 membership:
   lease_ttl: 6s
 jobs:
-  - name: load
-    schedule: "@every 1s"
-    partitions: %d
-    %s
-    misfire: fire-all
-    catchup_window: 1m
-    overlap: %s
-    history_limit: %d
-    jitter: %s
-%s`
+%s%s`
+
+// loadJobs is the lateness load's jobs in a catalog: one job of n
+// partitions named load, or with cfg.Jobs n jobs of one slot named
+// load-00000 on; policies is what they all have after the schedule.
+func loadJobs(cfg Config, n int, executor, policies string) string {
+	every := fmt.Sprintf("\"@every %s\"", cfg.every())
+	if !cfg.Jobs {
+		return fmt.Sprintf("  - {name: load, schedule: %s, partitions: %d, %s, %s}\n", every, n, executor, policies)
+	}
+	var b strings.Builder
+	width := len(strconv.Itoa(n - 1))
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: load-%0*d, schedule: %s, %s, %s}\n", width, i, every, executor, policies)
+	}
+	return b.String()
+}
+
+// isLoad tells whether job is the lateness load's, or one of its jobs.
+func isLoad(job string) bool { return job == "load" || strings.HasPrefix(job, "load-") }
 
 // probeJob is the name of the Config.Probe job: one slot of the command,
 // with the load's policies and jitter.
@@ -326,7 +337,7 @@ const probeJob = "sh-probe"
 // of the bench's binary, and what etcd paid. What ran is read back from
 // the history in etcd.
 func procLateness(cfg Config, n int) (Lateness, error) {
-	res := Lateness{Slots: n, Executor: "go-handler", Jitter: cfg.Jitter, Overlap: string(cfg.overlap()), EtcdInProcess: cfg.EtcdInProcess}
+	res := Lateness{Slots: n, Executor: "go-handler", Jitter: cfg.Jitter, Every: cfg.Every, Jobs: cfg.Jobs, Overlap: string(cfg.overlap()), EtcdInProcess: cfg.EtcdInProcess}
 	argv, _ := json.Marshal(commandArgv)
 	executor := "handler: noop"
 	switch {
@@ -338,17 +349,19 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	// The window and the fires until the members stop (2 s, and the
 	// writers' drain), each of which may leave two records (a run and a
 	// skip) when the machine is overloaded.
-	keep := min(999, 2*int((cfg.Duration+2*time.Second+maxDrain)/time.Second)+6)
+	keep := func(every time.Duration) int { return min(999, 2*int((cfg.Duration+2*time.Second+maxDrain)/every)+6) }
 	load, err := newLoadRun(cfg, "lateness", func(name, url string) string {
 		if cfg.HTTP {
 			executor = fmt.Sprintf("http: {url: %q, method: GET}", url)
 		}
+		policies := func(every time.Duration) string {
+			return fmt.Sprintf("misfire: fire-all, catchup_window: 1m, overlap: %s, history_limit: %d, jitter: %s", cfg.overlap(), keep(every), cfg.Jitter)
+		}
 		probe := ""
 		if cfg.Probe {
-			probe = fmt.Sprintf("  - {name: %s, schedule: \"@every 1s\", command: %s, misfire: fire-all, catchup_window: 1m, overlap: %s, history_limit: %d, jitter: %s}\n",
-				probeJob, argv, cfg.overlap(), keep, cfg.Jitter)
+			probe = fmt.Sprintf("  - {name: %s, schedule: \"@every 1s\", command: %s, %s}\n", probeJob, argv, policies(time.Second))
 		}
-		return fmt.Sprintf(prodCatalog, name, n, executor, cfg.overlap(), keep, cfg.Jitter, probe)
+		return fmt.Sprintf(prodCatalog, name, loadJobs(cfg, n, executor, policies(cfg.every())), probe)
 	})
 	if err != nil {
 		return res, err
@@ -371,7 +384,7 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 		return res, fmt.Errorf("bench: lateness at %d slots with processes, while the slots were being taken: %w", n, err)
 	}
 	res.Settle = time.Since(began)
-	from := time.Now().Add(cfg.Warmup).Truncate(time.Second).Add(time.Second)
+	from := time.Now().Add(cfg.Warmup).Truncate(cfg.every()).Add(cfg.every())
 	to := from.Add(cfg.Duration)
 	// The counters are read half a second before the window's first and
 	// last instants, so a read does not take the CPU from the fires
@@ -397,17 +410,21 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 	stopAll(procs)
 	res.CPU = time.Duration((cpuAfter - cpuBefore) * float64(time.Second))
 	res.CPUPer1000 = res.CPU.Seconds() / cfg.Duration.Seconds() / 3 / (float64(n) / 1000)
-	if err := countFromHistory(cli, name, "load", from, to, cfg.Jitter, cfg.Command, &res.Figures, &res.BySecond); err != nil {
+	tally := newTally(from, to, cfg.every(), cfg.Jitter, cfg.Command, &res.Figures)
+	if err := countFromHistory(cli, name, cfg.loadHistory(name), isLoad, tally); err != nil {
 		return res, err
 	}
+	res.ByInstant = tallied(from, cfg.every(), tally.byInstant)
 	if cfg.Probe {
 		res.Probe = &Figures{}
-		if err := countFromHistory(cli, name, probeJob, from, to, cfg.Jitter, true, res.Probe, nil); err != nil {
+		isProbe := func(job string) bool { return job == probeJob }
+		probe := newTally(from, to, time.Second, cfg.Jitter, true, res.Probe)
+		if err := countFromHistory(cli, name, keyspace.History(name, probeJob), isProbe, probe); err != nil {
 			return res, err
 		}
 		res.Probe.Expected = int(cfg.Duration / time.Second)
 	}
-	res.Expected = n * int(cfg.Duration/time.Second)
+	res.Expected = n * int(cfg.Duration/cfg.every())
 	// A fire with no record did not start: the loop fell behind and let it
 	// go, or its start could not be recorded.
 	res.NotStarted += max(0, res.Expected-res.Started-res.Skipped-res.NotStarted)
@@ -507,11 +524,11 @@ func stopAll(procs []*memberProc) {
 	wg.Wait()
 }
 
-// firesIn are the scheduled times of the fires record r stands for (the
-// load fires every second) that fall in [from, to).
-func firesIn(r history.Record, from, to time.Time) []time.Time {
+// firesIn are the scheduled times of the fires record r stands for (its
+// job fires every every) that fall in [from, to).
+func firesIn(r history.Record, every time.Duration, from, to time.Time) []time.Time {
 	var in []time.Time
-	for i, t := 0, r.ScheduledTime; i < r.Fires(); i, t = i+1, t.Add(time.Second) {
+	for i, t := 0, r.ScheduledTime; i < r.Fires(); i, t = i+1, t.Add(every) {
 		if !t.Before(from) && t.Before(to) {
 			in = append(in, t)
 		}
@@ -519,16 +536,20 @@ func firesIn(r history.Record, from, to time.Time) []time.Time {
 	return in
 }
 
-// countFromHistory counts into res and spreads the fires of job (every
-// second) scheduled in [from, to) from its history records, its rings read
-// in pages, and its records in journals; bySecond, if not nil, gets them
-// by second. A fire of a command (command) started when its process ran,
-// as its output says (processRan).
-func countFromHistory(cli *clientv3.Client, cluster, job string, from, to time.Time, jitter time.Duration, command bool, res *Figures, bySecond *[]SecondLateness) error {
-	prefix := keyspace.History(cluster, job)
+// loadHistory is the key prefix of the lateness load's history: its one
+// job's, or that of every job named load-N.
+func (cfg Config) loadHistory(cluster string) string {
+	if cfg.Jobs {
+		return strings.TrimSuffix(keyspace.History(cluster, "load-"), "/")
+	}
+	return keyspace.History(cluster, "load")
+}
+
+// countFromHistory counts the fires of the jobs matched (whose records are
+// under prefix) scheduled in [from, to) into t from their history records,
+// the rings read in pages, and the records in journals.
+func countFromHistory(cli *clientv3.Client, cluster, prefix string, matched func(job string) bool, t *historyTally) error {
 	end := clientv3.GetPrefixRangeEnd(prefix)
-	t := historyTally{from: from, to: to, load: config.Job{Name: job, Jitter: jitter}, res: res, command: command,
-		bySecond: make([]secondTally, (to.Sub(from)+time.Second-1)/time.Second)}
 	var ring []history.Slotted
 	var rev int64
 	for key := prefix; ; {
@@ -540,7 +561,7 @@ func countFromHistory(cli *clientv3.Client, cluster, job string, from, to time.T
 		}
 		rev = max(rev, resp.Header.Revision)
 		for _, kv := range resp.Kvs {
-			if s, ok := keyspace.ParseHistoryEntry(cluster, string(kv.Key)); ok {
+			if s, ok := keyspace.ParseHistoryEntry(cluster, string(kv.Key)); ok && matched(s.Job) {
 				if stored, err := history.Decode(s, kv.Value); err == nil {
 					ring = append(ring, history.Slotted{Slot: s, Stored: stored, Revision: kv.ModRevision})
 				}
@@ -551,35 +572,40 @@ func countFromHistory(cli *clientv3.Client, cluster, job string, from, to time.T
 		}
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	inJournals, err := journal.NewCache(cli, cluster).Records(ctx, rev, func(s shard.Slot) bool { return s.Job == job })
+	inJournals, err := journal.NewCache(cli, cluster).Records(ctx, rev, func(s shard.Slot) bool { return matched(s.Job) })
 	if err != nil {
 		return err
 	}
 	for _, r := range history.Gather(ring, inJournals) {
 		t.add(r)
 	}
-	res.P50, res.P99, res.Max = spread(t.late)
-	if bySecond != nil {
-		*bySecond = tallied(from, t.bySecond)
-	}
+	t.res.P50, t.res.P99, t.res.Max = spread(t.late)
 	return nil
 }
 
-// historyTally counts a job's fires scheduled in [from, to) into res,
-// record by record, and spreads them by second.
+// historyTally counts the fires scheduled in [from, to) of jobs firing
+// every every with jitter into res, record by record, and spreads them by
+// the instant they were scheduled at. A fire of a command (command)
+// started when its process ran, as its output says (processRan).
 type historyTally struct {
-	from, to time.Time
-	load     config.Job
-	command  bool // started: when the process ran (processRan)
-	res      *Figures
-	bySecond []secondTally
-	late     []time.Duration
+	from, to  time.Time
+	every     time.Duration
+	jitter    time.Duration
+	command   bool
+	res       *Figures
+	byInstant []instantTally
+	late      []time.Duration
 }
 
-func (t *historyTally) second(at time.Time) *secondTally {
-	return &t.bySecond[at.Sub(t.from)/time.Second]
+func newTally(from, to time.Time, every, jitter time.Duration, command bool, res *Figures) *historyTally {
+	return &historyTally{from: from, to: to, every: every, jitter: jitter, command: command, res: res,
+		byInstant: make([]instantTally, (to.Sub(from)+every-1)/every)}
+}
+
+func (t *historyTally) instant(at time.Time) *instantTally {
+	return &t.byInstant[at.Sub(t.from)/t.every]
 }
 
 // add counts the fires of record r that fall in the window.
@@ -587,16 +613,17 @@ func (t *historyTally) add(r history.Record) {
 	if r.Cause != history.CauseSchedule && r.Cause != history.CauseCatchup {
 		return
 	}
-	fires := firesIn(r, t.from, t.to)
+	fires := firesIn(r, t.every, t.from, t.to)
 	if len(fires) == 0 {
 		return
 	}
-	due := r.ScheduledTime.Add(t.load.JitterOffset(shard.Slot{Job: t.load.Name, Partition: r.Partition}))
+	job := config.Job{Name: r.Job, Jitter: t.jitter}
+	due := r.ScheduledTime.Add(job.JitterOffset(shard.Slot{Job: r.Job, Partition: r.Partition}))
 	switch r.Outcome {
 	case history.OutcomeSkipped, history.OutcomeMissed:
 		t.res.Skipped += len(fires)
 		for _, at := range fires {
-			t.second(at).skipped++
+			t.instant(at).skipped++
 		}
 	case string(jobs.Succeeded), string(jobs.Failed), string(jobs.TimedOut), string(jobs.Fenced):
 		started := r.StartedAt
@@ -608,9 +635,9 @@ func (t *historyTally) add(r history.Record) {
 			}
 			started = ran
 		}
-		late, sec := started.Sub(due), t.second(r.ScheduledTime)
+		late, in := started.Sub(due), t.instant(r.ScheduledTime)
 		t.res.Started++
-		t.late, sec.late = append(t.late, late), append(sec.late, late)
+		t.late, in.late = append(t.late, late), append(in.late, late)
 	default:
 		t.res.NotStarted++
 	}

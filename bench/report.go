@@ -41,6 +41,8 @@ type Lateness struct {
 	Slots    int           `json:"slots"`
 	Executor string        `json:"executor"`
 	Jitter   time.Duration `json:"jitter_ns,omitempty"` // Config.Jitter
+	Every    time.Duration `json:"every_ns,omitempty"`  // Config.Every
+	Jobs     bool          `json:"jobs,omitempty"`      // Config.Jobs
 	Overlap  string        `json:"overlap"`             // the load's overlap policy
 	Settle   time.Duration `json:"settle_ns"`           // start of 3 members → every slot owned
 	// Drain is how long, after the window and 2 s more, the members' writers
@@ -71,9 +73,10 @@ type Lateness struct {
 	// the window (its lease lost or untrusted), if one did: its slots were
 	// then unowned for the rest of the run.
 	MemberLost string `json:"member_lost,omitempty"`
-	// BySecond splits the window by scheduled second (JSON only): a run
+	// ByInstant splits the window by the instant the load's fires were
+	// scheduled at, every second unless Every says (JSON only): a run
 	// still working off its start shows as late early seconds.
-	BySecond []SecondLateness `json:"by_second,omitempty"`
+	ByInstant []InstantLateness `json:"by_instant,omitempty"`
 	// Probe is the lateness of the one `sh -c :` slot (Config.Probe),
 	// measured to its process start; not counted in the figures above.
 	Probe *Figures `json:"sh_probe,omitempty"`
@@ -83,18 +86,19 @@ type Lateness struct {
 	Cores    *Cores    `json:"cores,omitempty"`
 }
 
-// secondTally is what started and was skipped of the fires scheduled in
-// one second of the window.
-type secondTally struct {
+// instantTally is what started and was skipped of the fires scheduled at
+// one instant of the window.
+type instantTally struct {
 	late    []time.Duration
 	skipped int
 }
 
-// tallied is the window's seconds, from from, as Lateness.BySecond.
-func tallied(from time.Time, secs []secondTally) []SecondLateness {
-	out := make([]SecondLateness, 0, len(secs))
-	for i, sec := range secs {
-		s := SecondLateness{At: from.Add(time.Duration(i) * time.Second), Started: len(sec.late), Skipped: sec.skipped}
+// tallied is the window's instants, every every from from, as
+// Lateness.ByInstant.
+func tallied(from time.Time, every time.Duration, instants []instantTally) []InstantLateness {
+	out := make([]InstantLateness, 0, len(instants))
+	for i, sec := range instants {
+		s := InstantLateness{At: from.Add(time.Duration(i) * every), Started: len(sec.late), Skipped: sec.skipped}
 		s.P50, s.P99, s.Max = spread(sec.late)
 		out = append(out, s)
 	}
@@ -120,8 +124,8 @@ func (g *Figures) spread(late []time.Duration) {
 	g.P50, g.P99, g.Max = spread(late)
 }
 
-// SecondLateness is the lateness of the fires scheduled in one second.
-type SecondLateness struct {
+// InstantLateness is the lateness of the fires scheduled at one instant.
+type InstantLateness struct {
 	At      time.Time     `json:"at"`
 	Started int           `json:"started"`
 	Skipped int           `json:"skipped"`

@@ -42,6 +42,8 @@ func (c *cli) benchCmd() *cobra.Command {
 	fs.DurationVar(&f.warmup, "warmup", 10*time.Second, "lateness and soak: wait this long after every slot is owned before measuring")
 	fs.BoolVar(&f.command, "sh", false, "lateness: the load is a command job, `date +%s.%N`, instead of the Go handler noop; its lateness counts to when its process ran (the instant it printed)")
 	fs.DurationVar(&f.jitter, "jitter", 0, "lateness: spread the load's fires: each slot fires at its own fixed offset in [0, jitter) after the second (the job's jitter); lateness counts from there")
+	fs.DurationVar(&f.every, "every", time.Second, "lateness: the load fires every this long (whole seconds; --duration a whole number of them), at the same instants on every member")
+	fs.BoolVar(&f.jobs, "jobs", false, "lateness: the load is one job of one slot for each of --slots (one schedule per customer) instead of one job of that many partitions")
 	fs.IntVar(&f.outputBytes, "output-bytes", 0, "lateness: the load is an HTTP job whose answer, its output, is this many bytes (served by the bench), instead of the Go handler noop (built into kira run); soak: its HTTP job's answer")
 	fs.StringVar(&f.overlap, "overlap", string(config.DefaultOverlap), "lateness: the load job's overlap policy (skip, queue, replace, allow): what a fire does while the slot's previous run still runs, which past capacity decides what the fires that cannot run cost")
 	fs.BoolVar(&f.probe, "sh-probe", false, "lateness: add one slot running the command job of --sh every second and report its lateness (to when its process ran) on its own")
@@ -61,7 +63,9 @@ func (c *cli) benchCmd() *cobra.Command {
 type benchFlags struct {
 	slots, ttls                               string
 	duration, warmup, jitter, soak, soakEvery time.Duration
+	every                                     time.Duration
 	command, probe, etcdFast, production      bool
+	jobs                                      bool
 	slotsSet                                  bool // --slots was given
 	http                                      bool // --output-bytes was given
 	trials, rebalance, outputBytes            int
@@ -72,9 +76,12 @@ type benchFlags struct {
 func (c *cli) bench(f benchFlags) error {
 	stdout, stderr := c.stdout, c.stderr
 	cfg := bench.Config{Duration: f.duration, Warmup: f.warmup, Command: f.command, Jitter: f.jitter, Probe: f.probe, Trials: f.trials, Rebalance: f.rebalance, OutputBytes: f.outputBytes,
-		HTTP: f.http, Overlap: config.Overlap(f.overlap)}
+		HTTP: f.http, Overlap: config.Overlap(f.overlap), Every: f.every, Jobs: f.jobs}
 	if !cfg.Overlap.Known() {
 		return fmt.Errorf("kira bench: --overlap %q is not one of skip, queue, replace, allow", f.overlap)
+	}
+	if err := everyValid(f); err != nil {
+		return err
 	}
 	if f.soak > 0 {
 		if err := soakConfig(&f, &cfg); err != nil {
@@ -164,6 +171,20 @@ func (c *cli) bench(f benchFlags) error {
 	return err
 }
 
+// everyValid checks --every: whole seconds, a window of whole periods, and
+// every second with --sh, whose floor forks every second.
+func everyValid(f benchFlags) error {
+	switch {
+	case f.every < time.Second || f.every%time.Second != 0:
+		return fmt.Errorf("kira bench: --every %s: want a whole number of seconds, at least 1s", f.every)
+	case f.duration%f.every != 0:
+		return fmt.Errorf("kira bench: --duration %s is not a whole number of --every (%s)", f.duration, f.every)
+	case f.command && f.every != time.Second:
+		return fmt.Errorf("kira bench: --every %s with --sh: the floor it compares with forks every second; leave --every out", f.every)
+	}
+	return nil
+}
+
 // soakConfig makes cfg the soak's: the production shape, one slot count
 // (1000 unless --slots names one), and no other scenario.
 func soakConfig(f *benchFlags, cfg *bench.Config) error {
@@ -198,6 +219,12 @@ func ms(d time.Duration) string {
 // policy if not the default.
 func executorText(l bench.Lateness) string {
 	text := l.Executor
+	if l.Jobs {
+		text += ", a job a slot"
+	}
+	if l.Every > time.Second {
+		text += ", every " + l.Every.String()
+	}
 	if l.Jitter > 0 {
 		text += ", jitter " + l.Jitter.String()
 	}
