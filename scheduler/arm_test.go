@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -76,6 +77,61 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 	want := jobs.ExecutionID("tick", 0, sec(30))
 	if len(at30) != 1 || at30[0].Member != b.id || at30[0].Execution.ID != want {
 		t.Fatalf("12:00:30 started %d times (%v); want once, by the next holder, as %s", len(at30), at30, want)
+	}
+}
+
+// A slot handed over before its next fire, whose start the old holder
+// recorded ahead (endLeadership leaves that record), has that fire armed by
+// the new holder like any other: recorded again under its token, the fire
+// waits at its gate and starts at its instant, once, not after a round trip
+// to etcd begun at its time (takeOverAhead).
+func TestAFireHandedOverBeforeItsTimeIsArmed(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("handarm", withDefaults(config.Job{Name: "split", Schedule: "@every 10s", Partitions: 6, Handler: "noop"}))
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": func(context.Context) error { return nil }}
+	armedB := make(chan shard.Slot, 10)
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
+	waitKind(t, rec, "a leads every slot", 6, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	b := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock, armed: func(s shard.Slot) { armedB <- s }})
+	// Every slot a gave up is raised by b.
+	evs := rec.waitFor(t, "the slots a gave up raised by b", 15*time.Second, func(evs []Event) bool {
+		released := count(evs, func(e Event) bool { return e.Kind == Released && e.Member == a.id })
+		return released > 0 && count(evs, func(e Event) bool { return e.Kind == Raised && e.Member == b.id }) == released
+	})
+	handed := map[shard.Slot]bool{}
+	for _, e := range evs {
+		if e.Kind == Raised && e.Member == b.id {
+			handed[e.Slot] = true
+		}
+	}
+
+	clock.Advance(sec(10).Sub(clock.Now()) - DefaultArmAhead/2)
+	armed := map[shard.Slot]bool{}
+	for range handed {
+		armed[kiratest.Receive(t, armedB, 10*time.Second, "b arming a slot handed over")] = true
+	}
+	if !maps.Equal(armed, handed) {
+		t.Fatalf("b armed %v; want the slots handed over to it, %v", armed, handed)
+	}
+	clock.Advance(DefaultArmAhead / 2)
+	evs = waitKind(t, rec, "every slot's 12:00:10 started", 6, func(e Event) bool { return e.Kind == Started && e.Execution.ScheduledTime.Equal(sec(10)) })
+	bySlot := map[shard.Slot]int{}
+	for _, e := range started(evs, "") {
+		if !e.Execution.ScheduledTime.Equal(sec(10)) {
+			continue
+		}
+		bySlot[e.Slot]++
+		if want := map[bool]string{true: b.id, false: a.id}[handed[e.Slot]]; e.Member != want || !e.At.Equal(sec(10)) {
+			t.Fatalf("%v's 12:00:10 started by %s at %v; want by %s at its instant", e.Slot, e.Member, e.At, want)
+		}
+	}
+	for s, n := range bySlot {
+		if n != 1 {
+			t.Fatalf("%v's 12:00:10 started %d times; want once", s, n)
+		}
 	}
 }
 

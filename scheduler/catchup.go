@@ -137,11 +137,27 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 	// still in our future, and running them again would be a duplicate.
 	// Held by TestNewOwnerDoesNotRerunFiresOfAnAheadClock.
 	s.scheduleNext(sl, latest(now, sl.recorded.Finished))
-	if a := s.recordAhead(sl); a != nil {
+	if a := s.takeOverAhead(sl, st, now); a != nil {
 		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Done: a.done})
 	}
 	if sl.job.spec.Dependent() {
 		s.afterAcquired(sl, now)
 	}
 	s.startWaiting(sl, now)
+}
+
+// takeOverAhead records the new holder's next fire as started ahead, so it
+// is armed like any other. The fire may be one its predecessor recorded
+// ahead and handed over before its time (endLeadership leaves that record):
+// the state then already names it, and it is recorded again, under this
+// holder's token; otherwise the first fire after every handover would
+// start at its time, after a round trip to etcd. The execution is the same
+// either way: the normal schedule runs that fire (catchUp). Held by
+// TestAFireHandedOverBeforeItsTimeIsArmed.
+func (s *Scheduler) takeOverAhead(sl *slot, st history.SlotState, now time.Time) *aheadRecord {
+	handedOver := st.Unfinished() && st.Started.After(now) && st.Started.Equal(sl.nextScheduled) && st.Started.Equal(sl.recorded.Started)
+	if handedOver {
+		return s.recordAheadOf(sl)
+	}
+	return s.recordAhead(sl)
 }

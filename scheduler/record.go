@@ -147,8 +147,17 @@ func (s *Scheduler) recordWrite(sl *slot, r history.Record, carried []history.Re
 // twice. Only when nothing of the slot runs: a record for a later fire would
 // otherwise hide a run still in flight.
 func (s *Scheduler) recordAhead(sl *slot) *aheadRecord {
-	if len(sl.runs) > 0 || len(sl.owed.backlog) > 0 || sl.owed.queued != nil || sl.heapIndex < 0 || sl.nextScheduled.IsZero() ||
-		!sl.nextScheduled.After(sl.recorded.Started) {
+	if !sl.nextScheduled.After(sl.recorded.Started) {
+		return nil
+	}
+	return s.recordAheadOf(sl)
+}
+
+// recordAheadOf is recordAhead without the check that the slot's next fire
+// is later than its recorded start: for a new holder whose predecessor
+// recorded that fire ahead (inheritAhead).
+func (s *Scheduler) recordAheadOf(sl *slot) *aheadRecord {
+	if len(sl.runs) > 0 || len(sl.owed.backlog) > 0 || sl.owed.queued != nil || sl.heapIndex < 0 || sl.nextScheduled.IsZero() {
 		return nil
 	}
 	next := sl.nextScheduled
