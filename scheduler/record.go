@@ -155,7 +155,7 @@ func (s *Scheduler) recordAhead(sl *slot) *aheadRecord {
 
 // recordAheadOf is recordAhead without the check that the slot's next fire
 // is later than its recorded start: for a new holder whose predecessor
-// recorded that fire ahead (inheritAhead).
+// recorded that fire ahead (takeOverAhead).
 func (s *Scheduler) recordAheadOf(sl *slot) *aheadRecord {
 	if len(sl.runs) > 0 || len(sl.owed.backlog) > 0 || sl.owed.queued != nil || sl.heapIndex < 0 || sl.nextScheduled.IsZero() {
 		return nil
