@@ -97,9 +97,9 @@ type instantTally struct {
 // Lateness.ByInstant.
 func tallied(from time.Time, every time.Duration, instants []instantTally) []InstantLateness {
 	out := make([]InstantLateness, 0, len(instants))
-	for i, sec := range instants {
-		s := InstantLateness{At: from.Add(time.Duration(i) * every), Started: len(sec.late), Skipped: sec.skipped}
-		s.P50, s.P99, s.Max = spread(sec.late)
+	for i, in := range instants {
+		s := InstantLateness{At: from.Add(time.Duration(i) * every), Started: len(in.late), Skipped: in.skipped}
+		s.P50, s.P99, s.Max = spread(in.late)
 		out = append(out, s)
 	}
 	return out

@@ -137,7 +137,7 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 	// still in our future, and running them again would be a duplicate.
 	// Held by TestNewOwnerDoesNotRerunFiresOfAnAheadClock.
 	s.scheduleNext(sl, latest(now, sl.recorded.Finished))
-	if a := s.takeOverAhead(sl, st, now); a != nil {
+	if a := s.takeOverAhead(sl); a != nil {
 		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Done: a.done})
 	}
 	if sl.job.spec.Dependent() {
@@ -147,16 +147,16 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 }
 
 // takeOverAhead records the new holder's next fire as started ahead, so it
-// is armed like any other. The fire may be one its predecessor recorded
-// ahead and handed over before its time (endLeadership leaves that record):
-// the state then already names it, and it is recorded again, under this
-// holder's token; otherwise the first fire after every handover would
-// start at its time, after a round trip to etcd. The execution is the same
-// either way: the normal schedule runs that fire (catchUp). Held by
-// TestAFireHandedOverBeforeItsTimeIsArmed.
-func (s *Scheduler) takeOverAhead(sl *slot, st history.SlotState, now time.Time) *aheadRecord {
-	handedOver := st.Unfinished() && st.Started.After(now) && st.Started.Equal(sl.nextScheduled) && st.Started.Equal(sl.recorded.Started)
-	if handedOver {
+// is armed like any other. When the state read already names that fire as
+// started, its predecessor recorded it ahead and handed the slot over
+// before its time (endLeadership leaves that record; the next fire is
+// always after now and after the last finished one, so it cannot have
+// run): it is recorded again, under this holder's token, where recordAhead
+// would refuse it and the fire would start at its time, after a round trip
+// to etcd. The execution is the same either way: the normal schedule runs
+// that fire (catchUp). Held by TestAFireHandedOverBeforeItsTimeIsArmed.
+func (s *Scheduler) takeOverAhead(sl *slot) *aheadRecord {
+	if sl.recorded.Started.Equal(sl.nextScheduled) {
 		return s.recordAheadOf(sl)
 	}
 	return s.recordAhead(sl)
