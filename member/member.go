@@ -100,7 +100,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.HighWater == nil {
 		cfg.HighWater = highwater.New(cfg.Logger)
 	}
-	r := &rejoiner{cfg: cfg}
+	return (&rejoiner{cfg: cfg}).run(ctx)
+}
+
+// run starts incarnations until ctx ends or one ends with an error a new
+// one cannot cure. Only r holds the Config: see forgetFile.
+func (r *rejoiner) run(ctx context.Context) error {
 	for {
 		err := r.incarnate(ctx)
 		if ctx.Err() != nil {
@@ -110,9 +115,9 @@ func Run(ctx context.Context, cfg Config) error {
 		case errors.Is(err, etcdclient.ErrRefused):
 			return err
 		case errors.Is(err, membership.ErrSessionLost) || errors.Is(err, scheduler.ErrUntrusted):
-			cfg.Logger.Warn("lease lost: every execution cancelled; joining again as a new member", "err", err)
+			r.cfg.Logger.Warn("lease lost: every execution cancelled; joining again as a new member", "err", err)
 		case isTransient(err):
-			cfg.Logger.Warn("cannot reach etcd; retrying", "etcd", strings.Join(cfg.Etcd.Endpoints, ","), "err", err)
+			r.cfg.Logger.Warn("cannot reach etcd; retrying", "etcd", strings.Join(r.cfg.Etcd.Endpoints, ","), "err", err)
 		default:
 			return err
 		}
@@ -153,9 +158,9 @@ func (r *rejoiner) incarnate(ctx context.Context) error {
 		return err
 	}
 	cfg := r.cfg
-	if r.applied && cfg.Catalog != nil {
+	if r.applied {
 		// Offered once: a rejoin publishes the first decision again.
-		cfg.Cluster, cfg.Catalog, cfg.fileNotStored = cfg.Catalog.Cluster, nil, r.fileNotStored
+		cfg.fileNotStored = r.fileNotStored
 	}
 	inc, err := Start(ctx, cli, cfg)
 	if err != nil {
@@ -163,6 +168,7 @@ func (r *rejoiner) incarnate(ctx context.Context) error {
 	}
 	if !r.applied {
 		r.fileNotStored = inc.fileNotStored
+		r.forgetFile()
 	}
 	r.applied = true
 	if r.cfg.OnIncarnation != nil {
@@ -188,6 +194,14 @@ func (r *rejoiner) incarnate(ctx context.Context) error {
 		r.cfg.Logger.Info("left: lease revoked, every slot released", "member", inc.ID())
 	}
 	return runErr
+}
+
+// forgetFile drops the --catalog file's catalog once it was offered to
+// StoreFile: the stored catalog runs, and holding the file's every job for
+// as long as the member runs made its collector mark them at every cycle.
+// Held by TestTheFileCatalogIsNotKept.
+func (r *rejoiner) forgetFile() {
+	r.cfg.Cluster, r.cfg.Catalog = r.cfg.cluster(), nil
 }
 
 // prepare revokes the previous incarnation's lease if it is still alive.
@@ -310,8 +324,11 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{}), flushTraces: sync.OnceFunc(flushTraces), fileNotStored: notStored}
 	inc.wg.Add(4)
 	go func() { defer inc.wg.Done(); views.Run(runCtx) }()
-	go func() { defer inc.wg.Done(); inc.alarms.watch(runCtx, cli, cfg.Logger) }()
-	go func() { defer inc.wg.Done(); inc.followCatalog(runCtx, cli, cat.Cluster, catRev, cfg.Logger) }()
+	// Not cfg and cat: they would keep the --catalog file and the first
+	// catalog stored for as long as these run (TestTheFileCatalogIsNotKept).
+	logger, clusterName := cfg.Logger, cat.Cluster
+	go func() { defer inc.wg.Done(); inc.alarms.watch(runCtx, cli, logger) }()
+	go func() { defer inc.wg.Done(); inc.followCatalog(runCtx, cli, clusterName, catRev, logger) }()
 	go func() {
 		defer inc.wg.Done()
 		inc.err = s.Run(runCtx)

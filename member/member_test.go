@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdclient"
@@ -182,4 +184,48 @@ func TestFileNotStoredIsPublishedAfterARejoin(t *testing.T) {
 		ids, _ := rec.seen()
 		return len(ids) >= 2 && strings.Contains(notice(ids[len(ids)-1]), "stored by kira apply")
 	})
+}
+
+// Once offered to StoreFile, the --catalog file's catalog is dropped: the
+// stored catalog runs, and a member of many jobs would otherwise keep every
+// job twice for as long as it runs (forgetFile).
+func TestTheFileCatalogIsNotKept(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	joined := make(chan struct{})
+	var once sync.Once
+	ctx, cancel := context.WithCancel(context.Background())
+	finished := make(chan struct{})
+	file := startForgetting(t, ctx, etcd.Endpoints(), func(inc *Incarnation) {
+		if inc != nil {
+			once.Do(func() { close(joined) })
+		}
+	}, finished)
+	t.Cleanup(func() {
+		cancel()
+		kiratest.Receive(t, finished, 30*time.Second, "Run to return")
+	})
+	kiratest.Receive(t, joined, 15*time.Second, "the member to join")
+	kiratest.WaitUntil(t, "the file's catalog to be collected", 10*time.Second, func() bool {
+		runtime.GC()
+		return file.Value() == nil
+	})
+}
+
+// startForgetting runs a member on a --catalog file parsed here, and
+// returns a weak pointer to that catalog: nothing of the test holds it.
+func startForgetting(t *testing.T, ctx context.Context, endpoints []string, onInc func(*Incarnation), finished chan<- struct{}) weak.Pointer[config.Catalog] {
+	cat, err := config.Parse("life.yaml", []byte(catalog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Etcd: etcdclient.Config{Endpoints: endpoints}, Catalog: cat, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Scheduler:     scheduler.Config{Handlers: jobs.Handlers{"tick": func(context.Context) error { return nil }}},
+		OnIncarnation: onInc}
+	go func(cfg Config) {
+		defer close(finished)
+		if err := Run(ctx, cfg); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}(cfg)
+	return weak.Make(cat)
 }
