@@ -182,7 +182,7 @@ func putOver(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expe
 		}
 		var stored map[string]int64
 		if cur != nil && cur.perJob != nil {
-			stored = cur.perJob.positions()
+			stored = cur.perJob.positions
 		}
 		sets, jobs, err := encodeJobs(cat, stored)
 		if err != nil {
@@ -267,12 +267,12 @@ func (w *jobsWrite) delta() (ops []clientv3.Op, size int) {
 		put(keyspace.CatalogSettings(w.cluster, g), w.sets)
 	}
 	for name, v := range w.jobs {
-		old, ok := w.cur.perJob.jobs[name]
+		old, ok := w.cur.perJob.job(name)
 		if stored, err := json.Marshal(old); !ok || err != nil || !bytes.Equal(stored, v) {
 			put(keyspace.CatalogJob(w.cluster, g, name), v)
 		}
 	}
-	for name := range w.cur.perJob.jobs {
+	for name := range w.cur.perJob.positions {
 		if _, ok := w.jobs[name]; !ok {
 			ops = append(ops, clientv3.OpDelete(keyspace.CatalogJob(w.cluster, g, name)))
 			size += len(keyspace.CatalogJob(w.cluster, g, name))

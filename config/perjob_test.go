@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/kira-scheduler/kira/etcdnode"
 	"github.com/kira-scheduler/kira/etcdtest"
@@ -407,7 +409,7 @@ func TestWatchFromACompactedRevision(t *testing.T) {
 func TestCatalogAfterChangesInPlaceIsTheWholeOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(46, 1))
 	const cluster, g = "inplace", int64(7)
-	s := &perJobState{generation: g, jobs: map[string]storedJob{}}
+	s := newPerJobState(g)
 	put := func(key string, v any) {
 		data, err := json.Marshal(v)
 		if err != nil {
@@ -426,12 +428,12 @@ func TestCatalogAfterChangesInPlaceIsTheWholeOne(t *testing.T) {
 	for rev := range 300 {
 		for range 1 + rng.IntN(3) {
 			name := fmt.Sprintf("job-%02d", rng.IntN(60))
-			old, exists := s.jobs[name]
+			old, exists := s.job(name)
 			switch r := rng.IntN(10); {
 			case r < 6 && exists: // in place
 				old.Job.Schedule = fmt.Sprintf("@every %ds", 1+rng.IntN(100))
 				put(keyspace.CatalogJob(cluster, g, name), old)
-			case r < 7 && exists && len(s.jobs) > 1:
+			case r < 7 && exists && len(s.positions) > 1:
 				s.remove(name)
 			case r < 8:
 				put(keyspace.CatalogJob(cluster, g, name), storedJob{Position: rng.Int64N(100), Job: Job{Name: name, Schedule: "@hourly", Handler: "noop", Partitions: 1}})
@@ -450,7 +452,12 @@ func TestCatalogAfterChangesInPlaceIsTheWholeOne(t *testing.T) {
 		if (replaced != nil) != wasInPlace || (replaced != nil && !replacedOnly(prev, got, replaced)) {
 			t.Fatalf("revision %d: built in place %v, and it says it replaced %v, which are not the only jobs that differ", rev, wasInPlace, replaced)
 		}
-		fresh := &perJobState{generation: g, jobs: s.jobs, decoded: s.decoded}
+		fresh := newPerJobState(g)
+		fresh.decoded = s.decoded
+		for name := range s.positions {
+			j, _ := s.job(name)
+			fresh.positions[name], fresh.fresh[name] = j.Position, j.Job
+		}
 		want, _, err := fresh.catalog()
 		if err != nil {
 			t.Fatal(err)
@@ -614,4 +621,50 @@ func TestStageInLargeTransactionsWhereEtcdTakesThem(t *testing.T) {
 			}
 		})
 	}
+}
+
+// WatchStoredFrom follows from a catalog Read returned, with its state: a
+// change of one job comes as that job replaced since the revision read,
+// and once it came, the catalog read is no longer held by the watch.
+func TestWatchFromAStoredCatalog(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); kiratest.Receive(t, done, 10*time.Second, "WatchStoredFrom to return") })
+	cat := unchecked(t, manyJobs(50))
+	rev1, err := PutJobs(ctx, cli, cat, Source{By: ByApply}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates := make(chan Update, 1)
+	first := watchFrom(t, ctx, cli, rev1, updates, done)
+	one := clone(cat)
+	one.Jobs[7].Schedule = "@every 2m"
+	rev2, err := PutJobs(ctx, cli, one, Source{By: ByApply}, rev1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := kiratest.Receive(t, updates, 10*time.Second, "the change to come")
+	if u.Revision != rev2 || u.Since != rev1 || !slices.Equal(u.Replaced, []int{7}) || !reflect.DeepEqual(u.Catalog, one) {
+		t.Fatalf("the change came as revision %d replacing %v since %d (the catalog stored: %v); want 7 replaced since %d, at %d",
+			u.Revision, u.Replaced, u.Since, reflect.DeepEqual(u.Catalog, one), rev1, rev2)
+	}
+	kiratest.WaitUntil(t, "the catalog read to be collected", 10*time.Second, func() bool {
+		runtime.GC()
+		return first.Value() == nil
+	})
+}
+
+// watchFrom reads the catalog at rev and follows it with WatchStoredFrom,
+// sending each update; it returns a weak pointer to the catalog read.
+func watchFrom(t *testing.T, ctx context.Context, cli *clientv3.Client, rev int64, updates chan<- Update, done chan<- struct{}) weak.Pointer[Catalog] {
+	s, err := Read(ctx, cli, "c", 0)
+	if err != nil || s.Revision != rev {
+		t.Fatalf("read revision %d (%v), want %d", s.Revision, err, rev)
+	}
+	go func(s *Stored) {
+		defer close(done)
+		WatchStoredFrom(ctx, cli, "c", s, func(u Update) { updates <- u }, func(r int64, err error) { t.Errorf("revision %d refused: %v", r, err) })
+	}(s)
+	return weak.Make(s.Catalog)
 }

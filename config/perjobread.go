@@ -23,11 +23,17 @@ import (
 const readPage = 10000
 
 // perJobState is a stored generation of the per-job layout, decoded.
+// Each job's definition is kept once: in built, or in fresh until the next
+// catalog is built (a member of 100,000 jobs kept them twice, and its
+// collector marked both at every cycle).
 type perJobState struct {
 	generation int64
 	settings   []byte
 	decoded    storedSettings
-	jobs       map[string]storedJob
+	// positions is every stored job's position, by name.
+	positions map[string]int64
+	// fresh are the definitions put since built was built.
+	fresh map[string]Job
 
 	// built is the last catalog built, at the index of each job in its
 	// Jobs; updated are the jobs put since, each at the position it had.
@@ -39,13 +45,20 @@ type perJobState struct {
 	whole   bool
 }
 
-// positions is each stored job's position, by name.
-func (s *perJobState) positions() map[string]int64 {
-	out := make(map[string]int64, len(s.jobs))
-	for name, j := range s.jobs {
-		out[name] = j.Position
+func newPerJobState(generation int64) *perJobState {
+	return &perJobState{generation: generation, positions: map[string]int64{}, fresh: map[string]Job{}}
+}
+
+// job is the stored job of that name.
+func (s *perJobState) job(name string) (storedJob, bool) {
+	pos, ok := s.positions[name]
+	if !ok {
+		return storedJob{}, false
 	}
-	return out
+	if j, ok := s.fresh[name]; ok {
+		return storedJob{Position: pos, Job: j}, true
+	}
+	return storedJob{Position: pos, Job: s.built.Jobs[s.at[name]]}, true
 }
 
 // catalog is the state as a Catalog, its jobs in the order of their
@@ -60,14 +73,16 @@ func (s *perJobState) catalog() (cat *Catalog, replaced []int, err error) {
 		next.Jobs = slices.Clone(s.built.Jobs)
 		replaced = make([]int, 0, len(s.updated))
 		for _, name := range s.updated {
-			next.Jobs[s.at[name]] = s.jobs[name].Job
+			next.Jobs[s.at[name]] = s.fresh[name]
 			replaced = append(replaced, s.at[name])
 		}
 		s.built, s.updated = &next, nil
+		clear(s.fresh)
 		return &next, replaced, nil
 	}
-	order := make([]storedJob, 0, len(s.jobs))
-	for _, j := range s.jobs {
+	order := make([]storedJob, 0, len(s.positions))
+	for name := range s.positions {
+		j, _ := s.job(name)
 		order = append(order, j)
 	}
 	slices.SortFunc(order, func(a, b storedJob) int {
@@ -86,12 +101,14 @@ func (s *perJobState) catalog() (cat *Catalog, replaced []int, err error) {
 		return nil, nil, fmt.Errorf("%w: generation %d has no settings or no jobs (written by hand?)", ErrUnreadableCatalog, s.generation)
 	}
 	s.built, s.at, s.updated, s.whole = cat, at, nil, false
+	clear(s.fresh)
 	return cat, nil, nil
 }
 
 // remove deletes job from the state.
 func (s *perJobState) remove(job string) {
-	delete(s.jobs, job)
+	delete(s.positions, job)
+	delete(s.fresh, job)
 	s.whole = true
 }
 
@@ -129,12 +146,12 @@ func (s *perJobState) put(cluster string, kv *mvccpb.KeyValue) error {
 		if j.Job.Name != job {
 			return fmt.Errorf("%w: %s holds job %q (written by hand?)", ErrUnreadableCatalog, kv.Key, j.Job.Name)
 		}
-		if old, ok := s.jobs[job]; ok && old.Position == j.Position {
+		if pos, ok := s.positions[job]; ok && pos == j.Position {
 			s.updated = append(s.updated, job)
 		} else {
 			s.whole = true
 		}
-		s.jobs[job] = j
+		s.positions[job], s.fresh[job] = j.Position, j.Job
 	}
 	return nil
 }
@@ -180,7 +197,7 @@ func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stor
 
 // readGeneration reads generation g at revision at, in pages.
 func readGeneration(ctx context.Context, kv clientv3.KV, cluster string, g, at int64) (*perJobState, error) {
-	s := &perJobState{generation: g, jobs: map[string]storedJob{}}
+	s := newPerJobState(g)
 	key := keyspace.CatalogGeneration(cluster, g)
 	end := clientv3.GetPrefixRangeEnd(key)
 	for {
@@ -233,6 +250,21 @@ func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	w.follow(ctx)
+}
+
+// WatchStoredFrom is WatchStored from s, a catalog of cluster that Read
+// returned, without reading it again: a member's start reads the catalog
+// once, and s's state is the watch's, so its jobs are not kept twice
+// (TestWatchFromAStoredCatalog).
+func WatchStoredFrom(ctx context.Context, cli *clientv3.Client, cluster string, s *Stored, apply func(Update), unreadable func(int64, error)) {
+	w := &jobsWatch{cli: cli, cluster: cluster, from: s.Revision, seen: s.Revision, state: s.perJob, apply: apply, unreadable: unreadable}
+	w.follow(ctx)
+}
+
+// follow applies every change after w.seen until ctx ends.
+func (w *jobsWatch) follow(ctx context.Context) {
+	cli, cluster := w.cli, w.cluster
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		for wr := range cli.Watch(wctx, keyspace.CatalogPrefix(cluster), clientv3.WithPrefix(), clientv3.WithRev(w.seen+1)) {

@@ -282,10 +282,11 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 			return nil, err
 		}
 	}
-	cat, catRev, err := config.LoadStored(ctx, cli, cluster)
+	stored, err := config.Read(ctx, cli, cluster, 0)
 	if err != nil {
 		return nil, err
 	}
+	cat, catRev := stored.Catalog, stored.Revision
 	id := membership.NewID()
 	sc := cfg.Scheduler
 	flushTraces := func() {}
@@ -324,11 +325,15 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{}), flushTraces: sync.OnceFunc(flushTraces), fileNotStored: notStored}
 	inc.wg.Add(4)
 	go func() { defer inc.wg.Done(); views.Run(runCtx) }()
-	// Not cfg and cat: they would keep the --catalog file and the first
-	// catalog stored for as long as these run (TestTheFileCatalogIsNotKept).
+	// Not cfg, cat or stored captured: they would keep the --catalog file
+	// and the first catalog read for as long as these run, after the watch
+	// replaced it (TestTheFileCatalogIsNotKept).
 	logger, clusterName := cfg.Logger, cat.Cluster
 	go func() { defer inc.wg.Done(); inc.alarms.watch(runCtx, cli, logger) }()
-	go func() { defer inc.wg.Done(); inc.followCatalog(runCtx, cli, clusterName, catRev, logger) }()
+	go func(stored *config.Stored) {
+		defer inc.wg.Done()
+		inc.followCatalog(runCtx, cli, clusterName, stored, logger)
+	}(stored)
 	go func() {
 		defer inc.wg.Done()
 		inc.err = s.Run(runCtx)
@@ -366,9 +371,9 @@ func storeFile(ctx context.Context, cli *clientv3.Client, cfg Config, name strin
 }
 
 // followCatalog makes the scheduler converge to every catalog stored after
-// revision from.
-func (inc *Incarnation) followCatalog(ctx context.Context, cli *clientv3.Client, cluster string, from int64, logger *slog.Logger) {
-	config.WatchStored(ctx, cli, cluster, from, func(u config.Update) {
+// from, the one the incarnation's start read.
+func (inc *Incarnation) followCatalog(ctx context.Context, cli *clientv3.Client, cluster string, from *config.Stored, logger *slog.Logger) {
+	config.WatchStoredFrom(ctx, cli, cluster, from, func(u config.Update) {
 		rev := u.Revision
 		if err := inc.sched.SetCatalogUpdate(u); err != nil {
 			logger.Error("cannot run the new catalog; keeping the current one", "revision", rev, "running", inc.sched.CatalogRevision(), "err", err)
