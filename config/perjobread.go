@@ -23,9 +23,10 @@ import (
 const readPage = 10000
 
 // perJobState is a stored generation of the per-job layout, decoded.
-// Each job's definition is kept once: in built, or in fresh until the next
-// catalog is built (a member of 100,000 jobs kept them twice, and its
-// collector marked both at every cycle).
+// Each job's definition is kept once, in built or, until the next catalog
+// is built, in fresh: a member's collector marks what the watch keeps at
+// every cycle (TestCatalogAfterChangesInPlaceIsTheWholeOne holds the
+// catalogs it builds).
 type perJobState struct {
 	generation int64
 	settings   []byte

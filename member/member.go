@@ -197,8 +197,8 @@ func (r *rejoiner) incarnate(ctx context.Context) error {
 }
 
 // forgetFile drops the --catalog file's catalog once it was offered to
-// StoreFile: the stored catalog runs, and holding the file's every job for
-// as long as the member runs made its collector mark them at every cycle.
+// StoreFile: the stored catalog runs, and the file's every job, held for as
+// long as the member runs, would be marked by its collector at every cycle.
 // Held by TestTheFileCatalogIsNotKept.
 func (r *rejoiner) forgetFile() {
 	r.cfg.Cluster, r.cfg.Catalog = r.cfg.cluster(), nil
