@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/membership"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -187,6 +190,50 @@ func TestPermitOfALostMemberIsFreed(t *testing.T) {
 	if running[holder.id] != 0 || running[waiter.id] != 1 {
 		t.Fatalf("running %v; want only the waiter's run", running)
 	}
+}
+
+// A member that lost its lease returns without waiting for the deletes of
+// the permits its runs held: their keys go with the lease (revoked by the
+// next incarnation, or expired), and on an etcd that cannot answer each
+// delete would hold the member's rejoin back for the permits' whole bound.
+// The chaos suite's etcd leader kill showed it: every member waited that
+// bound before joining again, and fires were missed for that long.
+func TestLostLeaseDoesNotWaitForPermitDeletes(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	cat := catalog("permit-lost", config.Job{Name: "held", Schedule: "@every 1s", Handler: "block", MaxRunning: 1, Overlap: config.OverlapSkip})
+	started := make(chan struct{}, 16)
+	h := jobs.Handlers{"block": func(ctx context.Context) error {
+		started <- struct{}{}
+		<-ctx.Done() // holds its permit until cancelled
+		return ctx.Err()
+	}}
+	rec := newRecorder()
+	n := startNode(t, cli, cat, rec, h, nodeOpts{})
+	kiratest.Receive(t, started, 15*time.Second, "a run holding its permit")
+	etcd.Stop(0) // the permit's delete cannot be answered
+	evs := rec.waitFor(t, "the slot lost", 10*time.Second, func(evs []Event) bool {
+		return count(evs, func(e Event) bool { return e.Kind == Lost }) > 0
+	})
+	var lost time.Time
+	for _, e := range evs {
+		if e.Kind == Lost {
+			lost = e.At
+			break
+		}
+	}
+	err := kiratest.Receive(t, n.done, 2*resignTimeout, "the scheduler's Run to return")
+	n.done <- err // for the cleanup's stop
+	if !errors.Is(err, ErrUntrusted) && !errors.Is(err, membership.ErrSessionLost) {
+		t.Fatalf("Run returned %v; want ErrUntrusted", err)
+	}
+	// The permits' bound is resignTimeout; the rest of closing takes
+	// milliseconds here.
+	took := time.Since(lost)
+	if took >= resignTimeout-time.Second {
+		t.Fatalf("Run returned %s after the slot was lost: it waited for the permit's delete", took.Round(time.Millisecond))
+	}
+	t.Logf("Run returned %s after the slot was lost", took.Round(time.Millisecond))
 }
 
 func receive(t *testing.T, ch chan string, what string) string {
