@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"weak"
@@ -194,7 +195,7 @@ func watchJobs(t *testing.T, cli *clientv3.Client, s *Stored) *catalogWatch {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		WatchStored(ctx, cli, "c", s.Revision, func(u Update) {
+		WatchStored(ctx, cli, "c", s, func(u Update) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if u.Revision <= w.rev {
@@ -363,9 +364,10 @@ func TestJobPositions(t *testing.T) {
 	}
 }
 
-// A member whose catalog revision etcd has compacted (a catalog older than
-// the compaction, the usual case) follows later changes from the revision
-// it read at: each arrives once, the one-job change as one job.
+// A watch whose read etcd has compacted before it started (a member
+// that took long to start) reads the latest catalog whole, and follows
+// later changes from there: each arrives once, the one-job change as one
+// job.
 func TestWatchFromACompactedRevision(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
 	ctx := context.Background()
@@ -377,6 +379,7 @@ func TestWatchFromACompactedRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := readJobs(t, cli, 0, cat)
 	for i := range 5 {
 		if _, err := cli.Put(ctx, "/elsewhere", fmt.Sprint(i)); err != nil {
 			t.Fatal(err)
@@ -386,7 +389,7 @@ func TestWatchFromACompactedRevision(t *testing.T) {
 	if err != nil || resp == nil {
 		t.Fatal(err)
 	}
-	w := watchJobs(t, cli, &Stored{Catalog: cat, Revision: rev})
+	w := watchJobs(t, cli, s)
 	one := clone(cat)
 	one.Jobs[7].Schedule = "@every 9m"
 	rev2, err := Put(ctx, cli, one, Source{By: ByApply}, rev)
@@ -400,6 +403,59 @@ func TestWatchFromACompactedRevision(t *testing.T) {
 	if w.refused() != 0 {
 		t.Fatalf("refused %d", w.refused())
 	}
+}
+
+// A watch follows from the revision its catalog was read at, not from the
+// catalog's own revision: a catalog stored long ago (older than etcd's
+// compaction, the usual case at a member's start) is not read again, and a
+// one-job change then costs no read at all.
+func TestWatchFollowsFromTheReadRevision(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	cat := unchecked(t, manyJobs(50))
+	rev, err := PutJobs(ctx, cli, cat, Source{By: ByApply}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := cli.Put(ctx, "/elsewhere", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Compact(ctx, rev+5, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	s := readJobs(t, cli, 0, cat)
+	// The watch's own client counts its reads, as etcd's namespace
+	// package wraps a client's KV.
+	watching := etcdtest.NewClient(t, cli.Endpoints()...)
+	reads := &countingKV{KV: watching.KV}
+	watching.KV = reads
+	w := watchJobs(t, watching, s)
+	one := clone(cat)
+	one.Jobs[7].Schedule = "@every 9m"
+	rev2, err := PutJobs(ctx, cli, one, Source{By: ByApply}, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.reaches(t, rev2, one)
+	if u := w.lastUpdate(); u.Since != rev || !slices.Equal(u.Replaced, []int{7}) {
+		t.Fatalf("the change came replacing %v since %d; want 7 since %d", u.Replaced, u.Since, rev)
+	}
+	if n := reads.gets.Load(); n != 0 {
+		t.Fatalf("the watch read etcd %d times; want none: it follows from the revision its catalog was read at", n)
+	}
+}
+
+// countingKV counts the reads made through it.
+type countingKV struct {
+	clientv3.KV
+	gets atomic.Int64
+}
+
+func (k *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	k.gets.Add(1)
+	return k.KV.Get(ctx, key, opts...)
 }
 
 // A catalog built after changes in place (jobs put at the position they
@@ -623,14 +679,14 @@ func TestStageInLargeTransactionsWhereEtcdTakesThem(t *testing.T) {
 	}
 }
 
-// WatchStoredFrom follows from a catalog Read returned, with its state: a
+// WatchStored follows from a catalog Read returned, with its state: a
 // change of one job comes as that job replaced since the revision read,
 // and once it came, the catalog read is no longer held by the watch.
 func TestWatchFromAStoredCatalog(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); kiratest.Receive(t, done, 10*time.Second, "WatchStoredFrom to return") })
+	t.Cleanup(func() { cancel(); kiratest.Receive(t, done, 10*time.Second, "WatchStored to return") })
 	cat := unchecked(t, manyJobs(50))
 	rev1, err := PutJobs(ctx, cli, cat, Source{By: ByApply}, 0)
 	if err != nil {
@@ -655,7 +711,7 @@ func TestWatchFromAStoredCatalog(t *testing.T) {
 	})
 }
 
-// watchFrom reads the catalog at rev and follows it with WatchStoredFrom,
+// watchFrom reads the catalog at rev and follows it with WatchStored,
 // sending each update; it returns a weak pointer to the catalog read.
 func watchFrom(t *testing.T, ctx context.Context, cli *clientv3.Client, rev int64, updates chan<- Update, done chan<- struct{}) weak.Pointer[Catalog] {
 	s, err := Read(ctx, cli, "c", 0)
@@ -664,7 +720,7 @@ func watchFrom(t *testing.T, ctx context.Context, cli *clientv3.Client, rev int6
 	}
 	go func(s *Stored) {
 		defer close(done)
-		WatchStoredFrom(ctx, cli, "c", s, func(u Update) { updates <- u }, func(r int64, err error) { t.Errorf("revision %d refused: %v", r, err) })
+		WatchStored(ctx, cli, "c", s, func(u Update) { updates <- u }, func(r int64, err error) { t.Errorf("revision %d refused: %v", r, err) })
 	}(s)
 	return weak.Make(s.Catalog)
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/kira-scheduler/kira/keyspace"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -232,34 +231,22 @@ type Update struct {
 }
 
 // WatchStored calls apply with every new version of the cluster's catalog
-// after revision from, in either layout, until ctx ends, and unreadable
-// with every version it cannot read (ErrUnreadableCatalog): the caller
-// keeps the catalog it runs. It reads the catalog stored at from, then
-// follows it: within the per-job generation it runs, a revision's events
-// change its jobs one by one (a change of one job moves one job's bytes),
-// and a revision that only replaced jobs in place comes as an Update
-// naming them, Since the version before it; a new generation is read
-// whole, as Read does. etcd delivers one revision's events together, so
-// no half-applied revision is seen. A broken watch is re-established from
-// the last revision seen (TestPerJobLayout, TestWatchNamesTheJobsReplaced,
+// after s, a catalog of cluster that Read returned, in either layout, until
+// ctx ends, and unreadable with every version it cannot read
+// (ErrUnreadableCatalog): the caller keeps the catalog it runs. It follows
+// from the revision s was read at, with s's state, so a member's start reads
+// the catalog once and its jobs are not kept twice: within the per-job
+// generation it runs, a revision's events change its jobs one by one (a
+// change of one job moves one job's bytes), and a revision that only
+// replaced jobs in place comes as an Update naming them, Since the version
+// before it; a new generation is read whole, as Read does. etcd delivers one
+// revision's events together, so no half-applied revision is seen. A broken
+// watch is re-established from the last revision seen; one etcd has
+// compacted reads the latest catalog whole (TestPerJobLayout,
+// TestWatchFromAStoredCatalog, TestWatchFromACompactedRevision,
 // TestUnreadableStoredCatalogIsRefused).
-func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, from int64, apply func(Update), unreadable func(int64, error)) {
-	w := &jobsWatch{cli: cli, cluster: cluster, from: from, apply: apply, unreadable: unreadable}
-	for ctx.Err() == nil && !w.start(ctx) {
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	w.follow(ctx)
-}
-
-// WatchStoredFrom is WatchStored from s, a catalog of cluster that Read
-// returned, without reading it again: a member's start reads the catalog
-// once, and s's state is the watch's, so its jobs are not kept twice
-// (TestWatchFromAStoredCatalog).
-func WatchStoredFrom(ctx context.Context, cli *clientv3.Client, cluster string, s *Stored, apply func(Update), unreadable func(int64, error)) {
-	w := &jobsWatch{cli: cli, cluster: cluster, from: s.Revision, seen: s.Revision, state: s.perJob, apply: apply, unreadable: unreadable}
+func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, s *Stored, apply func(Update), unreadable func(int64, error)) {
+	w := &jobsWatch{cli: cli, cluster: cluster, from: s.Revision, seen: s.at, state: s.perJob, apply: apply, unreadable: unreadable}
 	w.follow(ctx)
 }
 
@@ -294,27 +281,6 @@ func (w *jobsWatch) follow(ctx context.Context) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// start reads the catalog stored at w.from, from which the watch follows
-// every version; when etcd has compacted w.from (a catalog older than the
-// compaction, the usual case), it reads the latest one instead, applies it
-// if newer, and the watch follows from the revision it was read at, so a
-// compacted w.from is never watched again (TestWatchFromACompactedRevision).
-// False when etcd cannot answer.
-func (w *jobsWatch) start(ctx context.Context) bool {
-	s, err := Read(ctx, w.cli, w.cluster, w.from)
-	switch {
-	case errors.Is(err, rpctypes.ErrCompacted):
-		w.reload(ctx, 0)
-		return w.seen > 0
-	case s == nil && !errors.Is(err, ErrNoCatalog):
-		return false
-	case s != nil:
-		w.state = s.perJob
-	}
-	w.seen = w.from
-	return true
 }
 
 // jobsWatch is WatchStored's state: the generation it runs (nil while the

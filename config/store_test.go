@@ -27,14 +27,18 @@ func TestUnreadableStoredCatalogIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev := storeSingle(t, cli, cat) // the watch of the single key, as the previous version stored it
+	storeSingle(t, cli, cat) // the watch of the single key, as the previous version stored it
+	s, err := Read(ctx, cli, "c", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	var applied, refused []int64
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		WatchStored(wctx, cli, "c", rev, func(u Update) { mu.Lock(); applied = append(applied, u.Revision); mu.Unlock() },
+		WatchStored(wctx, cli, "c", s, func(u Update) { mu.Lock(); applied = append(applied, u.Revision); mu.Unlock() },
 			func(r int64, err error) {
 				if errors.Is(err, ErrUnreadableCatalog) {
 					mu.Lock()

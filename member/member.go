@@ -373,7 +373,7 @@ func storeFile(ctx context.Context, cli *clientv3.Client, cfg Config, name strin
 // followCatalog makes the scheduler converge to every catalog stored after
 // from, the one the incarnation's start read.
 func (inc *Incarnation) followCatalog(ctx context.Context, cli *clientv3.Client, cluster string, from *config.Stored, logger *slog.Logger) {
-	config.WatchStoredFrom(ctx, cli, cluster, from, func(u config.Update) {
+	config.WatchStored(ctx, cli, cluster, from, func(u config.Update) {
 		rev := u.Revision
 		if err := inc.sched.SetCatalogUpdate(u); err != nil {
 			logger.Error("cannot run the new catalog; keeping the current one", "revision", rev, "running", inc.sched.CatalogRevision(), "err", err)
