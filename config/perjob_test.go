@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"weak"
@@ -380,15 +379,7 @@ func TestWatchFromACompactedRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := readJobs(t, cli, 0, cat)
-	for i := range 5 {
-		if _, err := cli.Put(ctx, "/elsewhere", fmt.Sprint(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resp, err := cli.Compact(ctx, rev+5, clientv3.WithCompactPhysical())
-	if err != nil || resp == nil {
-		t.Fatal(err)
-	}
+	compactPast(t, cli, rev)
 	w := watchJobs(t, cli, s)
 	one := clone(cat)
 	one.Jobs[7].Schedule = "@every 9m"
@@ -417,20 +408,12 @@ func TestWatchFollowsFromTheReadRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 5 {
-		if _, err := cli.Put(ctx, "/elsewhere", fmt.Sprint(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := cli.Compact(ctx, rev+5, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
+	compactPast(t, cli, rev)
 	s := readJobs(t, cli, 0, cat)
 	// The watch's own client counts its reads, as etcd's namespace
 	// package wraps a client's KV.
 	watching := etcdtest.NewClient(t, cli.Endpoints()...)
-	reads := &countingKV{KV: watching.KV}
-	watching.KV = reads
+	reads := etcdtest.CountRequests(watching)
 	w := watchJobs(t, watching, s)
 	one := clone(cat)
 	one.Jobs[7].Schedule = "@every 9m"
@@ -442,20 +425,23 @@ func TestWatchFollowsFromTheReadRevision(t *testing.T) {
 	if u := w.lastUpdate(); u.Since != rev || !slices.Equal(u.Replaced, []int{7}) {
 		t.Fatalf("the change came replacing %v since %d; want 7 since %d", u.Replaced, u.Since, rev)
 	}
-	if n := reads.gets.Load(); n != 0 {
+	if n := reads.Gets.Load(); n != 0 {
 		t.Fatalf("the watch read etcd %d times; want none: it follows from the revision its catalog was read at", n)
 	}
 }
 
-// countingKV counts the reads made through it.
-type countingKV struct {
-	clientv3.KV
-	gets atomic.Int64
-}
-
-func (k *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	k.gets.Add(1)
-	return k.KV.Get(ctx, key, opts...)
+// compactPast writes elsewhere, then has etcd compact its history past
+// rev: a watch from rev is then refused.
+func compactPast(t *testing.T, cli *clientv3.Client, rev int64) {
+	t.Helper()
+	for i := range 5 {
+		if _, err := cli.Put(context.Background(), "/elsewhere", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Compact(context.Background(), rev+5, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A catalog built after changes in place (jobs put at the position they

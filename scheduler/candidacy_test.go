@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,29 +12,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
-
-// countingKV counts the requests sent through a client's KV.
-type countingKV struct {
-	clientv3.KV
-	requests atomic.Int64
-}
-
-func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	c.requests.Add(1)
-	return c.KV.Get(ctx, key, opts...)
-}
-
-func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
-	c.requests.Add(1)
-	return c.KV.Txn(ctx)
-}
-
-// countRequests makes cli's KV count its requests.
-func countRequests(cli *clientv3.Client) *countingKV {
-	c := &countingKV{KV: cli.KV}
-	cli.KV = c
-	return c
-}
 
 // runCandidacies commits the candidacies of campaigns on cli until the
 // test ends; hold, if not nil, keeps them queued until it is closed.
@@ -74,7 +50,7 @@ func TestCandidacyWonInOneTransaction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	session := testSession(t, cli)
-	counted := countRequests(cli)
+	counted := etcdtest.CountRequests(cli)
 	c := runCandidacies(t, cli, nil)
 	const slots = 20
 	won := make([]*concurrency.Election, slots)
@@ -85,7 +61,7 @@ func TestCandidacyWonInOneTransaction(t *testing.T) {
 		}
 		won[p] = e
 	}
-	if n := counted.requests.Load(); n != slots {
+	if n := counted.Requests(); n != slots {
 		t.Fatalf("%d requests for %d uncontested campaigns; want one each", n, slots)
 	}
 	for p, e := range won {
