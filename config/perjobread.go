@@ -243,8 +243,8 @@ type Update struct {
 // revision's events together, so no half-applied revision is seen. A broken
 // watch is re-established from the last revision seen; one etcd has
 // compacted reads the latest catalog whole (TestPerJobLayout,
-// TestWatchFromAStoredCatalog, TestWatchFromACompactedRevision,
-// TestUnreadableStoredCatalogIsRefused).
+// TestWatchFromAStoredCatalog, TestWatchFollowsFromTheReadRevision,
+// TestWatchFromACompactedRevision, TestUnreadableStoredCatalogIsRefused).
 func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, s *Stored, apply func(Update), unreadable func(int64, error)) {
 	w := &jobsWatch{cli: cli, cluster: cluster, from: s.Revision, seen: s.at, state: s.perJob, apply: apply, unreadable: unreadable}
 	w.follow(ctx)
