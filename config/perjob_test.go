@@ -430,6 +430,38 @@ func TestWatchFollowsFromTheReadRevision(t *testing.T) {
 	}
 }
 
+// A watch that could not read a new generation (etcd did not answer the
+// read) reads it again: the change is not skipped until the next one.
+func TestWatchRetriesARevisionItCouldNotRead(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	first := unchecked(t, manyJobs(300))
+	rev, err := PutJobs(ctx, cli, first, Source{By: ByApply}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := readJobs(t, cli, 0, first)
+	watching := etcdtest.NewClient(t, cli.Endpoints()...)
+	reads := etcdtest.CountRequests(watching)
+	reads.FailGets.Store(1) // the watch reads nothing else: its read of the new generation fails once
+	w := watchJobs(t, watching, s)
+	next := clone(first)
+	for i := range next.Jobs {
+		next.Jobs[i].Schedule = fmt.Sprintf("@every %dm", 2+i%7) // every job changed: a new generation
+	}
+	rev2, err := PutJobs(ctx, cli, next, Source{By: ByApply}, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.reaches(t, rev2, next)
+	if n := reads.FailGets.Load(); n != 0 {
+		t.Fatalf("%d failures left to inject; the watch never read the new generation", n)
+	}
+	if u := w.lastUpdate(); u.Since != 0 {
+		t.Fatalf("the new generation came as jobs %v replaced since %d; want it read whole", u.Replaced, u.Since)
+	}
+}
+
 // compactPast writes elsewhere, then has etcd compact its history past
 // rev: a watch from rev is then refused.
 func compactPast(t *testing.T, cli *clientv3.Client, rev int64) {

@@ -252,33 +252,42 @@ func WatchStored(ctx context.Context, cli *clientv3.Client, cluster string, s *S
 
 // follow applies every change after w.seen until ctx ends.
 func (w *jobsWatch) follow(ctx context.Context) {
-	cli, cluster := w.cli, w.cluster
 	for ctx.Err() == nil {
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for wr := range cli.Watch(wctx, keyspace.CatalogPrefix(cluster), clientv3.WithPrefix(), clientv3.WithRev(w.seen+1)) {
-			if wr.Err() != nil {
-				if wr.CompactRevision > 0 {
-					w.reload(ctx, 0)
-				}
-				break
-			}
-			for i := 0; i < len(wr.Events); {
-				r := wr.Events[i].Kv.ModRevision
-				k := i
-				for k < len(wr.Events) && wr.Events[k].Kv.ModRevision == r {
-					k++
-				}
-				if r > w.seen {
-					w.revision(ctx, r, wr.Events[i:k])
-					w.seen = r
-				}
-				i = k
-			}
-		}
-		cancel()
+		w.watch(ctx)
 		select {
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// watch applies the changes after w.seen until the watch breaks, or until
+// a revision cannot be read (etcd did not answer): the next watch starts
+// from that revision again, so no change is skipped
+// (TestWatchRetriesARevisionItCouldNotRead).
+func (w *jobsWatch) watch(ctx context.Context) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range w.cli.Watch(wctx, keyspace.CatalogPrefix(w.cluster), clientv3.WithPrefix(), clientv3.WithRev(w.seen+1)) {
+		if wr.Err() != nil {
+			if wr.CompactRevision > 0 {
+				w.reload(ctx, 0)
+			}
+			return
+		}
+		for i := 0; i < len(wr.Events); {
+			r := wr.Events[i].Kv.ModRevision
+			k := i
+			for k < len(wr.Events) && wr.Events[k].Kv.ModRevision == r {
+				k++
+			}
+			if r > w.seen {
+				if !w.revision(ctx, r, wr.Events[i:k]) {
+					return
+				}
+				w.seen = r
+			}
+			i = k
 		}
 	}
 }
@@ -297,23 +306,31 @@ type jobsWatch struct {
 }
 
 // reload reads the catalog at rev (0: the latest) whole, and applies it.
-func (w *jobsWatch) reload(ctx context.Context, rev int64) {
+// False when etcd did not answer: nothing was read, and the caller reads it
+// again.
+func (w *jobsWatch) reload(ctx context.Context, rev int64) bool {
 	s, err := Read(ctx, w.cli, w.cluster, rev)
-	if s != nil {
-		w.seen = max(w.seen, s.at)
-	}
 	switch {
 	case errors.Is(err, ErrUnreadableCatalog):
+		w.seen = max(w.seen, s.at)
 		w.stale = true
 		w.unreadable(s.Revision, err)
-	case err == nil && s.Revision > w.from:
-		w.state, w.stale, w.from = s.perJob, false, s.Revision
-		w.apply(Update{Catalog: s.Catalog, Revision: s.Revision})
+	case errors.Is(err, ErrNoCatalog):
+	case err != nil:
+		return false
+	default:
+		w.seen = max(w.seen, s.at)
+		if s.Revision > w.from {
+			w.state, w.stale, w.from = s.perJob, false, s.Revision
+			w.apply(Update{Catalog: s.Catalog, Revision: s.Revision})
+		}
 	}
+	return true
 }
 
-// revision applies the events of revision r.
-func (w *jobsWatch) revision(ctx context.Context, r int64, evs []*clientv3.Event) {
+// revision applies the events of revision r; false when a catalog it had
+// to read could not be read (reload).
+func (w *jobsWatch) revision(ctx context.Context, r int64, evs []*clientv3.Event) bool {
 	var headEv, legacyEv *clientv3.Event
 	for _, ev := range evs {
 		switch string(ev.Kv.Key) {
@@ -329,24 +346,23 @@ func (w *jobsWatch) revision(ctx context.Context, r int64, evs []*clientv3.Event
 		if err := strict(keyspace.CatalogHead(w.cluster), headEv.Kv.Value, &h); err != nil {
 			w.from, w.stale = r, true
 			w.unreadable(r, err)
-			return
+			return true
 		}
 		if w.state == nil || w.stale || h.Generation != w.state.generation {
-			w.reload(ctx, r)
-			return
+			return w.reload(ctx, r)
 		}
 		since := w.from
 		w.from = r
 		if err := w.changes(r, evs); err != nil {
 			w.stale = true
 			w.unreadable(r, err)
-			return
+			return true
 		}
 		cat, replaced, err := w.state.catalog()
 		if err != nil {
 			w.stale = true
 			w.unreadable(r, err)
-			return
+			return true
 		}
 		u := Update{Catalog: cat, Revision: r}
 		if replaced != nil {
@@ -358,10 +374,11 @@ func (w *jobsWatch) revision(ctx context.Context, r int64, evs []*clientv3.Event
 		cat, err := decodeStored(legacyEv.Kv.Value)
 		if err != nil {
 			w.unreadable(r, err)
-			return
+			return true
 		}
 		w.apply(Update{Catalog: cat, Revision: r})
 	}
+	return true
 }
 
 // changes applies the puts and deletes of the generation it runs; keys of

@@ -226,8 +226,9 @@ func (s *Scheduler) finishedClosing() {
 
 // permitsWait bounds how long closing waits for the deletes of the permits
 // its runs released. After a lost lease it waits for none: the keys go with
-// the lease (the next incarnation revokes it, or it expires), and on an etcd
-// that cannot answer the wait would only hold the rejoin back.
+// the lease (revoked as the member leaves, or by its next incarnation, or
+// expired), and on an etcd that cannot answer the wait would only hold the
+// rejoin back.
 // Held by TestLostLeaseDoesNotWaitForPermitDeletes.
 func permitsWait(graceful bool) time.Duration {
 	if graceful {
