@@ -433,22 +433,14 @@ func TestWatchFollowsFromTheReadRevision(t *testing.T) {
 // A watch that could not read a new generation (etcd did not answer the
 // read) reads it again: the change is not skipped until the next one.
 func TestWatchRetriesARevisionItCouldNotRead(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
+	cli, first, rev := storedJobs(t, 300)
 	ctx := context.Background()
-	first := unchecked(t, manyJobs(300))
-	rev, err := PutJobs(ctx, cli, first, Source{By: ByApply}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := readJobs(t, cli, 0, first)
 	watching := etcdtest.NewClient(t, cli.Endpoints()...)
 	reads := etcdtest.CountRequests(watching)
 	reads.FailGets.Store(1) // the watch reads nothing else: its read of the new generation fails once
 	w := watchJobs(t, watching, s)
-	next := clone(first)
-	for i := range next.Jobs {
-		next.Jobs[i].Schedule = fmt.Sprintf("@every %dm", 2+i%7) // every job changed: a new generation
-	}
+	next := everyJobChanged(first, 0)
 	rev2, err := PutJobs(ctx, cli, next, Source{By: ByApply}, rev)
 	if err != nil {
 		t.Fatal(err)
@@ -460,6 +452,29 @@ func TestWatchRetriesARevisionItCouldNotRead(t *testing.T) {
 	if u := w.lastUpdate(); u.Since != 0 {
 		t.Fatalf("the new generation came as jobs %v replaced since %d; want it read whole", u.Replaced, u.Since)
 	}
+}
+
+// storedJobs starts etcd and stores n jobs there in the per-job layout.
+func storedJobs(t *testing.T, n int) (*clientv3.Client, *Catalog, int64) {
+	t.Helper()
+	cli := etcdtest.Start(t).Client(t)
+	cat := unchecked(t, manyJobs(n))
+	rev, err := PutJobs(context.Background(), cli, cat, Source{By: ByApply}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli, cat, rev
+}
+
+// everyJobChanged is cat with every job's schedule changed (round tells
+// one change from another): too many changes for one transaction, so it is
+// stored in a new generation.
+func everyJobChanged(cat *Catalog, round int) *Catalog {
+	next := clone(cat)
+	for i := range next.Jobs {
+		next.Jobs[i].Schedule = fmt.Sprintf("@every %dm", 2+(i+round)%7)
+	}
+	return next
 }
 
 // compactPast writes elsewhere, then has etcd compact its history past
@@ -552,19 +567,11 @@ func TestCatalogAfterChangesInPlaceIsTheWholeOne(t *testing.T) {
 // the generations left behind (the replaced one, or the stage no one made
 // current) go with the next staged store, which leaves one generation.
 func TestStagedStoreWhoseAnswerIsLost(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
+	cli, first, rev := storedJobs(t, 300)
 	ctx := context.Background()
-	first := unchecked(t, manyJobs(300))
-	rev, err := PutJobs(ctx, cli, first, Source{By: ByApply}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := watchJobs(t, cli, readJobs(t, cli, 0, first))
 	for round, applied := range []bool{true, false} {
-		next := clone(first)
-		for i := range next.Jobs {
-			next.Jobs[i].Schedule = fmt.Sprintf("@every %dm", 2+(i+round)%7) // every job changed: a staged store
-		}
+		next := everyJobChanged(first, round)
 		lossy := &lostFlipKV{KV: cli, applied: applied}
 		if _, err := PutJobs(ctx, lossy, next, Source{By: ByApply}, rev); err == nil || !lossy.lost {
 			t.Fatalf("applied %v: a store whose last answer is lost returned %v (answer lost: %v); want an error", applied, err, lossy.lost)
@@ -578,6 +585,7 @@ func TestStagedStoreWhoseAnswerIsLost(t *testing.T) {
 		generations(t, cli, 2) // the replaced generation, or the stage
 		third := clone(want)
 		third.Jobs = third.Jobs[:250]
+		var err error
 		if rev, err = PutJobs(ctx, cli, third, Source{By: ByApply}, stored.Revision); err != nil {
 			t.Fatal(err)
 		}

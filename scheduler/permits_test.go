@@ -226,7 +226,8 @@ func TestLostLeaseDoesNotWaitForPermitDeletes(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { close(quit) }) // runs before the node's stop
-	etcd.Stop(0)                      // the permit's delete cannot be answered
+	// The permit's delete cannot be answered.
+	etcd.Stop(0)
 	evs := rec.waitFor(t, "the slot lost", 10*time.Second, func(evs []Event) bool {
 		return count(evs, func(e Event) bool { return e.Kind == Lost }) > 0
 	})
