@@ -401,13 +401,8 @@ func TestWatchFromACompactedRevision(t *testing.T) {
 // compaction, the usual case at a member's start) is not read again, and a
 // one-job change then costs no read at all.
 func TestWatchFollowsFromTheReadRevision(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
+	cli, cat, rev := storedJobs(t, 50)
 	ctx := context.Background()
-	cat := unchecked(t, manyJobs(50))
-	rev, err := PutJobs(ctx, cli, cat, Source{By: ByApply}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	compactPast(t, cli, rev)
 	s := readJobs(t, cli, 0, cat)
 	// The watch's own client counts its reads, as etcd's namespace
@@ -643,18 +638,14 @@ func (t *lostFlipTxn) Commit() (*clientv3.TxnResponse, error) {
 // A change of about etcd's 128 operations in jobs is stored, in one
 // transaction or staged, whatever the operations the store adds to it.
 func TestChangeNearTheTransactionLimitIsStored(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
+	cli, cat, rev := storedJobs(t, 300)
 	ctx := context.Background()
-	cat := unchecked(t, manyJobs(300))
-	rev, err := PutJobs(ctx, cli, cat, Source{By: ByApply}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for n := MaxTxnOps - 6; n <= MaxTxnOps+1; n++ {
 		next := clone(cat)
 		for i := range n {
 			next.Jobs[i].Schedule = fmt.Sprintf("@every %dm", 2+n%50)
 		}
+		var err error
 		if rev, err = PutJobs(ctx, cli, next, Source{By: ByApply}, rev); err != nil {
 			t.Fatalf("a change of %d jobs: %v", n, err)
 		}
