@@ -449,6 +449,7 @@ var faultKinds = map[string]injector{
 		c.etcd[i].proc = startEtcd(c.t, c.etcd[i])
 		return Fault{Name: "kill etcd leader " + c.etcd[i].name, Start: at, Heal: time.Now(), MayDrop: electionOutage, EveryMember: true}
 	},
+	"lost answers": func(c *cluster) Fault { return loseAnswers(c, lostAnswers) },
 	"compact": func(c *cluster) Fault {
 		at := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -474,6 +475,44 @@ var faultKinds = map[string]injector{
 		}
 		return Fault{Name: "defragment", Start: at, Heal: time.Now()}
 	},
+}
+
+// lostAnswers is how long a "lost answers" fault of the random schedule
+// drops what etcd answers one member: less than the TTL, so its lease may
+// outlive it.
+const lostAnswers = 1200 * time.Millisecond
+
+// loseAnswers drops, for d, every answer etcd sends the member that leads
+// the most slots, whose requests etcd still applies.
+func loseAnswers(c *cluster, d time.Duration) Fault {
+	m, id := c.victim()
+	at := time.Now()
+	m.loseAnswers()
+	time.Sleep(d)
+	m.heal()
+	return Fault{Name: "lost answers " + m.name, Start: at, Heal: time.Now(), MayDrop: d + mayDrop, InDoubt: []string{id}}
+}
+
+// 9. Lost answers: three times, etcd applies what the member that leads
+// the most slots sends it, under load, while every answer is dropped; its
+// journal wraps round every second. The second time lasts past the TTL, so
+// the member loses its lease and its slots move. Its writes are "maybe
+// applied": none may make a finished fire run again, and the strict
+// checker also holds every state etcd committed to that.
+func TestLostAnswers(t *testing.T) {
+	c := newLoadedCluster(t, 3, 300, "", "--journal-entries", "8")
+	from := windowStart()
+	steady(3 * time.Second)
+	var faults []Fault
+	for _, d := range []time.Duration{lostAnswers, ttl + time.Second, lostAnswers} {
+		f := loseAnswers(c, d)
+		t.Logf("%s %s → %s", f.Name, f.Start.Format("15:04:05.000"), f.Heal.Format("15:04:05.000"))
+		faults = append(faults, f)
+		c.waitSettled(3, 2*time.Minute)
+		steady(3 * time.Second)
+	}
+	steady(4 * time.Second)
+	c.finish("answers lost after etcd applied the writes, 1.2 s, 3 s, 1.2 s", from, faults, func(s *Spec) { s.Recovery = 0 })
 }
 
 // victim is the member that leads the most slots, with its id.

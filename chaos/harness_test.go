@@ -505,6 +505,16 @@ func (m *member) cut() {
 	}
 }
 
+// loseAnswers drops what etcd sends the member (its proxies forward its
+// requests, and etcd applies them): every write it makes meanwhile is
+// "maybe applied", answered with an error or not at all. Healed, its
+// connections, cut mid-stream, are made anew.
+func (m *member) loseAnswers() {
+	for _, p := range m.proxies {
+		p.BlackholeRx()
+	}
+}
+
 func (m *member) heal() {
 	for _, p := range m.proxies {
 		p.UnblackholeTx()

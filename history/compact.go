@@ -82,7 +82,7 @@ func toCompact(s Stored) compact {
 	if s.Skipped != nil {
 		c.Skipped = carriedCompact(*s.Skipped, r)
 	}
-	c.Seq = s.Seq
+	c.Seq, c.Limit = s.Seq, s.Limit
 	if st := s.State; st != nil {
 		c.State = &compactState{Started: offset(at, st.Started), StartedAttempt: st.StartedAttempt, Finished: offset(at, st.Finished),
 			Outcome: st.Outcome, HistorySeq: st.HistorySeq, HistoryLimit: st.HistoryLimit, MissedDropped: st.MissedDropped}
@@ -153,7 +153,7 @@ func fromCompact(s shard.Slot, c compact) (Stored, error) {
 		last := timeAt(at, c.LastScheduled)
 		r.LastScheduledTime = &last
 	}
-	out := Stored{Record: r, Seq: c.Seq}
+	out := Stored{Record: r, Seq: c.Seq, Limit: c.Limit}
 	if cs := c.State; cs != nil {
 		out.State = cs.slotState(s, c, at)
 	}
@@ -223,6 +223,7 @@ type compact struct {
 	State         *compactState `json:"n,omitempty"`
 	Skipped       *compact      `json:"sk,omitempty"` // without the member and token it shares
 	Seq           *int64        `json:"-"`            // the wire format's only (Stored.Seq)
+	Limit         int           `json:"-"`            // the wire format's only (Stored.Limit)
 	// TraceID: absent in records of versions that did not keep it, which
 	// then read as "" (TestRecordsKeepTheirTraceID).
 	TraceID string `json:"tr,omitempty"`

@@ -99,13 +99,10 @@ const (
 	SkippedQueued  = "a run is already queued"
 )
 
-// Stored is a history record as etcd stores it: the record, and the
-// slot's state as of the write that stored it. So a run's result and the
-// start of the slot's next fire recorded ahead are one key written, not a
-// record and a state (docs/benchmarks.md#decisions-the-writer-and-etcd). The
-// state key is written only by writes without a record (a
-// start not recorded with a result, a retraction). The slot's state is the
-// newest by etcd revision (NewestState).
+// Stored is a history record as etcd stores it. Records written before
+// every write put the slot's state key also carry the slot's state as of
+// their write (State), which NewestState still reads; the fenced writer
+// now puts that state in the state key and stores the record without it.
 type Stored struct {
 	Record
 	State *SlotState `json:"state,omitempty"`
@@ -120,6 +117,11 @@ type Stored struct {
 	// HistorySeq before the write): nil in records written before
 	// journals (FormatJournal), which a reader places by their key.
 	Seq *int64 `json:"-"`
+	// Limit is the slot's history_limit when the record was written: a
+	// reader keeps that many of the slot's newest records (Gather). 0 in
+	// records written when the state they carried said it
+	// (State.HistoryLimit).
+	Limit int `json:"-"`
 }
 
 // Records are the history records s stands for, in the order they were

@@ -101,7 +101,8 @@ type Slotted struct {
 // Gather is the history of the slots in ring (records read from ring keys)
 // and journal (records read from journal entries): each record once, and
 // of a slot's records with a Seq only its HistoryLimit newest (the limit
-// its newest state names), as its ring alone would hold. Records without a
+// its newest record names, Stored.Limit, or in records written before it
+// the state it carries), as its ring alone would hold. Records without a
 // Seq, written before journals, are kept as their ring holds them.
 func Gather(ring, journal []Slotted) []Record {
 	// Two passes, so that each slot's records are one allocation: a
@@ -147,8 +148,11 @@ func newestOnce(all []Stored) []Stored {
 		case !seen[*st.Seq]:
 			seen[*st.Seq] = true
 			seqd = append(seqd, st)
-			if *st.Seq > newest && st.State != nil {
-				newest, limit = *st.Seq, st.State.HistoryLimit
+			if *st.Seq > newest && (st.Limit > 0 || st.State != nil) {
+				newest, limit = *st.Seq, st.Limit
+				if limit == 0 {
+					limit = st.State.HistoryLimit
+				}
 			}
 		}
 	}

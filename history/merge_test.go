@@ -72,4 +72,19 @@ func TestGatherKeepsEachRecordOnceWithinTheLimit(t *testing.T) {
 	if want := "[0-4 0-3 1--1]"; fmt.Sprint(got) != want {
 		t.Fatalf("Gather = %v, want %s", got, want)
 	}
+	// Records written now name the limit themselves, without a state.
+	for _, all := range [][]Slotted{ring, journal} {
+		for i := range all {
+			if st := all[i].Stored.State; st != nil {
+				all[i].Stored.State, all[i].Stored.Limit = nil, st.HistoryLimit
+			}
+		}
+	}
+	got = nil
+	for _, r := range Gather(ring, journal) {
+		got = append(got, r.ExecutionID)
+	}
+	if want := "[0-4 0-3 1--1]"; fmt.Sprint(got) != want {
+		t.Fatalf("Gather of records naming their limit = %v, want %s", got, want)
+	}
 }

@@ -23,7 +23,8 @@ import (
 // skip record (a record, without state), 19 seq (FormatJournal's records
 // only; earlier readers skip it), 20 trace id (its 16 bytes), 21 trace id
 // (text, if it is not 32 hex digits). Earlier readers skip 20 and 21, and a
-// record without them reads with no trace id (TestRecordsKeepTheirTraceID).
+// record without them reads with no trace id (TestRecordsKeepTheirTraceID);
+// 22 history limit (Stored.Limit; earlier readers skip it).
 // State fields:
 // 1 token, 2 member, 3 started, 4 started execution id, 5 started attempt,
 // 6 finished, 7 outcome (number), 8 outcome (text), 9 history seq,
@@ -78,6 +79,7 @@ func appendWire(b []byte, c compact) []byte {
 	if c.Seq != nil {
 		b = appendPresent(b, 19, *c.Seq)
 	}
+	b = appendInt(b, 22, int64(c.Limit))
 	return appendTraceID(b, c.TraceID)
 }
 
@@ -272,6 +274,11 @@ func (c *compact) set(f wireField) error {
 			return errWireType
 		}
 		c.Seq = &v
+	case 22:
+		if !f.isInt {
+			return errWireType
+		}
+		c.Limit = int(v)
 	case 20, 21:
 		if f.isInt || f.num == 20 && len(f.bytes) != 16 {
 			return errWireType

@@ -5,8 +5,9 @@
 //     Record, and its index of the journal) puts the records of one
 //     transaction in the next entry of the member's journal
 //     (keyspace.JournalEntry, a ring of 1,024 keys per member), each record
-//     with its slot's state as of its write and still committed only while
-//     its slot's claim holds; the encoding is history.EncodeJournal.
+//     committed only while its slot's claim holds, without a state: the
+//     transaction puts the slot's state in its state key; the encoding is
+//     history.EncodeJournal.
 //  2. Kept. Before the writer reuses an entry it copies the records still
 //     among their slots' newest committed to the slots' rings
 //     (keyspace.HistoryEntry), also after their claim ended, until a newer
@@ -16,9 +17,10 @@
 //  3. Read by a new holder. scheduler.readTakeover reads the journals
 //     through a Cache (SlotsNow), after the win, and the slot's state key,
 //     ring and triggers at the same revision (scheduler/takeoverreads.go);
-//     history.NewestState picks the state, and the new holder's first write
-//     copies the records found only in journals to the ring and puts the
-//     state key (scheduler/takeover.go).
+//     history.NewestState picks the state (the state key's, unless an
+//     earlier version's record carries a newer one), and the new holder's
+//     first write copies the records found only in journals to the ring
+//     (scheduler/takeover.go).
 //  4. Read for history. kira history, kira jobs and the API read rings and
 //     journals (package operator); history.Gather keeps each record once.
 //  5. Swept. Once every slot with records in a departed member's journal

@@ -31,7 +31,16 @@ type gatedKV struct {
 	mu     sync.Mutex
 	gate   chan struct{} // nil while open
 	refuse error         // non-nil: every commit fails with it
-	hurt   int           // commits held or refused
+	lose   error         // non-nil: every commit is applied, then answered with it
+	hurt   int           // commits held, refused or answered with lose
+}
+
+// losing makes every commit apply and then answer err, as etcd does when
+// the answer of an applied request is lost (nil: answer again).
+func (g *gatedKV) losing(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lose = err
 }
 
 // refusing makes every commit fail with err (nil: commit again).
@@ -70,8 +79,8 @@ func (t *gatedTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(op
 
 func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
 	t.kv.mu.Lock()
-	gate, refuse := t.kv.gate, t.kv.refuse
-	if gate != nil || refuse != nil {
+	gate, refuse, lose := t.kv.gate, t.kv.refuse, t.kv.lose
+	if gate != nil || refuse != nil || lose != nil {
 		t.kv.hurt++
 	}
 	t.kv.mu.Unlock()
@@ -91,6 +100,9 @@ func (t *gatedTxn) Commit() (*clientv3.TxnResponse, error) {
 	resp, err := t.Txn.Commit()
 	if t.kv.committed != nil {
 		t.kv.committed()
+	}
+	if err == nil && lose != nil {
+		return nil, lose
 	}
 	return resp, err
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/scheduler/internal/fenced"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // misfireThreshold is how late a fire may start and still not count as
@@ -92,7 +91,7 @@ func catchUp(st history.SlotState, job config.Job, sched config.Schedule, now ti
 // triggers; then the slot follows its schedule.
 func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now time.Time) {
 	st := read.state
-	sl.recorded, sl.ahead, sl.carried, sl.readAt = st, nil, nil, sl.token
+	sl.recorded, sl.ahead, sl.carried, sl.readAt, sl.endedTriggers = st, nil, nil, sl.token, nil
 	if read.unreadable != nil {
 		s.stateReset(sl, read.unreadable, now)
 	} else if read.journaled {
@@ -138,7 +137,7 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 	// Held by TestNewOwnerDoesNotRerunFiresOfAnAheadClock.
 	s.scheduleNext(sl, latest(now, sl.recorded.Finished))
 	if a := s.takeOverAhead(sl); a != nil {
-		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Done: a.done})
+		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: s.stateOps(sl), Done: a.done})
 	}
 	if sl.job.spec.Dependent() {
 		s.afterAcquired(sl, now)

@@ -72,6 +72,7 @@ func (s *Scheduler) controlChanged(evs []controlEvent) {
 		sl, ok := s.slots[shard.Slot{Job: ck.Job, Partition: ck.Partition}]
 		if ev.deleted && ok {
 			s.oneOffCancelled(sl, ev.key)
+			triggerGone(sl, ev.key)
 		}
 		if ev.deleted || !ok || sl.stage != leading || s.triggering[ev.key] || startedTrigger(ev.value) {
 			continue // the holder (or the next one, on acquisition) runs it

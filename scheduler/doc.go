@@ -102,7 +102,10 @@
 // A slot's state (last scheduled time started and finished, outcome, token)
 // and a bounded history live in etcd (package history), written only under
 // the fence by the member's one batched writer (internal/fenced), each
-// slot's writes in the order they were queued. A fire starts only once its
+// slot's writes in the order they were queued. Every write of the slot puts
+// its state key, the one place of its state; records go to the history
+// without it. An error from etcd means "maybe applied": nothing the loop
+// does after one assumes the write did not land. A fire starts only once its
 // start is recorded; a scheduled fire's start is recorded ahead, with the
 // previous run's result, so it needs no round trip at its instant. A new
 // holder reads the state when it wins the slot and owes: the unfinished fire

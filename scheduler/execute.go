@@ -60,7 +60,7 @@ func (s *Scheduler) recordStart(sl *slot, f fire, at time.Time, slow bool) (chan
 	if f.triggerKey == "" && !f.scheduled.Before(sl.recorded.Started) {
 		sl.recorded.Started, sl.recorded.StartedID, sl.recorded.StartedAttempt = f.scheduled, f.id, f.attempt
 	}
-	w := fenced.Write{Claim: sl.claim(), Ops: []clientv3.Op{s.stateOp(sl)}, Done: make(chan error, 1)}
+	w := fenced.Write{Claim: sl.claim(), Ops: s.stateOps(sl), Done: make(chan error, 1)}
 	if f.triggerKey != "" {
 		// Marked started only if it is still the trigger read: a cancel
 		// that deleted it first wins, and the run does not start

@@ -142,7 +142,8 @@ func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
 			done = a.done
 		}
 	}
-	s.recordWith(sl, r, s.triggerDone(sl, fr), done)
+	s.triggerEnded(sl, fr)
+	s.recordWith(sl, r, nil, done)
 	return r
 }
 

@@ -53,6 +53,19 @@ func (s *Scheduler) scheduleNext(sl *slot, t time.Time) {
 	}
 }
 
+// resume puts back in the heap a leading slot that was taken out of it
+// while its runs drained to resign, from the fire it was to fire next: the
+// fires that fell due meanwhile are dispatched, queued or recorded as
+// skipped as for a loop that fell behind (fireDue), not passed over. Held
+// by TestFiresDueWhileUnwantedAreHandledWhenWantedAgain.
+func (s *Scheduler) resume(sl *slot) {
+	if sl.nextScheduled.IsZero() {
+		s.scheduleNext(sl, s.cfg.Clock.Now())
+		return
+	}
+	heap.Push(&s.heap, sl)
+}
+
 // unschedule takes a slot out of the timer heap, if it is there.
 func (s *Scheduler) unschedule(sl *slot) {
 	if sl.heapIndex >= 0 {

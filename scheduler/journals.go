@@ -19,7 +19,10 @@ import (
 // it is taken over by a member that copies what it needs to the slot's
 // ring and writes the slot's state key (takeoverWrite). Once every such
 // slot's state key names a newer token than the journal's records, the
-// journal holds nothing a reader needs, and any member deletes it.
+// journal holds nothing a reader needs, and any member deletes it. A
+// journal holds history only (a slot's state is in its state key), so a
+// slot no job of the catalog has does not keep it; a record of an earlier
+// version that carries its slot's state does, whatever the catalog.
 // Held by TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken.
 
 // DefaultJournalSweep is how often a member looks for journals of members
@@ -89,7 +92,8 @@ func (s *Scheduler) deleteJournal(ctx context.Context, m string, read int64) err
 
 // journalAbsorbed reports whether member m has left and every slot with
 // records in its journal, as read at revision read, has a state key written
-// by a later holder (or belongs to no job of the catalog).
+// by a later holder (or belongs to no job of the catalog, and none of its
+// records there carries its state).
 func (s *Scheduler) journalAbsorbed(ctx context.Context, m string) (gone bool, read int64, err error) {
 	cluster := s.member.Cluster()
 	alive, err := s.cli.Get(ctx, keyspace.Member(cluster, m), clientv3.WithCountOnly())
@@ -102,6 +106,7 @@ func (s *Scheduler) journalAbsorbed(ctx context.Context, m string) (gone bool, r
 	}
 	read = resp.Header.Revision
 	newest := map[shard.Slot]fencing.Token{} // the token of each slot's records there
+	stateful := map[shard.Slot]bool{}        // a record there carries the slot's state
 	for _, kv := range resp.Kvs {
 		items, err := history.JournalItems(cluster, kv)
 		if err != nil {
@@ -109,11 +114,12 @@ func (s *Scheduler) journalAbsorbed(ctx context.Context, m string) (gone bool, r
 		}
 		for _, it := range items {
 			newest[it.Slot] = max(newest[it.Slot], it.Stored.Token)
+			stateful[it.Slot] = stateful[it.Slot] || it.Stored.State != nil
 		}
 	}
 	var slots []shard.Slot
 	for sl := range newest {
-		if inCatalog(s.Jobs(), sl) {
+		if stateful[sl] || inCatalog(s.Jobs(), sl) {
 			slots = append(slots, sl)
 		}
 	}

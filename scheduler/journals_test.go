@@ -174,3 +174,46 @@ func TestTakeoverCopiesEveryRecordOfTheLimit(t *testing.T) {
 		return resp.Count == limit
 	})
 }
+
+// A journal holds history only, so the sweep deletes a left member's
+// journal whose slots no job of the catalog has; but a record of an earlier
+// version carries its slot's state, and a journal holding one stays until
+// a later holder has written that slot's state key.
+func TestSweepKeepsAJournalHoldingAnEarlierVersionsState(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	cat := catalog("oldsweep", withDefaults(config.Job{Name: "tick", Schedule: "@every 1h", Handler: "noop"}))
+	rec := newRecorder()
+	a := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{})
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	gone := shard.Slot{Job: "removed"} // a job the catalog no longer has
+	journalOf := func(member string, state *history.SlotState) {
+		t.Helper()
+		seq := int64(0)
+		r := history.Stored{Record: history.Record{Job: gone.Job, ExecutionID: "x", Member: member, Token: 7, ScheduledTime: t0, Outcome: "succeeded", Attempt: 1},
+			State: state, Seq: &seq, Limit: 10}
+		value := history.EncodeJournal(member, []history.JournalItem{{Slot: gone, Stored: r}})
+		if _, err := cli.Put(ctx, keyspace.JournalEntry("oldsweep", member, 0), string(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	journalOf("old", &history.SlotState{Token: 7, Member: "old", Started: t0, Finished: t0, HistorySeq: 1})
+	journalOf("new", nil)
+	if err := a.sched.sweepOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left := func(member string) int64 {
+		resp, err := cli.Get(ctx, keyspace.Journal("oldsweep", member), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Count
+	}
+	if left("new") != 0 {
+		t.Fatal("the journal of a left member holding history only of a removed job was kept")
+	}
+	if left("old") == 0 {
+		t.Fatal("the journal holding an earlier version's state of a slot nobody has taken over was deleted")
+	}
+}

@@ -246,7 +246,7 @@ func (s *Scheduler) reconcile(sl *slot) {
 		s.startCampaign(sl, 0)
 	case sl.wanted && sl.stage == leading && sl.heapIndex < 0 && !sl.raising && sl.leadCtx.Err() == nil:
 		// Wanted again while it was draining to resign: keep firing.
-		s.scheduleNext(sl, s.cfg.Clock.Now())
+		s.resume(sl)
 	case !sl.wanted && sl.stage == campaigning:
 		s.abandonCampaign(sl)
 	case !sl.wanted && sl.stage == leading:

@@ -10,7 +10,6 @@ import (
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // One-off runs (kira trigger --at, --in) are manual triggers with a time:
@@ -136,14 +135,23 @@ func startedTrigger(value []byte) bool {
 	return json.Unmarshal(value, &v) == nil && v.StartedAttempt > 0
 }
 
-// triggerDone is what the write of fr's result does to its trigger: a
-// manual run that started and whose result is final (no retry follows, and
-// no fence refused it) deletes it. A run that did not start leaves it
-// unmarked, for the slot's next holder (as before its start); a run that
-// will be retried leaves it marked.
-func (s *Scheduler) triggerDone(sl *slot, fr finishedRun) []clientv3.Op {
+// triggerEnded is what fr's result does to its trigger: a manual run that
+// started and whose result is final (no retry follows, and no fence
+// refused it) deletes it, in the write of its result and in every write of
+// the slot after it until the key is gone (triggerDeletes). A run that did
+// not start leaves it unmarked, for the slot's next holder (as before its
+// start); a run that will be retried leaves it marked.
+func (s *Scheduler) triggerEnded(sl *slot, fr finishedRun) {
 	if fr.fire.triggerKey == "" || fr.notStarted || fr.res.Outcome == jobs.Fenced || retriesLeft(sl, fr) {
-		return nil
+		return
 	}
-	return []clientv3.Op{clientv3.OpDelete(fr.fire.triggerKey)}
+	if !slices.Contains(sl.endedTriggers, fr.fire.triggerKey) {
+		sl.endedTriggers = append(sl.endedTriggers, fr.fire.triggerKey)
+	}
+}
+
+// triggerGone forgets the ended manual run whose trigger key etcd deleted:
+// its delete committed.
+func triggerGone(sl *slot, key string) {
+	sl.endedTriggers = slices.DeleteFunc(sl.endedTriggers, func(k string) bool { return k == key })
 }

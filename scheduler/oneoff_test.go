@@ -321,3 +321,50 @@ func TestManualRunInDoubtRerunsWithSameID(t *testing.T) {
 		t.Fatalf("the run started %d times; want twice (a's, and b's retry)", n)
 	}
 }
+
+// A manual run whose result write etcd refused once still runs once: every
+// later write of the slot deletes its trigger, the resign of a graceful stop
+// too, so the next holder finds no trigger marked started to run again.
+// Only the result's own write deleted it once, and a graceful handover
+// later re-ran the finished run as a retry.
+func TestManualRunWhoseResultWriteFailedRunsOnce(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("failedresult", withDefaults(config.Job{Name: "tick", Schedule: "@every 1h", Handler: "block"}))
+	rec := newRecorder()
+	g := newGate()
+	gate := newGatedKV()
+	a := startNode(t, cli, cat, rec, jobs.Handlers{"block": g.handler}, nodeOpts{manual: clock, gate: gate})
+	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	ids, err := operator.RequestRun(context.Background(), cli, "failedresult", []shard.Slot{{Job: "tick"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, rec, "a started the manual run", 1, func(e Event) bool { return e.Kind == Started && e.Execution.ID == ids[0] })
+	g.waitEntered(t, "the run really running")
+	gate.refusing(errInjected)
+	g.open()
+	waitKind(t, rec, "a finished it", 1, func(e Event) bool { return e.Kind == Finished && e.Execution.ID == ids[0] })
+	kiratest.WaitUntil(t, "the result's write refused", 10*time.Second, func() bool {
+		gate.mu.Lock()
+		defer gate.mu.Unlock()
+		return gate.hurt > 0
+	})
+	gate.refusing(nil)
+	if n := triggerKeys(t, cli, "failedresult"); n != 1 {
+		t.Fatalf("%d trigger keys after the refused result; want the started one", n)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := triggerKeys(t, cli, "failedresult"); n != 0 {
+		t.Fatalf("%d trigger keys after a's graceful stop; want none: its resign deletes the ended run's", n)
+	}
+	b := startNode(t, cli, cat, rec, jobs.Handlers{"block": g.handler}, nodeOpts{manual: clock})
+	waitKind(t, rec, "b ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
+	seenControl(t, cli, rec, "failedresult")
+	if n := count(rec.all(), func(e Event) bool { return e.Kind == Started && e.Execution.ID == ids[0] }); n != 1 {
+		t.Fatalf("the manual run started %d times; want once", n)
+	}
+}

@@ -106,7 +106,7 @@ func (s *Scheduler) addRecord(fw *fenced.Write, sl *slot, stored history.Stored,
 		stored.Skipped = &skipped
 	}
 	if s.historyFormat >= history.FormatJournal {
-		stored.Seq = &seq
+		stored.Seq, stored.Limit = &seq, sl.job.spec.HistoryLimit
 		if history.Journaled(stored) {
 			fw.Records = append(fw.Records, fenced.Record{Slot: sl.id, Limit: sl.job.spec.HistoryLimit, Stored: stored})
 			return
@@ -136,8 +136,29 @@ func (s *Scheduler) recordWrite(sl *slot, r history.Record, carried []history.Re
 		s.addRecord(&fw, sl, history.Stored{Record: c}, first+int64(i))
 	}
 	s.addRecord(&fw, sl, last, first+int64(len(carried)))
-	fw.Ops = fenced.LastPutPerKey(fw.Ops)
+	fw.Ops = append(fenced.LastPutPerKey(fw.Ops), triggerDeletes(sl)...)
 	return fw
+}
+
+// stateOps are the puts of a write without a record: the slot's state,
+// and the deletes of its ended manual runs' triggers (triggerDeletes).
+func (s *Scheduler) stateOps(sl *slot) []clientv3.Op {
+	return append([]clientv3.Op{s.stateOp(sl)}, triggerDeletes(sl)...)
+}
+
+// triggerDeletes are the deletes of the triggers of the slot's manual runs
+// whose final result this holder recorded (slot.endedTriggers). Every
+// write of the slot carries them, the one that leaves the slot too, until
+// the control watch sees the keys gone (triggerGone): a result whose write
+// failed, or whose answer was lost, leaves no trigger marked started for
+// the next holder to run again. Held by
+// TestManualRunWhoseResultWriteFailedRunsOnce.
+func triggerDeletes(sl *slot) []clientv3.Op {
+	ops := make([]clientv3.Op, 0, len(sl.endedTriggers))
+	for _, key := range sl.endedTriggers {
+		ops = append(ops, clientv3.OpDelete(key))
+	}
+	return ops
 }
 
 // recordAhead marks the slot's next scheduled fire as started, in the state
@@ -191,7 +212,7 @@ func (s *Scheduler) lastState(sl *slot) []clientv3.Op {
 	if sl.readAt != sl.token {
 		return nil
 	}
-	return []clientv3.Op{s.stateOp(sl)}
+	return s.stateOps(sl)
 }
 
 // writeLastState queues the slot's state as this member leaves it (if it

@@ -1016,3 +1016,56 @@ func TestRefusedStartIsNotOvertakenByTheNextFire(t *testing.T) {
 		t.Fatal("the next fire was armed while the refused one waited to start again")
 	}
 }
+
+// A slot the view stops preferring while its run is in flight leaves the
+// timer heap until the run ends; preferred again before that, it fires from
+// the fire it was to fire next, so the fires that fell due meanwhile are
+// run, queued or recorded as skipped, as for a loop that fell behind. It
+// was scheduled from now, and those fires were neither run nor recorded,
+// and no takeover saw them: the slot never changed hands.
+func TestFiresDueWhileUnwantedAreHandledWhenWantedAgain(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("wantedagain", withDefaults(config.Job{Name: "slow", Schedule: "@every 10s", Partitions: 2, Handler: "block", Overlap: config.OverlapAllow}))
+	rec := newRecorder()
+	release := make(chan struct{})
+	h := jobs.Handlers{"block": blockUntil(release)}
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
+	waitKind(t, rec, "a leads both", 2, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	advance(t, rec, clock, 9500*time.Millisecond) // 12:00:10: both partitions start, and block
+	waitKind(t, rec, "both started", 2, func(e Event) bool { return e.Kind == Started && e.Execution.ScheduledTime.Equal(sec(10)) })
+	b := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
+	var moved shard.Slot
+	for s, o := range ringOwners(t, cat, a, b) {
+		if o == b.id {
+			moved = s
+		}
+	}
+	if moved.Job == "" {
+		t.Fatal("no slot moved to b")
+	}
+	other := shard.Slot{Job: "slow", Partition: 1 - moved.Partition}
+	handled := func(s shard.Slot, at time.Time) int {
+		return count(rec.all(), func(e Event) bool {
+			return e.Slot == s && (e.Kind == Started || e.Kind == Skipped || e.Kind == Queued) && e.Execution.ScheduledTime.Equal(at)
+		})
+	}
+	time.Sleep(time.Second) // a sees the view: moved is unwanted, its run in flight
+	for _, at := range []time.Time{sec(20), sec(30)} {
+		advance(t, rec, clock, 10*time.Second)
+		waitKind(t, rec, "the partition that stayed handled "+at.Format(time.TimeOnly), 1, func(e Event) bool {
+			return e.Slot == other && e.Kind == Started && e.Execution.ScheduledTime.Equal(at)
+		})
+		if handled(moved, at) != 0 {
+			t.Fatalf("%s handled its fire at %s while a was not preferred for it: a had not seen the view", moved, at.Format(time.TimeOnly))
+		}
+	}
+	if err := b.stop(); err != nil { // b leaves: a is preferred again, its run still in flight
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{sec(20), sec(30)} {
+		kiratest.WaitUntil(t, fmt.Sprintf("%s's fire at %s handled", moved, at.Format(time.TimeOnly)), 10*time.Second, func() bool { return handled(moved, at) > 0 })
+	}
+	close(release)
+}

@@ -85,6 +85,10 @@ type slot struct {
 	// slot waited for its start to be recorded: they go with the slot's next
 	// record, the last of them in its key (see skip and recordOps).
 	carried []history.Record
+	// endedTriggers are the keys of the manual runs whose final result this
+	// holder recorded, until the control watch sees them deleted: every
+	// write of the slot deletes them (triggerDeletes).
+	endedTriggers []string
 	// queuedSkip is the skip record of the slot's last write, while that
 	// write may still be waiting in the writer's queue: the next skip of
 	// the slot is added to it (see skip).

@@ -13,13 +13,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// What a new holder learns of a slot, and what it copies. A slot's records
-// are in its ring and in the journals of its earlier holders (see
-// fenced.Record); so is its newest state. A new holder reads both, and its
-// first write copies to the ring the records it found only in journals,
-// with the state in the state key: from then on the slot needs no other
-// member's journal, which lets a departed member's journal be deleted
-// (sweepJournals). Held by TestFailoverCatchUp (the new holder reads what
+// What a new holder learns of a slot, and what it copies. A slot's state
+// is in its state key, put by every write of its holders; its records are
+// in its ring and in the journals of its earlier holders (see
+// fenced.Record). A new holder reads all three, and its first write copies
+// to the ring the records it found only in journals: from then on the
+// slot's history needs no other member's journal, which lets a departed
+// member's journal be deleted (sweepJournals). Held by TestFailoverCatchUp (the new holder reads what
 // the stopped one ran from its journal) and
 // TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken.
 
@@ -42,7 +42,7 @@ type acquiredRead struct {
 // for it, all at one revision (shared with the slots taken over at the
 // same time, takeoverReads). The read comes after the win, so after every
 // write the previous holders' claims let commit: the previous holder's
-// newest state is in one of the places read. A record can move from a
+// newest state is in the state key. A record can move from a
 // journal to the ring while the slot is read (fenced.Record): at one
 // revision it is in one of them. Held by
 // TestTakeoverReadsTheJournalsAfterItsWin and

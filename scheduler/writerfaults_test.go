@@ -14,6 +14,7 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/jobs"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -60,7 +61,7 @@ var writerFireAll = flag.Bool("writer.fireall", false, "TestRandomWriterFaults: 
 
 // TestRandomWriterFaults runs a schedule drawn from a seed of faults of
 // one member's state writer alone (its transactions hang, or etcd refuses
-// them, for a while) and graceful restarts, on three members whose journals
+// them, or applies them and the answers are lost, for a while) and graceful restarts, on three members whose journals
 // have 8 keys (they wrap round every second), and holds what ran to the
 // chaos suite's checker: no fire run twice but the in-doubt fire of a member
 // whose writer failed or hung, re-run once by a new holder; nothing dropped
@@ -97,7 +98,7 @@ func TestRandomWriterFaults(t *testing.T) {
 		k := rng.IntN(len(members))
 		m := members[k]
 		at := time.Now()
-		switch kind := []string{"stall", "fail", "restart"}[rng.IntN(3)]; kind {
+		switch kind := []string{"stall", "fail", "lose", "restart"}[rng.IntN(4)]; kind {
 		case "restart":
 			if err := m.n.stop(); err != nil {
 				t.Fatalf("graceful stop: %v", err)
@@ -106,16 +107,22 @@ func TestRandomWriterFaults(t *testing.T) {
 			faults = append(faults, chaos.Fault{Name: fmt.Sprintf("restart %d", k), Start: at, Heal: time.Now()})
 		default:
 			d := time.Duration(500+rng.IntN(2000)) * time.Millisecond
-			if kind == "stall" {
+			switch kind {
+			case "stall":
 				m.kv.close()
-			} else {
+			case "fail":
 				m.kv.refusing(errInjected)
+			case "lose":
+				m.kv.losing(rpctypes.ErrTimeout)
 			}
 			time.Sleep(d)
-			if kind == "stall" {
+			switch kind {
+			case "stall":
 				m.kv.open()
-			} else {
+			case "fail":
 				m.kv.refusing(nil)
+			case "lose":
+				m.kv.losing(nil)
 			}
 			m.kv.mu.Lock()
 			hurt := m.kv.hurt

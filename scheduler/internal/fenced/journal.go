@@ -18,7 +18,8 @@ import (
 // Record is an execution record for the member's journal: the writer puts
 // the records of a transaction's writes in one key, an entry of the
 // member's journal (history.EncodeJournal), each still committed only
-// while its write's claim holds. A record stays there until its entry is
+// while its write's claim holds. The state a record carries goes to its
+// slot's state key in the same transaction, not to the entry (placeState). A record stays there until its entry is
 // reused, size transactions later; before that, the writer copies it to
 // its slot's ring if it is still among the slot's Limit newest committed,
 // unless a newer holder has taken the slot over (copyBatch): so at every
@@ -35,7 +36,7 @@ import (
 type Record struct {
 	Slot   shard.Slot
 	Limit  int            // the slot's history limit
-	Stored history.Stored // its Seq set, its state the slot's as of this write
+	Stored history.Stored // its Seq set, its state (if any) the slot's as of this write
 }
 
 // DefaultJournalEntries is how many entries a member's journal has unless
@@ -58,11 +59,7 @@ type journalIndex struct {
 	entries         []entry // by entry number mod size
 	slots           map[shard.Slot]*journaled
 	byLeader        map[string]shard.Slot // the slots in slots, by leader key
-	// lastWrite is, by leader key, the batch of the slot's newest write
-	// committed, of any kind: a copied record holds its state only if it
-	// is that.
-	lastWrite map[string]int64
-	copying   bool // a copy batch is in flight
+	copying         bool                  // a copy batch is in flight
 }
 
 // entry is what an entry of the journal holds in etcd, as the writer
@@ -75,7 +72,6 @@ type journalIndex struct {
 // BenchmarkJournalIndex).
 type entry struct {
 	number  int64 // -1: never written
-	batch   int64 // the batch that wrote it
 	records []held
 }
 
@@ -86,15 +82,13 @@ type held struct {
 	seq int64
 }
 
-// copyOf is a record to copy to its slot's ring, from its entry, with its
-// state or not, and where it goes there (decided under the writer's lock,
-// so fill, off it, reads only what never changes: the slot and claim of
-// h.js).
+// copyOf is a record to copy to its slot's ring, from its entry, and where
+// it goes there (decided under the writer's lock, so fill, off it, reads
+// only what never changes: the slot and claim of h.js).
 type copyOf struct {
-	h         held
-	entry     int64
-	withState bool
-	key       string
+	h     held
+	entry int64
+	key   string
 }
 
 // journaled is a slot with records in the journal, under one claim: a
@@ -122,7 +116,7 @@ func newIndex(cluster, member string, size int) *journalIndex {
 		entries[i].number = -1
 	}
 	return &journalIndex{cluster: cluster, member: member, size: size, entries: entries,
-		slots: map[shard.Slot]*journaled{}, byLeader: map[string]shard.Slot{}, lastWrite: map[string]int64{}}
+		slots: map[shard.Slot]*journaled{}, byLeader: map[string]shard.Slot{}}
 }
 
 // needed reports whether h is still among its slot's newest records and
@@ -139,8 +133,7 @@ func (j *journalIndex) holds(n int64, js *journaled, seq int64) bool {
 }
 
 // handoverCopies are the records of the slot fw hands over (if it does) to
-// copy to the slot's ring: its newest still here, the newest of all with
-// its state if it is the slot's newest write.
+// copy to the slot's ring: its newest still here.
 func (j *journalIndex) handoverCopies(fw Write) []copyOf {
 	if !fw.Handover {
 		return nil
@@ -156,25 +149,20 @@ func (j *journalIndex) handoverCopies(fw Write) []copyOf {
 	for _, r := range recent {
 		h := held{js, r.seq}
 		if j.needed(h) && j.holds(r.entry, js, r.seq) && len(out) < maxHandoverCopies {
-			out = append(out, j.copyOf(h, r.entry, len(out) == 0))
+			out = append(out, j.copyOf(h, r.entry))
 		}
 	}
 	return out
 }
 
-// copyOf is the copy of h, in entry n, to its slot's ring; it holds its
-// state if it may (the newest the copy makes of its slot) and its batch
-// was the slot's newest write.
-func (j *journalIndex) copyOf(h held, n int64, mayHoldState bool) copyOf {
-	batch := j.entries[n%int64(j.size)].batch
-	return copyOf{h: h, entry: n, withState: mayHoldState && j.lastWrite[h.js.claim.LeaderKey] == batch,
-		key: keyspace.HistoryEntry(j.cluster, h.js.slot, h.seq, max(h.js.limit, 1))}
+// copyOf is the copy of h, in entry n, to its slot's ring.
+func (j *journalIndex) copyOf(h held, n int64) copyOf {
+	return copyOf{h: h, entry: n, key: keyspace.HistoryEntry(j.cluster, h.js.slot, h.seq, max(h.js.limit, 1))}
 }
 
 // plan is what a batch writes to the journal: its entry, or the copies of
 // the records of the entry to be reused that are still needed.
 type plan struct {
-	batch int64
 	entry int64 // -1: the batch has no records
 	// copy says the batch copies the next entry's records to their rings
 	// (copyBatch) before the entry is reused.
@@ -199,13 +187,13 @@ func (p *plan) committed(b []Write, rev int64) {
 	}
 }
 
-// take plans batch b, numbered batch, taken off the queue (under the
+// take plans batch b, taken off the queue (under the
 // writer's lock) with the copies of its handing-over writes
 // (handoverCopies): its records go in the next entry, which holds no record
 // still to copy (blocked). Its writes become their slots' newest only once
 // they commit (landed).
-func (j *journalIndex) take(b []Write, batch int64, handover map[fencing.Claim][]copyOf) *plan {
-	p := &plan{batch: batch, entry: -1, handover: handover}
+func (j *journalIndex) take(b []Write, handover map[fencing.Claim][]copyOf) *plan {
+	p := &plan{entry: -1, handover: handover}
 	hasRecords := false
 	for _, fw := range b {
 		if len(fw.Records) > 0 {
@@ -250,8 +238,7 @@ func (j *journalIndex) reuse() []held {
 // holder puts after its takeover read (the scheduler's takeoverWrite) and
 // this member last put no later than the slot's lastRev: a state key put
 // since means the slot was taken over, and its record is the new holder's
-// (errTakenOver). A record holds its state in the copy only if it is its
-// slot's newest write. Like any write of its slots, the batch is ordered
+// (errTakenOver). Like any write of its slots, the batch is ordered
 // after their writes in flight (busy says which order keys are): it would
 // otherwise decide that a record is its slot's newest before a newer one
 // landed, and land after it. It returns the batch with its order keys
@@ -284,7 +271,7 @@ func (j *journalIndex) copyBatch(needed []held, busy func(orderKey string) bool)
 		hs := bySlot[js]
 		cs := make([]copyOf, 0, len(hs))
 		for _, h := range hs {
-			cs = append(cs, j.copyOf(h, reused, true))
+			cs = append(cs, j.copyOf(h, reused))
 		}
 		state := keyspace.State(j.cluster, js.slot)
 		b = append(b, Write{Claim: js.claim, Done: make(chan error, 1), copies: cs,
@@ -336,9 +323,7 @@ func (j *journalIndex) fill(ctx context.Context, kv clientv3.KV, b []Write, p *p
 			if !ok {
 				continue
 			}
-			if !c.withState {
-				st.State = nil
-			}
+			st.State = nil // a record's state is its state key's (placeState)
 			ops = append(ops, clientv3.OpPut(c.key, string(history.Encode(st, history.FormatJournal))))
 		}
 		return LastPutPerKey(ops)
@@ -463,9 +448,6 @@ func (j *journalIndex) entryPut(p *plan, writes []Write) clientv3.Op {
 func (j *journalIndex) landed(p *plan) {
 	for _, fw := range p.landed {
 		key := fw.Claim.LeaderKey
-		if _, tracked := j.lastWrite[key]; tracked || len(fw.Records) > 0 {
-			j.lastWrite[key] = p.batch
-		}
 		if s, ok := j.byLeader[key]; ok && j.slots[s].claim == fw.Claim {
 			j.slots[s].lastRev = max(j.slots[s].lastRev, p.revs[key])
 		}
@@ -476,7 +458,7 @@ func (j *journalIndex) landed(p *plan) {
 		}
 	}
 	if p.entry >= 0 && len(p.landed) > 0 {
-		e := entry{number: p.entry, batch: p.batch}
+		e := entry{number: p.entry}
 		for _, fw := range p.landed {
 			for _, r := range fw.Records {
 				js := j.slots[r.Slot]
@@ -502,7 +484,6 @@ func (j *journalIndex) landed(p *plan) {
 func (j *journalIndex) drop(s shard.Slot) {
 	if js := j.slots[s]; js != nil {
 		delete(j.byLeader, js.claim.LeaderKey)
-		delete(j.lastWrite, js.claim.LeaderKey)
 		delete(j.slots, s)
 	}
 }

@@ -35,7 +35,7 @@ func BenchmarkJournalIndex(b *testing.B) {
 				seq[s]++
 				ws = append(ws, Write{Claim: claims[s], Records: []Record{r}})
 			}
-			p := j.take(ws, batch, nil) // no handovers
+			p := j.take(ws, nil) // no handovers
 			p.committed(ws, batch)
 			j.landed(p)
 		}

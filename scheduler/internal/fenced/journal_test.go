@@ -60,6 +60,23 @@ func ringRecord(t *testing.T, cli *clientv3.Client, s shard.Slot, seq int64, lim
 	return &st
 }
 
+// stateKey reads slot s's state key (nil if none).
+func stateKey(t *testing.T, cli *clientv3.Client, s shard.Slot) *history.SlotState {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), keyspace.State("c", s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	var st history.SlotState
+	if err := json.Unmarshal(resp.Kvs[0].Value, &st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
+}
+
 // journalSeqs reads the seqs of the records in entry n of journal m.
 func journalSeqs(t *testing.T, cli *clientv3.Client, m string, n int) []int64 {
 	t.Helper()
@@ -120,10 +137,13 @@ func TestJournalCopiesRecordsStillNewestWhenReused(t *testing.T) {
 	commitNext(t, w) // entry 0 again: a0 is still among a's 2 newest committed (a2 is not yet), and so is b0
 	answered(d)
 	if r := ringRecord(t, cli, a, 0, 2); r == nil || r.State != nil {
-		t.Fatalf("a0 in the ring: %+v; want it without its state (a1 was a's newest write)", r)
+		t.Fatalf("a0 in the ring: %+v; want it without a state (a record's state is its state key's)", r)
 	}
-	if r := ringRecord(t, cli, b, 0, 2); r == nil || r.State == nil || *r.Seq != 0 {
-		t.Fatalf("b0 in the ring: %+v; want it with its state (b's newest write)", r)
+	if r := ringRecord(t, cli, b, 0, 2); r == nil || r.State != nil || *r.Seq != 0 {
+		t.Fatalf("b0 in the ring: %+v; want it without a state", r)
+	}
+	if st := stateKey(t, cli, b); st == nil || st.HistorySeq != 1 {
+		t.Fatalf("b's state key: %+v; want b0's state", st)
 	}
 	if seqs := journalSeqs(t, cli, "m", 0); len(seqs) != 1 || seqs[0] != 2 {
 		t.Fatalf("entry 0 holds %v; want a2 alone", seqs)
@@ -138,14 +158,14 @@ func TestJournalCopiesRecordsStillNewestWhenReused(t *testing.T) {
 	d = write(ca, journalRecord(a, 3, 2))
 	commitNext(t, w) // entry 0 again: a2 is among a's newest, and its newest write committed
 	answered(d)
-	if r := ringRecord(t, cli, a, 2, 2); r == nil || r.State == nil || *r.Seq != 2 {
-		t.Fatalf("a2 in the ring: %+v; want it with its state (copied before a3 was taken)", r)
+	if r := ringRecord(t, cli, a, 2, 2); r == nil || *r.Seq != 2 {
+		t.Fatalf("a2 in the ring: %+v; want it (copied before a3 was taken)", r)
 	}
 	d = write(ca, journalRecord(a, 4, 2))
 	commitNext(t, w) // entry 1 again: b1 is b's newest; b's claim ended, but nobody took b over
 	answered(d)
-	if r := ringRecord(t, cli, b, 1, 2); r == nil || r.State == nil || *r.Seq != 1 {
-		t.Fatalf("b1 in the ring: %+v; want it with its state: nobody else has read it", r)
+	if r := ringRecord(t, cli, b, 1, 2); r == nil || *r.Seq != 1 {
+		t.Fatalf("b1 in the ring: %+v; want it: nobody else has read it", r)
 	}
 	if seqs := journalSeqs(t, cli, "m", 1); len(seqs) != 1 || seqs[0] != 4 {
 		t.Fatalf("entry 1 holds %v; want a4 alone", seqs)
@@ -153,8 +173,7 @@ func TestJournalCopiesRecordsStillNewestWhenReused(t *testing.T) {
 }
 
 // A write that hands a slot over copies the slot's records still in the
-// journal and among its newest to its ring, the newest with its state, in
-// the transaction that deletes the leader key; the next holder need not
+// journal and among its newest to its ring, in the transaction that deletes the leader key; the next holder need not
 // read this member's journal.
 func TestHandoverCopiesTheSlotsRecords(t *testing.T) {
 	etcd := etcdtest.Start(t)
@@ -173,11 +192,13 @@ func TestHandoverCopiesTheSlotsRecords(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if r := ringRecord(t, cli, a, 2, 2); r == nil || r.State == nil || *r.Seq != 2 {
-		t.Fatalf("a2 in the ring: %+v; want it with its state", r)
+	for seq := range int64(2) {
+		if r := ringRecord(t, cli, a, seq+1, 2); r == nil || r.State != nil || *r.Seq != seq+1 {
+			t.Fatalf("a%d in the ring: %+v; want it, without a state", seq+1, r)
+		}
 	}
-	if r := ringRecord(t, cli, a, 1, 2); r == nil || r.State != nil || *r.Seq != 1 {
-		t.Fatalf("a1 in the ring: %+v; want it without its state", r)
+	if st := stateKey(t, cli, a); st == nil || st.HistorySeq != 3 {
+		t.Fatalf("a's state key: %+v; want a2's state", st)
 	}
 	if resp, _ := cli.Get(context.Background(), ca.LeaderKey); len(resp.Kvs) != 0 {
 		t.Fatal("the leader key is still there")
@@ -247,8 +268,8 @@ func TestReusingAFullEntryCopiesEveryRecord(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	w := NewWriter(cli)
-	w.index = newIndex("c", "m", 1) // every batch reuses entry 0
-	claims := make([]fencing.Claim, maxBatch)
+	w.index = newIndex("c", "m", 1)              // every batch reuses entry 0
+	claims := make([]fencing.Claim, maxTxnOps-1) // a state put each, and the entry
 	for i := range claims {
 		claims[i] = heldClaim(t, cli, fmt.Sprintf("/leader/%d", i))
 	}
@@ -271,8 +292,8 @@ func TestReusingAFullEntryCopiesEveryRecord(t *testing.T) {
 			t.Fatalf("slot %d's first record in the ring: %+v; want it copied", i, r)
 		}
 	}
-	if seqs := journalSeqs(t, cli, "m", 0); len(seqs) != maxBatch || seqs[0] != 1 {
-		t.Fatalf("entry 0 holds %d records; want the second batch's %d", len(seqs), maxBatch)
+	if seqs := journalSeqs(t, cli, "m", 0); len(seqs) != len(claims) || seqs[0] != 1 {
+		t.Fatalf("entry 0 holds %d records; want the second batch's %d", len(seqs), len(claims))
 	}
 }
 
@@ -317,9 +338,9 @@ func (t *failingTxn) Commit() (*clientv3.TxnResponse, error) {
 
 // A record only queued or in flight does not make the one before it old: if
 // its write fails, that one is still the slot's newest, and the entry that
-// holds it is reused only after it is copied, with its state. Counting the
-// failed write's record as the newest lost the slot's state: the next
-// holder would have run its finished fire again.
+// holds it is reused only after it is copied. (Counting the failed write's
+// record as the newest once lost the slot's state, when records carried
+// it; now it would lose a record of its history.)
 func TestAnEntryIsReusedOnlyAfterItsSlotsNewerRecordsLanded(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
@@ -351,8 +372,11 @@ func TestAnEntryIsReusedOnlyAfterItsSlotsNewerRecordsLanded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r := ringRecord(t, cli, a, 0, limit); r == nil || r.State == nil || r.State.HistorySeq != 1 {
-		t.Fatalf("a0 in the ring: %+v; want it with its state: a's newest committed, its entry reused", r)
+	if r := ringRecord(t, cli, a, 0, limit); r == nil || *r.Seq != 0 {
+		t.Fatalf("a0 in the ring: %+v; want it: a's newest committed, its entry reused", r)
+	}
+	if st := stateKey(t, cli, a); st == nil || st.HistorySeq != 1 {
+		t.Fatalf("a's state key: %+v; want a0's state, the newest committed", st)
 	}
 }
 
@@ -399,8 +423,8 @@ func TestACopyLandsAfterTheClaimEndedUntilANewerHolderTookOver(t *testing.T) {
 	putState(taken, cTaken.Token+100)               // a newer holder took taken over
 	putState(own, cOwn.Token)                       // as this member's own state write would
 	write(cFiller, journalRecord(filler, 0, limit)) // entry 0 reused: free0 copied
-	if r := ringRecord(t, cli, free, 0, limit); r == nil || r.State == nil {
-		t.Fatalf("free0 in the ring: %+v; want it with its state, its claim ended but nobody took it over", r)
+	if r := ringRecord(t, cli, free, 0, limit); r == nil {
+		t.Fatalf("free0 in the ring: %+v; want it, its claim ended but nobody took it over", r)
 	}
 	write(cFiller, journalRecord(filler, 1, limit)) // entry 1 reused: taken0 dropped
 	if r := ringRecord(t, cli, taken, 0, limit); r != nil {
@@ -410,7 +434,7 @@ func TestACopyLandsAfterTheClaimEndedUntilANewerHolderTookOver(t *testing.T) {
 		t.Fatalf("entry 1 holds %v; want filler1 alone", seqs)
 	}
 	write(cFiller, journalRecord(filler, 2, limit)) // entry 2 reused: own0 copied on a second try
-	if r := ringRecord(t, cli, own, 0, limit); r == nil || r.State == nil {
+	if r := ringRecord(t, cli, own, 0, limit); r == nil {
 		t.Fatalf("own0 in the ring: %+v; want it, after its state key put by this member", r)
 	}
 }
@@ -547,9 +571,9 @@ func TestWriterStopsWhenItAbandonsACopy(t *testing.T) {
 
 // A copy is ordered after its slot's writes in flight, like any write of
 // the slot: planned while a newer write of the slot was in flight, it
-// would hold the older record's state, and landing after that write it
-// would pass for the slot's newest state (same token, higher revision), so
-// a new holder would run again a fire whose result had been recorded.
+// would decide that the older record is among the slot's newest before the
+// newer one landed. (When records carried their state, such a copy landing
+// after that write passed for the slot's newest state.)
 func TestACopyWaitsForItsSlotsWriteInFlight(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
@@ -596,11 +620,15 @@ func TestACopyWaitsForItsSlotsWriteInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := history.NewestState(a, nil, ring.Kvs, journaled[a])
+	state, err := cli.Get(ctx, keyspace.State("c", a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := history.NewestState(a, state.Kvs, ring.Kvs, journaled[a])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.HistorySeq != 2 {
-		t.Fatalf("a's newest state read from its ring and the journal has history seq %d; want 2, a1's (a0's copy landed after a1 holding a0's state)", st.HistorySeq)
+		t.Fatalf("a's newest state read from its state key, ring and the journal has history seq %d; want 2, a1's", st.HistorySeq)
 	}
 }

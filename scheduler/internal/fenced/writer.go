@@ -46,6 +46,10 @@ type Write struct {
 	// Held by TestWriterGuardedWriteAppliesOnlyIfItsGuardHolds.
 	Guard  *clientv3.Cmp
 	queued time.Time // set by Enqueue
+	// state is the put of the slot's state key with the state its newest
+	// record carries (placeState), committed with the write whatever its
+	// Guard says.
+	state []clientv3.Op
 	// A copy batch's write: the records it copies (fill), committed while
 	// guard holds rather than the claim (copyBatch), and its slot's state
 	// key, read when guard fails.
@@ -108,7 +112,6 @@ type Writer struct {
 	overtook time.Time         // when the latest-begun commit that succeeded began
 	seq      int
 	index    *journalIndex // nil: no records are journaled
-	batches  int64
 
 	// failing is set while etcd answers the writer's transactions with errors.
 	failing atomic.Bool
@@ -209,6 +212,9 @@ func (w *Writer) Enqueue(fw Write) {
 		reply(fw, ErrBehind)
 		return
 	}
+	if w.index != nil {
+		w.index.placeState(&fw)
+	}
 	fw.queued = w.now()
 	w.queue = append(w.queue, fw)
 	if !fw.Lazy {
@@ -301,7 +307,7 @@ var ErrAbandoned = errors.New("fenced: state write abandoned: the lease was lost
 // leader key and every key it writes.
 func orderKeys(fw Write) []string {
 	keys := []string{fw.Claim.LeaderKey}
-	for _, op := range fw.Ops {
+	for _, op := range slices.Concat(fw.Ops, fw.state) {
 		keys = append(keys, string(op.KeyBytes()))
 	}
 	return keys
@@ -349,8 +355,7 @@ func (w *Writer) next() ([]Write, *taken) {
 		if b, keys, handover := w.takeLocked(blocked); len(b) > 0 {
 			t := &taken{keys: keys}
 			if w.index != nil {
-				w.batches++
-				t.plan = w.index.take(b, w.batches, handover)
+				t.plan = w.index.take(b, handover)
 			}
 			w.inFlight++
 			for _, k := range t.keys {
@@ -382,7 +387,7 @@ func (w *Writer) takeLocked(blocked bool) (b []Write, keys []string, handover ma
 	}
 	for ; i < len(w.queue) && i < maxScan && len(b) < maxBatch; i++ {
 		fw := w.queue[i]
-		n := len(fw.Ops)
+		n := len(fw.Ops) + len(fw.state)
 		var copies []copyOf
 		if fw.Handover && w.index != nil {
 			copies = w.index.handoverCopies(fw)
@@ -605,6 +610,7 @@ func (w *Writer) commitAll(ctx context.Context, b []Write, p *plan) bool {
 		} else {
 			ops = append(ops, fw.Ops...)
 		}
+		ops = append(ops, fw.state...)
 		if p != nil && fw.Handover {
 			ops = append(ops, p.handoverOps[fw.Claim]...)
 		}
@@ -698,6 +704,9 @@ func (w *Writer) Amend(leaderKey string, tag any, ops []clientv3.Op, records []R
 				return false
 			}
 			fw.Ops, fw.Records = ops, records
+			if w.index != nil {
+				w.index.placeState(fw)
+			}
 			return true
 		}
 	}

@@ -1,0 +1,56 @@
+package fenced
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/shard"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// placeState moves the slot state that fw's records carry (a record holds
+// its slot's state as of its write) into a put of each slot's state key,
+// committed in fw's transaction under its claim, and strips the states from
+// the records: a journal entry, which the writer reuses in turn, and the
+// copies made from it hold history only. So a slot's correctness state is
+// only ever in its state key, which nothing but a newer fenced write of the
+// slot overwrites: an entry reused, a copy of an older record, or a commit
+// whose answer was lost costs history, never state. A write whose Ops put
+// the state key themselves keeps theirs. Held by
+// TestAnAppliedWriteAnsweredWithAnErrorKeepsItsState and
+// TestJournalEntriesHoldNoState.
+func (j *journalIndex) placeState(fw *Write) {
+	fw.state = nil
+	if !slices.ContainsFunc(fw.Records, func(r Record) bool { return r.Stored.State != nil }) {
+		return
+	}
+	written := map[string]bool{}
+	for _, op := range fw.Ops {
+		written[string(op.KeyBytes())] = true
+	}
+	records := slices.Clone(fw.Records)
+	newest := map[shard.Slot]int{} // by slot, its last record with a state
+	var order []shard.Slot
+	for i, r := range records {
+		if r.Stored.State == nil {
+			continue
+		}
+		if _, ok := newest[r.Slot]; !ok {
+			order = append(order, r.Slot)
+		}
+		newest[r.Slot] = i
+	}
+	for _, s := range order {
+		key := keyspace.State(j.cluster, s)
+		if written[key] {
+			continue
+		}
+		data, _ := json.Marshal(records[newest[s]].Stored.State)
+		fw.state = append(fw.state, clientv3.OpPut(key, string(data)))
+	}
+	for i := range records {
+		records[i].Stored.State = nil
+	}
+	fw.Records = records
+}
