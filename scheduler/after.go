@@ -29,9 +29,13 @@ import (
 // afterState is what a dependent slot's holder keeps beside its recorded
 // state, from its takeover to the end of its leadership.
 type afterState struct {
-	// acquiredAt is when the holder took the slot over: an upstream fire
-	// that ended before is a fire the slot missed (misfire policy).
+	// acquiredAt is when the holder took the slot over: a logical time due
+	// misfireThreshold or more before is missed (misfire policy), one due
+	// later is late, not missed (afterState.missed).
 	acquiredAt time.Time
+	// freeSince is when the slot's newest record read at takeover ended:
+	// its previous holder could start no logical time before.
+	freeSince time.Time
 	// queued is the latest logical time put in pending.
 	queued time.Time
 	// pending are the logical times decided and not yet run or recorded,
@@ -55,13 +59,13 @@ type afterItem struct {
 	t       time.Time
 	kind    afterKind
 	reason  string // afterSkip, afterMissed: why
-	misfire bool   // its upstreams ended before the holder took the slot over
+	misfire bool   // it was due misfireThreshold or more before the holder took the slot over
 }
 
 // afterAcquired starts a new holder's watch over its upstreams: what it
 // owes is decided from the newest read, and a fresh read is asked for.
-func (s *Scheduler) afterAcquired(sl *slot, now time.Time) {
-	sl.after = afterState{acquiredAt: now}
+func (s *Scheduler) afterAcquired(sl *slot, read acquiredRead, now time.Time) {
+	sl.after = afterState{acquiredAt: now, freeSince: read.lastEnded}
 	s.upstream.leading.Store(true)
 	ringBell(s.upstream.wake)
 	s.afterEvaluate(sl, now)
@@ -111,7 +115,7 @@ func (s *Scheduler) afterEvaluate(sl *slot, now time.Time) {
 		if !st.Ended {
 			break
 		}
-		it := afterItem{t: t, misfire: st.At.Before(sl.after.acquiredAt)}
+		it := afterItem{t: t, misfire: sl.after.missed(st.At)}
 		if st.Cause != "" {
 			it.kind, it.reason = afterSkip, st.Cause
 		}
@@ -126,22 +130,35 @@ func (s *Scheduler) afterEvaluate(sl *slot, now time.Time) {
 	s.afterNext(sl, now)
 }
 
-// applyMisfire applies the job's misfire policy to the runs of items whose
-// upstreams ended before the holder took the slot over, as a takeover's
-// catch-up does to the fires of a schedule: older than catchup_window,
-// missed; under skip, missed; under fire-once, all but the latest missed;
-// under fire-all, each runs.
+// missed reports whether a logical time whose upstreams ended at ended
+// was due (then, or when the previous holder's last run ended if later)
+// misfireThreshold or more before the takeover. One due since (during a
+// graceful handover, or a rebalance's drain) is late, not missed: it runs
+// as usual under every policy, as a scheduled fire does (catchUp).
+func (a afterState) missed(ended time.Time) bool {
+	return latest(ended, a.freeSince).Before(a.acquiredAt.Add(-misfireThreshold))
+}
+
+// applyMisfire applies the job's misfire policy to the runs of items the
+// slot missed (afterState.missed), as a takeover's catch-up does to the
+// fires of a schedule: older than catchup_window, missed; under skip,
+// missed; under fire-once, all but the latest missed, and that one too
+// when a later logical time runs as usual (catchUp runs the late fire
+// only); under fire-all, each runs.
 func applyMisfire(items []afterItem, spec config.Job, now time.Time) {
 	oldest := now.Add(-spec.CatchupWindow)
 	var owed []int
+	late := false // a logical time after the last owed one runs as usual
 	for i := range items {
 		it := &items[i]
 		switch {
+		case !it.misfire && it.kind == afterRun:
+			late = true
 		case !it.misfire || it.kind != afterRun:
 		case it.t.Before(oldest):
 			it.kind, it.reason = afterMissed, "older than catchup_window"
 		default:
-			owed = append(owed, i)
+			owed, late = append(owed, i), false
 		}
 	}
 	missed := owed
@@ -149,7 +166,7 @@ func applyMisfire(items []afterItem, spec config.Job, now time.Time) {
 	case config.MisfireFireAll:
 		missed = nil
 	case config.MisfireFireOnce:
-		if len(owed) > 0 {
+		if len(owed) > 0 && !late {
 			missed = owed[:len(owed)-1]
 		}
 	}
@@ -224,8 +241,12 @@ func (s *Scheduler) afterRecord(sl *slot, f fire, it afterItem, now time.Time) {
 
 // becameDependent makes a held slot whose job now has after: stop its
 // schedule: its armed fire and its start recorded ahead are taken back,
-// and it watches its upstreams from now (the fires that ended before are
-// not owed to it).
+// and it fires after its upstreams as if taken over now: the upstream
+// fires after its watermark (its last fire) that ended misfireThreshold or
+// more before now are owed under its misfire policy (applyMisfire:
+// fire-once runs the latest, fire-all each in catchup_window, skip none);
+// later ones run as usual.
+// A slot already a dependent keeps its takeover time.
 func (s *Scheduler) becameDependent(sl *slot, now time.Time) {
 	if sl.stage != leading || sl.raising || now.IsZero() {
 		return

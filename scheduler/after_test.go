@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/after"
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/kiratest"
@@ -433,5 +435,108 @@ func TestJobBecomingADependentStopsItsSchedule(t *testing.T) {
 	})
 	if aDone != 1 {
 		t.Fatal("b's 12:00:20 started before a's had finished: by its old schedule")
+	}
+}
+
+// What a new holder of a dependent owes for its upstream's fires, by when
+// they ended: one that ended less than misfireThreshold before the takeover
+// is late, not missed (as a scheduled fire is, catchUp): it runs under every
+// policy, as a normal run. Older ones are misfires.
+func TestDependentTakeoverOwesAFireThatEndedJustBefore(t *testing.T) {
+	takeover := sec(30)
+	a := config.Job{Name: "a", Partitions: 1}
+	fires := after.NewFires(a)
+	ended := map[int]time.Duration{10: 20 * time.Second, 20: 400 * time.Millisecond, 25: 100 * time.Millisecond} // logical time → ended this long before the takeover
+	for s, ago := range ended {
+		fires.Add(history.Record{Job: "a", ExecutionID: jobs.ExecutionID("a", 0, sec(s)), ScheduledTime: sec(s),
+			StartedAt: sec(s), FinishedAt: takeover.Add(-ago), Outcome: string(jobs.Succeeded), Attempt: 1})
+	}
+	fires.Sort()
+	for _, tc := range []struct {
+		misfire config.Misfire
+		want    []afterKind // for 12:00:10, 12:00:20, 12:00:25
+	}{
+		{config.MisfireSkip, []afterKind{afterMissed, afterRun, afterRun}},
+		{config.MisfireFireOnce, []afterKind{afterMissed, afterRun, afterRun}},
+		{config.MisfireFireAll, []afterKind{afterRun, afterRun, afterRun}},
+	} {
+		t.Run(string(tc.misfire), func(t *testing.T) {
+			s := &Scheduler{upstreams: &upstreamRead{jobs: map[string]*after.Fires{"a": fires}}}
+			b := withDefaults(config.Job{Name: "b", After: afterJobs("a"), Misfire: tc.misfire, CatchupWindow: time.Hour})
+			// wanted false: afterNext leaves what it decided pending.
+			sl := &slot{id: shard.Slot{Job: "b"}, job: &job{spec: b}, stage: leading,
+				recorded: history.SlotState{Token: fencing.Token(1), Finished: sec(0)}}
+			sl.after = afterState{acquiredAt: takeover}
+			s.afterEvaluate(sl, takeover)
+			if len(sl.after.pending) != 3 {
+				t.Fatalf("pending %+v; want 12:00:10, 12:00:20 and 12:00:25", sl.after.pending)
+			}
+			for i, it := range sl.after.pending {
+				if it.kind != tc.want[i] {
+					t.Errorf("%s: kind %d (%s); want %d", it.t.Format(time.TimeOnly), it.kind, it.reason, tc.want[i])
+				}
+			}
+			if !sl.after.pending[0].misfire {
+				t.Error("12:00:10, ended 20s before the takeover, is not a misfire")
+			}
+			for _, late := range sl.after.pending[1:] {
+				if late.misfire {
+					t.Errorf("%s, ended under 500ms before the takeover, is a misfire; want a normal run", late.t.Format(time.TimeOnly))
+				}
+			}
+		})
+	}
+}
+
+// A routine rebalance (b's placement moves) while b's run of 12:00:10
+// goes on, a's fire of 12:00:20 ended meanwhile: the old holder drains its
+// run and hands b over without starting 12:00:20, which it had no chance to
+// run. The new holder owes it as a normal run, even under misfire: skip.
+func TestDependentDrainedInARebalanceRunsWhatItQueued(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0)
+	up, x, y := map[string]string{"role": "up"}, map[string]string{"role": "x"}, map[string]string{"role": "y"}
+	a := withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "ok", Placement: &config.Placement{Labels: up}})
+	b := withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "b", Misfire: config.MisfireSkip, Placement: &config.Placement{Labels: x}})
+	cat := catalog("afterdrain", a, b)
+	rec := newRecorder()
+	held := make(chan struct{})
+	h := &scripted{hold: map[string]chan struct{}{"0@12:00:10": held}}
+	handlers := jobs.Handlers{"ok": noop, "b": h.handler}
+	var nodes []*node
+	for _, l := range []map[string]string{up, x, y} {
+		nodes = append(nodes, startNode(t, cli, cat, rec, handlers, nodeOpts{manual: clock, labels: l}))
+	}
+	waitKind(t, rec, "a and b held", 2, func(e Event) bool { return e.Kind == Raised })
+	clock.Advance(10 * time.Second) // 12:00:10.5: b's 12:00:10 starts and holds
+	waitKind(t, rec, "b's 12:00:10 started", 1, isJob(Started, "b"))
+	clock.Advance(10 * time.Second) // 12:00:20.5: a's 12:00:20 ends; b's waits for its 12:00:10
+	waitKind(t, rec, "a's 12:00:20 finished", 2, isJob(Finished, "a"))
+	clock.Advance(3 * time.Second) // 12:00:23.5: b's run goes on
+	b.Placement = &config.Placement{Labels: y}
+	moved := catalog("afterdrain", a, b)
+	for _, n := range nodes {
+		if err := n.sched.SetCatalog(moved, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitKind(t, rec, "the new catalog applied", 3, func(e Event) bool { return e.Kind == CatalogApplied })
+	close(held) // the old holder's run ends; it hands b over
+	evs := rec.waitFor(t, "b's 12:00:20 run or skip", 15*time.Second, func(evs []Event) bool {
+		return slices.ContainsFunc(evs, func(e Event) bool {
+			return e.Slot.Job == "b" && (e.Kind == Started || e.Kind == Skipped) && e.Execution.ScheduledTime.Equal(sec(20))
+		})
+	})
+	for _, e := range evs {
+		if e.Slot.Job != "b" || !e.Execution.ScheduledTime.Equal(sec(20)) {
+			continue
+		}
+		switch {
+		case e.Kind == Skipped:
+			t.Fatalf("b's 12:00:20 skipped on the new holder: %s (policy %s); want it run", e.Reason, e.Policy)
+		case e.Kind == Started && (e.Member != nodes[2].id || e.Cause != history.CauseSchedule):
+			t.Fatalf("b's 12:00:20 started on %s as %s; want the new holder %s, schedule", e.Member, e.Cause, nodes[2].id)
+		}
 	}
 }

@@ -140,7 +140,7 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 		s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: s.stateOps(sl), Done: a.done})
 	}
 	if sl.job.spec.Dependent() {
-		s.afterAcquired(sl, now)
+		s.afterAcquired(sl, read, now)
 	}
 	s.startWaiting(sl, now)
 }

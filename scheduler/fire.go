@@ -54,16 +54,19 @@ func (s *Scheduler) scheduleNext(sl *slot, t time.Time) {
 }
 
 // resume puts back in the heap a leading slot that was taken out of it
-// while its runs drained to resign, from the fire it was to fire next: the
-// fires that fell due meanwhile are dispatched, queued or recorded as
-// skipped as for a loop that fell behind (fireDue), not passed over. Held
-// by TestFiresDueWhileUnwantedAreHandledWhenWantedAgain.
+// while its runs drained to resign, from the fire it was to fire next (by
+// its job's schedule now, which may have changed meanwhile, or become
+// after: and fire nothing): the fires that fell due meanwhile are
+// dispatched, queued or recorded as skipped as for a loop that fell behind
+// (fireDue), not passed over. Held by
+// TestFiresDueWhileUnwantedAreHandledWhenWantedAgain and
+// TestJobBecomingADependentStopsItsSchedule.
 func (s *Scheduler) resume(sl *slot) {
-	if sl.nextScheduled.IsZero() {
-		s.scheduleNext(sl, s.cfg.Clock.Now())
-		return
+	from := s.cfg.Clock.Now()
+	if !sl.nextScheduled.IsZero() {
+		from = sl.nextScheduled.Add(-time.Nanosecond)
 	}
-	heap.Push(&s.heap, sl)
+	s.scheduleNext(sl, from)
 }
 
 // unschedule takes a slot out of the timer heap, if it is there.

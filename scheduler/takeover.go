@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/keyspace"
@@ -35,6 +36,9 @@ type acquiredRead struct {
 	copies []history.Stored
 	// journaled says the slot has records in some journal.
 	journaled bool
+	// lastEnded is when the newest of the slot's records read ended (zero
+	// if none): a dependent's previous holder could start nothing before.
+	lastEnded time.Time
 }
 
 // readTakeover reads what a new holder needs of slot s: its records in
@@ -65,7 +69,28 @@ func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot) (acqu
 		return r, nil
 	}
 	r.copies = journalOnly(s, r.state, q.ring, placed)
+	r.lastEnded = lastEnded(s, q.ring, placed)
 	return r, nil
+}
+
+// lastEnded is when the newest of the slot's records in ringKvs and placed
+// ended.
+func lastEnded(s shard.Slot, ringKvs []*mvccpb.KeyValue, placed []history.Slotted) time.Time {
+	var at time.Time
+	consider := func(st history.Stored) {
+		for _, r := range st.Records() {
+			at = latest(at, r.FinishedAt)
+		}
+	}
+	for _, kv := range ringKvs {
+		if st, err := history.Decode(s, kv.Value); err == nil {
+			consider(st)
+		}
+	}
+	for _, p := range placed {
+		consider(p.Stored)
+	}
+	return at
 }
 
 // journalOnly are the records of placed, among the slot's newest as of

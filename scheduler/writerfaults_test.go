@@ -1,11 +1,13 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/jobs"
+	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/kiratest"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -155,6 +159,124 @@ func TestRandomWriterFaults(t *testing.T) {
 				t.Logf("%s %s %s token %d member %.8s scheduled %s attempt %d %s %s: %s %v", e.At.Format("15:04:05.000"), e.Kind, e.Slot, e.Token, e.Member,
 					e.Execution.ScheduledTime.Format("15:04:05.000"), e.Attempt, e.Cause, e.Result.Outcome, e.Reason, e.Result.Err)
 			}
+		}
+	}
+}
+
+// answerLosingKV applies the first transaction, once armed, that journals
+// a record of job, and answers it with etcd's request timeout (its answer
+// lost); then, for outage, it refuses every transaction, as etcd electing
+// a leader would.
+type answerLosingKV struct {
+	clientv3.KV
+	cluster, job string
+	outage       time.Duration
+	fired        chan struct{}
+
+	mu    sync.Mutex
+	armed bool
+	until time.Time
+}
+
+func (k *answerLosingKV) arm() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.armed = true
+}
+
+func (k *answerLosingKV) Txn(ctx context.Context) clientv3.Txn {
+	return &answerLosingTxn{Txn: k.KV.Txn(ctx), kv: k}
+}
+
+type answerLosingTxn struct {
+	clientv3.Txn
+	kv  *answerLosingKV
+	hit bool // journals a record of the job
+}
+
+func (t *answerLosingTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *answerLosingTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+func (t *answerLosingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		if op.IsPut() && strings.HasPrefix(string(op.KeyBytes()), keyspace.Journals(t.kv.cluster)) && bytes.Contains(op.ValueBytes(), []byte(t.kv.job)) {
+			t.hit = true
+		}
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *answerLosingTxn) Commit() (*clientv3.TxnResponse, error) {
+	k := t.kv
+	k.mu.Lock()
+	refusing, lose := time.Now().Before(k.until), k.armed && t.hit
+	k.mu.Unlock()
+	if refusing {
+		return nil, errInjected
+	}
+	resp, err := t.Txn.Commit()
+	if err != nil || !lose {
+		return resp, err
+	}
+	k.mu.Lock()
+	k.armed, k.until = false, time.Now().Add(k.outage)
+	k.mu.Unlock()
+	close(k.fired)
+	return nil, rpctypes.ErrTimeout
+}
+
+// A run's result that etcd applied but whose answer was lost stays the
+// slot's state, however the holder's journal wraps before the holder is
+// lost: the next holder does not run the finished fire again. The record
+// carried the state, in a journal entry the writer reused without a copy
+// (it took the write for failed), and the next holder ran it again as a
+// retry.
+func TestALostAnswerLeavesAFinishedFireFinished(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	cli := etcd.Client(t)
+	clock := NewManualClock(t0) // 12:00:00.5
+	cat := catalog("lostanswer",
+		withDefaults(config.Job{Name: "main", Schedule: "@every 1m", Handler: "log"}),
+		withDefaults(config.Job{Name: "noise", Schedule: "@every 1s", Handler: "noop"}))
+	log := &runLog{seen: map[string]bool{}}
+	rec := newRecorder()
+	h := jobs.Handlers{"log": log.handler, "noop": noop}
+	kv := &answerLosingKV{cluster: "lostanswer", job: "main", outage: 300 * time.Millisecond, fired: make(chan struct{})}
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock, cfg: Config{JournalEntries: 4},
+		writerKV: func(real clientv3.KV) clientv3.KV { kv.KV = real; return kv }})
+	waitKind(t, rec, "a ready", 2, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	advance(t, rec, clock, 500*time.Millisecond) // 12:00:01
+	for clock.Now().Before(sec(59)) {
+		advance(t, rec, clock, time.Second)
+	}
+	kv.arm()
+	clock.Advance(time.Second) // 12:01:00: main fires; its result's answer is lost
+	kiratest.Receive(t, kv.fired, 15*time.Second, "main's result written")
+	for range 10 { // noise's records wrap the 4-entry journal
+		advance(t, rec, clock, time.Second)
+	}
+	kiratest.WaitUntil(t, "noise's records written past the outage", 10*time.Second, func() bool {
+		q, _ := a.sched.writer.Queued()
+		return q == 0
+	})
+	// a is lost (kill -9, a node gone) before main's next fire at 12:02.
+	if _, err := cli.Revoke(context.Background(), a.member.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	a.done <- kiratest.Receive(t, a.done, 30*time.Second, "a to give up")
+	b := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
+	waitKind(t, rec, "b ready", 2, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
+	seenControl(t, cli, rec, "lostanswer")
+	if n := count(rec.all(), func(e Event) bool {
+		return e.Kind == Started && e.Slot.Job == "main" && e.Execution.ScheduledTime.Equal(sec(60))
+	}); n != 1 {
+		t.Fatalf("main's fire at 12:01:00 started %d times; want once: its success was committed", n)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, at := range log.attempts {
+		if at.Outcome == chaos.Replay {
+			t.Errorf("%s ran again (by %.8s) after its success was committed", at.ExecutionID, at.Member)
 		}
 	}
 }
