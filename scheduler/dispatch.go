@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -53,6 +54,17 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 			}
 			s.skip(sl, f, now, history.SkippedQueued)
 			return
+		case sl.job.spec.Overlap == config.OverlapSkip && f.cause == history.CauseSchedule &&
+			sl.job.spec.Misfire == config.MisfireFireAll && sl.unrecorded.Load() > 0:
+			// Under fire-all, whether a fire due while the slot's previous
+			// start waits for etcd is an overlap or a misfire is known only
+			// when that start is: it waits for it (decideUndecided), rather
+			// than on how soon the writer counts as stalled, which depends on
+			// the machine's speed. Held by
+			// TestFireDueWhileAStartHangsIsNotLostWhenTheStartFails.
+			sl.owed.undecided = append(sl.owed.undecided, f)
+			s.emit(Event{Kind: Queued, Slot: sl.id, Token: sl.token, Execution: s.execution(sl, f), Cause: f.cause, Attempt: f.attempt, At: now})
+			return
 		case sl.job.spec.Overlap == config.OverlapSkip:
 			s.skip(sl, f, now, history.SkippedRunning)
 			return
@@ -64,6 +76,27 @@ func (s *Scheduler) dispatch(sl *slot, f fire, now time.Time) {
 		}
 	}
 	s.start(sl, f)
+}
+
+// decideUndecided settles the fires that fell due while fr's start waited
+// for etcd (owedFires.undecided), now that fr has ended: if fr ran, each
+// was an overlap and is skipped; if its start was never recorded, each is
+// a misfire, owed in the backlog in order of its time.
+func (s *Scheduler) decideUndecided(sl *slot, fr finishedRun, now time.Time) {
+	fs := sl.owed.undecided
+	sl.owed.undecided = nil
+	for _, f := range fs {
+		if !fr.notStarted {
+			s.skip(sl, f, now, history.SkippedRunning)
+			continue
+		}
+		f.misfire = true
+		i := slices.IndexFunc(sl.owed.backlog, func(o fire) bool { return o.cause == history.CauseSchedule && o.scheduled.After(f.scheduled) })
+		if i < 0 {
+			i = len(sl.owed.backlog)
+		}
+		sl.owed.backlog = slices.Insert(sl.owed.backlog, i, f)
+	}
 }
 
 // startFailing reports whether etcd fails the slot's starts: it refused

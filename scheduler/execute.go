@@ -158,6 +158,15 @@ func (r *run) run() {
 	case <-r.ctx.Done():
 		r.unrecorded.Add(-1)
 		fr.res, fr.notStarted = jobs.Result{Outcome: jobs.Cancelled, Err: r.ctx.Err()}, true
+		if errors.Is(r.ctx.Err(), context.DeadlineExceeded) {
+			// The job's timeout passed while etcd had not recorded the
+			// start: a start that failed, as one etcd refused, which
+			// fire-all starts again (startsAgain); not the slot's end.
+			// Held by TestStartNotRecordedWithinTheTimeoutIsAFailedStart.
+			fr.res = jobs.Result{Outcome: jobs.Failed, Err: errStartTimedOut}
+			fr.refused = true
+			r.refused.Add(1)
+		}
 	}
 	r.leave()
 	fr.finished = r.s.cfg.Clock.Now()
@@ -191,6 +200,10 @@ func (r *run) leave() {
 		r.s.gates.leave(r.armed.place)
 	}
 }
+
+// errStartTimedOut is why a run whose job's timeout passed before etcd
+// recorded its start did not start.
+var errStartTimedOut = errors.New("the job's timeout passed before etcd recorded its start")
 
 // startRecorded starts the execution once its start record's write
 // answered err, unless the write failed, the run was cancelled, or the

@@ -99,6 +99,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 	now := s.cfg.Clock.Now()
 	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Cause: fr.fire.cause, Attempt: fr.fire.attempt, StartedAt: fr.started, TraceID: fr.traceID, At: now})
 	if sl.stage == leading && sl.token == fr.exec.Token && !fr.withdrawn { // still the holder that started it
+		s.decideUndecided(sl, fr, now)
 		r := s.recordResult(sl, fr)
 		if fr.res.Outcome == jobs.Fenced {
 			// A protected resource saw a newer token: we are not the holder any

@@ -1069,3 +1069,71 @@ func TestFiresDueWhileUnwantedAreHandledWhenWantedAgain(t *testing.T) {
 	}
 	close(release)
 }
+
+// Under fire-all, a fire that falls due while the previous fire's start
+// write hangs at etcd is decided once that start is: an overlap if it ran,
+// a misfire if it did not. It was skipped as an overlap when the writer did
+// not count as stalled yet (wall time, 500 ms): then the hung start failed
+// (context deadline exceeded), that fire and the later ones ran, and the
+// one skipped "as an overlap" with a run that never ran, never. Here 20's
+// start (recorded ahead with 10's result) hangs, 30 falls due at once, the
+// write fails after commitTimeout, and 20, 30 and 40 run.
+func TestFireDueWhileAStartHangsIsNotLostWhenTheStartFails(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("hung", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
+	rec := newRecorder()
+	gk := newGatedKV()
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"h": noop}, nodeOpts{manual: clock, gate: gk})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	waitUntil(t, "the takeover's writes committed (10 recorded ahead)", 10*time.Second, func() bool {
+		queued, inFlight := n.sched.writer.Queued()
+		return queued == 0 && inFlight == 0
+	})
+	gk.close() // etcd's leader dies: commits hang until commitTimeout
+	if e := advance(t, rec, clock, 9500*time.Millisecond); e.Kind != Started {
+		t.Fatalf("10 was %s; want started (its start was recorded ahead)", e.Kind)
+	}
+	kiratest.Receive(t, gk.blocked, 10*time.Second, "10's result, with 20's start recorded ahead, hanging at etcd")
+	clock.Advance(10 * time.Second) // 12:00:20.5: 20 waits for its start record
+	sl := n.sched.slots[shard.Slot{Job: "tick"}]
+	waitUntil(t, "20 waiting for its start record", 10*time.Second, func() bool { return sl.unrecorded.Load() == 1 })
+	e := advance(t, rec, clock, 10*time.Second) // 12:00:30.5, well within 500 ms of the hung commit
+	t.Logf("30, due while 20's start hangs: %s (%s)", e.Kind, e.Reason)
+	waitKind(t, rec, "20's start failing", 1, func(e Event) bool {
+		return e.Kind == Finished && e.Execution.ScheduledTime.Equal(sec(20))
+	})
+	gk.open()                  // a new etcd leader
+	clock.Advance(time.Second) // 20's hold (startAgainDelay) ends
+	waitKind(t, rec, "20 run again", 1, func(e Event) bool { return e.Kind == Started && e.Execution.ScheduledTime.Equal(sec(20)) })
+	clock.Advance(9 * time.Second) // 12:00:40.5
+	waitKind(t, rec, "40 run", 1, func(e Event) bool { return e.Kind == Started && e.Execution.ScheduledTime.Equal(sec(40)) })
+	wantRan(t, rec, n.id, sec(10), sec(20), sec(30), sec(40))
+}
+
+// Under fire-all, a fire whose job's timeout passes before etcd records its
+// start failed to start, as one etcd refused: it is started again. It ended
+// cancelled, and was never run.
+func TestStartNotRecordedWithinTheTimeoutIsAFailedStart(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	clock := NewManualClock(t0)
+	cat := catalog("slowstart", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll, Timeout: time.Second}))
+	rec := newRecorder()
+	gk := newGatedKV()
+	n := startNode(t, cli, cat, rec, jobs.Handlers{"h": noop}, nodeOpts{manual: clock, gate: gk})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	waitUntil(t, "the takeover's writes committed", 10*time.Second, func() bool { q, f := n.sched.writer.Queued(); return q == 0 && f == 0 })
+	gk.close()
+	advance(t, rec, clock, 9500*time.Millisecond)
+	kiratest.Receive(t, gk.blocked, 10*time.Second, "10's result, with 20's start recorded ahead, hanging at etcd")
+	clock.Advance(10 * time.Second)
+	ended := func(e Event) bool { return e.Kind == Finished && e.Execution.ScheduledTime.Equal(sec(20)) }
+	evs := waitKind(t, rec, "20 ended", 1, ended)
+	if e := evs[slices.IndexFunc(evs, ended)]; e.Result.Outcome != jobs.Failed {
+		t.Fatalf("20, its start not recorded within its timeout, ended %s (%v); want failed", e.Result.Outcome, e.Result.Err)
+	}
+	gk.open()
+	clock.Advance(10 * time.Second)
+	waitKind(t, rec, "30 run", 1, func(e Event) bool { return e.Kind == Started && e.Execution.ScheduledTime.Equal(sec(30)) })
+	wantRan(t, rec, n.id, sec(10), sec(20), sec(30))
+}

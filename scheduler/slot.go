@@ -126,6 +126,10 @@ type owedFires struct {
 	// queued is the one fire waiting for the running one (overlap: queue,
 	// or a retry).
 	queued *fire
+	// undecided are the scheduled fires of a fire-all slot that fell due
+	// while its previous start waited for etcd: overlaps if that run
+	// starts, misfires if it does not (decideUndecided).
+	undecided []fire
 	// lateTriggers are the manual triggers the control watch reported while
 	// the fences were raised; they join those read at acquisition.
 	lateTriggers []fire
@@ -142,7 +146,7 @@ func (o *owedFires) owesMisfires() bool {
 
 // clear empties o and returns the fires it held.
 func (o *owedFires) clear() []fire {
-	all := slices.Concat(o.backlog, o.lateTriggers, o.later)
+	all := slices.Concat(o.backlog, o.undecided, o.lateTriggers, o.later)
 	if o.queued != nil {
 		all = append(all, *o.queued)
 	}

@@ -247,3 +247,15 @@ func TestJournalEntriesMustBePositive(t *testing.T) {
 		t.Fatalf("kira run --journal-entries 0: exit %d: %s", code, stderr)
 	}
 }
+
+// A member of an external etcd without --data-dir keeps its high-water mark
+// in memory only, and says so at start: after a restart it could not tell
+// an etcd restored without --bump-revision (docs/operations.md).
+func TestExternalEtcdWithoutADataDirWarns(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	p := etcdtest.StartProcess(t, kiraBin, "run", "--catalog", "../../examples/catalog.yaml", "--etcd", etcd.Endpoints()[0])
+	kiratest.WaitUntil(t, "the member to join", 30*time.Second, func() bool { return strings.Contains(p.Output(), "msg=joined") || p.Exited() })
+	if p.Exited() || !strings.Contains(p.Output(), "high-water mark") || !strings.Contains(p.Output(), "kept in memory only") {
+		t.Fatalf("kira run --etcd without --data-dir:\n%s", p.Output())
+	}
+}

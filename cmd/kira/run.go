@@ -182,9 +182,13 @@ type runner struct {
 
 // loadHighWater is the member's high-water mark: in --data-dir, the
 // embedded etcd's, or with --etcd one given on purpose; otherwise in
-// memory, forgotten at a restart (docs/operations.md says what that misses).
+// memory, forgotten at a restart (docs/operations.md says what that misses),
+// which it says at WARN. Held by TestExternalEtcdWithoutADataDirWarns.
 func loadHighWater(f runFlags, external bool, logger *slog.Logger) (*highwater.Mark, error) {
 	if external && !f.dataDirSet {
+		logger.Warn("no --data-dir: the high-water mark (the highest etcd revision this member saw) is kept in memory only; " +
+			"after a restart this member cannot tell an etcd restored without --bump-revision, which hands out fencing tokens again: " +
+			"give each member a --data-dir of its own on storage that outlives the process")
 		return highwater.New(logger), nil
 	}
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {

@@ -86,28 +86,64 @@ func (s *EtcdStore) Admit(ctx context.Context, resource string, token fencing.To
 }
 
 // Hold implements Holder: the resource's etcd mutex, then Admit. The mutex
-// is released by release, or by etcd when the session's lease expires (a
-// replica that dies while holding blocks the others for at most the TTL).
+// is released by release, or by etcd when the session's lease expires: a
+// replica that dies while holding blocks the others for at most the TTL, and
+// one paused (GC, SIGSTOP) or cut off from etcd for longer than the TTL loses
+// its hold without knowing it, so another replica can admit a newer token
+// while its request still runs. No store can stop what that request does when
+// it resumes; Guard.Wrap cancels its context once the session is seen lost,
+// and a write to this etcd conditioned on HeldCmps commits only while the
+// hold stands (TestPausedHolderCannotCommit).
 func (s *EtcdStore) Hold(ctx context.Context, resource string, token fencing.Token) (fencing.Token, bool, func(), error) {
+	_, highest, ok, release, err := s.holdContext(ctx, resource, token)
+	return highest, ok, release, err
+}
+
+type heldKey struct{}
+
+// holdContext is Hold, also returning ctx cancelled when the hold's session
+// ends and carrying its HeldCmps.
+func (s *EtcdStore) holdContext(ctx context.Context, resource string, token fencing.Token) (context.Context, fencing.Token, bool, func(), error) {
 	session, err := s.liveSession()
 	if err != nil {
-		return 0, false, nil, err
+		return ctx, 0, false, nil, err
 	}
 	m := concurrency.NewMutex(session, s.prefix+"holds/"+resource)
 	if err := m.Lock(ctx); err != nil {
-		return 0, false, nil, fmt.Errorf("httpfence: hold %s: %w", resource, err)
+		return ctx, 0, false, nil, fmt.Errorf("httpfence: hold %s: %w", resource, err)
 	}
+	held, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-session.Done():
+			cancel()
+		case <-held.Done():
+		}
+	}()
 	release := func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
+		cancel()
+		ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer stop()
 		m.Unlock(ctx) // on failure the lease's expiry releases it
 	}
 	highest, ok, err := s.Admit(ctx, resource, token)
 	if err != nil || !ok {
 		release()
-		return highest, false, nil, err
+		return ctx, highest, false, nil, err
 	}
-	return highest, true, release, nil
+	cmps := []clientv3.Cmp{m.IsOwner(), clientv3.Compare(clientv3.Value(s.tokenKey(resource)), "=", token.String())}
+	return context.WithValue(held, heldKey{}, cmps), highest, true, release, nil
+}
+
+// HeldCmps returns, in a handler guarded by an EtcdStore, the comparisons
+// that hold while its request's hold does: the hold's mutex key is still
+// this request's and the resource's token is still the request's. A write to
+// the store's etcd in a transaction If(cmps...) commits only then; ok is
+// false outside such a handler. A write anywhere else is not protected by
+// them: fence it there (pgfence), with the request's token.
+func HeldCmps(ctx context.Context) (cmps []clientv3.Cmp, ok bool) {
+	cmps, ok = ctx.Value(heldKey{}).([]clientv3.Cmp)
+	return cmps, ok
 }
 
 // liveSession returns the store's session, starting a new one when there is

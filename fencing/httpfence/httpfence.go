@@ -9,14 +9,18 @@
 // HTTP executor takes a 409 as "fenced" and gives the slot up.
 //
 // Requests of one resource are serialised inside the middleware: the token
-// check and the handler's work happen under one lock, so an old request that
-// was admitted cannot still be running when a newer token is admitted.
+// check and the handler's work happen under one lock, so within one process
+// an old request that was admitted cannot still be running when a newer
+// token is admitted.
 //
 // MemoryStore fences one process. Several replicas of a service behind a load
 // balancer share a store: EtcdStore (here) or pgfence.Store. Both are
 // Holders, so the serialisation above spans the replicas too: a newer token's
 // admission on one replica waits until an older request admitted on another
-// has been answered.
+// has been answered, or until that replica's hold lapsed (EtcdStore: its
+// session lease expired while it was paused or cut off). A lapsed request
+// may still run and cause its side effects when it resumes: only the
+// resource it writes can refuse them (EtcdStore: HeldCmps; pgfence).
 //
 // Raise the fence on acquire: point a job's fence_url at a path served by this
 // middleware (with a handler that does nothing). Kira calls it with the new
@@ -49,8 +53,11 @@ type Store interface {
 }
 
 // Holder is a Store that can keep an admission for as long as the request
-// runs: until release is called, no other Hold of the resource (by any
-// replica sharing the store) returns. Release is nil unless admitted.
+// runs: until release is called or the store's own bound on a hold passes
+// (EtcdStore: its session lease; pgfence.Store: its connection), no other
+// Hold of the resource (by any replica sharing the store) returns. A holder
+// paused past that bound does not learn in time that it lost the hold.
+// Release is nil unless admitted.
 // Guard.Wrap uses Hold when its store has it (TestSharedStoreHoldsAcrossReplicas).
 type Holder interface {
 	Store
@@ -138,7 +145,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		mu, _ := g.locks.LoadOrStore(resource, &sync.Mutex{})
 		mu.(*sync.Mutex).Lock()
 		defer mu.(*sync.Mutex).Unlock()
-		highest, ok, release, err := g.admit(r.Context(), resource, token)
+		ctx, highest, ok, release, err := g.admit(r.Context(), resource, token)
 		if err != nil {
 			reject(w, http.StatusServiceUnavailable, Rejection{Error: "fence store: " + err.Error(), Resource: resource})
 			return
@@ -148,17 +155,22 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		defer release()
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
-// admit asks the store, holding the admission where the store can.
-func (g *Guard) admit(ctx context.Context, resource string, token fencing.Token) (fencing.Token, bool, func(), error) {
+// admit asks the store, holding the admission where the store can, and
+// returns the handler's context.
+func (g *Guard) admit(ctx context.Context, resource string, token fencing.Token) (context.Context, fencing.Token, bool, func(), error) {
+	if h, ok := g.store.(*EtcdStore); ok {
+		return h.holdContext(ctx, resource, token)
+	}
 	if h, ok := g.store.(Holder); ok {
-		return h.Hold(ctx, resource, token)
+		highest, ok, release, err := h.Hold(ctx, resource, token)
+		return ctx, highest, ok, release, err
 	}
 	highest, ok, err := g.store.Admit(ctx, resource, token)
-	return highest, ok, func() {}, err
+	return ctx, highest, ok, func() {}, err
 }
 
 func reject(w http.ResponseWriter, code int, body Rejection) {
