@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/membership"
+	"github.com/kira-scheduler/kira/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
@@ -271,8 +273,12 @@ func writesIn(kv *mvccpb.KeyValue) (states []StateWrite, records []RecordWrite) 
 	const cluster = "chaos"
 	key := string(kv.Key)
 	if rest, ok := strings.CutPrefix(key, keyspace.Cluster(cluster)+"state/"); ok {
-		var st history.SlotState
-		if json.Unmarshal(kv.Value, &st) == nil {
+		job, partition, _ := strings.Cut(rest, "/")
+		p, err := strconv.Atoi(partition)
+		if err != nil {
+			return nil, nil
+		}
+		if st, err := history.DecodeState(shard.Slot{Job: job, Partition: p}, kv.Value); err == nil {
 			states = append(states, StateWrite{Slot: rest, Revision: kv.ModRevision, State: st})
 		}
 		return states, nil

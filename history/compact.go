@@ -37,9 +37,13 @@ const (
 	// their members' journals (journal.go) rather than their slots' rings:
 	// a reader of an earlier format would not look there.
 	FormatJournal = 4
+	// FormatState is FormatJournal with the slots' state keys in the wire
+	// format too (EncodeState), not JSON: every write of a slot puts its
+	// state key, and every byte of it is paid by every etcd member.
+	FormatState = 5
 	// NewestFormat is the newest format this version reads; members
 	// publish it in their member record.
-	NewestFormat = FormatJournal
+	NewestFormat = FormatState
 )
 
 // compactPrefix opens a value in FormatCompact.

@@ -1,7 +1,6 @@
 package history
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -75,8 +74,7 @@ func NewestState(s shard.Slot, stateKvs, ringKvs []*mvccpb.KeyValue, journal []S
 		}
 	}
 	if len(stateKvs) > 0 {
-		var st SlotState
-		err := json.Unmarshal(stateKvs[0].Value, &st)
+		st, err := DecodeState(s, stateKvs[0].Value)
 		switch {
 		case err != nil && (best == nil || bestRev <= stateRev):
 			return SlotState{}, fmt.Errorf("history: state of %s is unreadable: %w", s, err)

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -132,8 +131,11 @@ func (s *Scheduler) journalAbsorbed(ctx context.Context, m string) (gone bool, r
 		return false, 0, err
 	}
 	for i, kvs := range states {
-		var st history.SlotState
-		if len(kvs) == 0 || json.Unmarshal(kvs[0].Value, &st) != nil || st.Token <= newest[slots[i]] {
+		if len(kvs) == 0 {
+			return false, 0, nil // not taken over yet
+		}
+		st, err := history.DecodeState(slots[i], kvs[0].Value)
+		if err != nil || st.Token <= newest[slots[i]] {
 			return false, 0, nil // not taken over yet
 		}
 	}

@@ -143,6 +143,7 @@ func (s *Scheduler) ownKeyDeleted(d deletedKey) {
 // admits (every member for a job without one).
 func (s *Scheduler) applyView(v membership.View) {
 	s.historyFormat = v.HistoryFormat
+	s.writer.SetStateFormat(v.HistoryFormat)
 	owners, err := s.assign(v)
 	if err != nil {
 		s.cfg.Logger.Error("cannot assign slots; keeping the previous assignment", "revision", v.Revision, "err", err)

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -22,7 +21,7 @@ func (sl *slot) claim() fencing.Claim { return fencing.Claim{LeaderKey: sl.leade
 // for the write that leaves the slot (lastState).
 func (s *Scheduler) stateOp(sl *slot) clientv3.Op {
 	sl.recorded.Token, sl.recorded.Member = sl.token, s.member.ID()
-	data, _ := json.Marshal(sl.recorded)
+	data := history.EncodeState(sl.id, sl.recorded, s.historyFormat)
 	return clientv3.OpPut(keyspace.State(s.member.Cluster(), sl.id), string(data))
 }
 

@@ -234,8 +234,8 @@ func stateKey(t *testing.T, cli *clientv3.Client, cluster string, s shard.Slot) 
 	if len(resp.Kvs) == 0 {
 		return history.SlotState{}, 0
 	}
-	var st history.SlotState
-	if err := json.Unmarshal(resp.Kvs[0].Value, &st); err != nil {
+	st, err := history.DecodeState(s, resp.Kvs[0].Value)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return st, resp.Kvs[0].ModRevision
@@ -367,7 +367,7 @@ func TestResignCarriesTheLastState(t *testing.T) {
 		}
 		var st history.SlotState
 		if len(resp.Kvs) == 1 {
-			_ = json.Unmarshal(resp.Kvs[0].Value, &st)
+			st, _ = history.DecodeState(s, resp.Kvs[0].Value)
 		}
 		if len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision != ev.Kv.ModRevision || st.Member != a.id || int64(st.Token) != ev.PrevKv.CreateRevision {
 			t.Fatalf("%s: the resign at revision %d did not write a's state (state key %v, %+v)", s, ev.Kv.ModRevision, resp.Kvs, st)

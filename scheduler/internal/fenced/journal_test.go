@@ -70,8 +70,8 @@ func stateKey(t *testing.T, cli *clientv3.Client, s shard.Slot) *history.SlotSta
 	if len(resp.Kvs) == 0 {
 		return nil
 	}
-	var st history.SlotState
-	if err := json.Unmarshal(resp.Kvs[0].Value, &st); err != nil {
+	st, err := history.DecodeState(s, resp.Kvs[0].Value)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return &st

@@ -1,9 +1,9 @@
 package fenced
 
 import (
-	"encoding/json"
 	"slices"
 
+	"github.com/kira-scheduler/kira/history"
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,10 +17,11 @@ import (
 // only ever in its state key, which nothing but a newer fenced write of the
 // slot overwrites: an entry reused, a copy of an older record, or a commit
 // whose answer was lost costs history, never state. A write whose Ops put
-// the state key themselves keeps theirs. Held by
+// the state key themselves keeps theirs. The state key is encoded in format
+// (history.EncodeState; Writer.SetStateFormat). Held by
 // TestAnAppliedWriteAnsweredWithAnErrorKeepsItsState and
 // TestJournalEntriesHoldNoState.
-func (j *journalIndex) placeState(fw *Write) {
+func (j *journalIndex) placeState(fw *Write, format int) {
 	fw.state = nil
 	if !slices.ContainsFunc(fw.Records, func(r Record) bool { return r.Stored.State != nil }) {
 		return
@@ -46,7 +47,7 @@ func (j *journalIndex) placeState(fw *Write) {
 		if written[key] {
 			continue
 		}
-		data, _ := json.Marshal(records[newest[s]].Stored.State)
+		data := history.EncodeState(s, *records[newest[s]].Stored.State, format)
 		fw.state = append(fw.state, clientv3.OpPut(key, string(data)))
 	}
 	for i := range records {
@@ -54,3 +55,8 @@ func (j *journalIndex) placeState(fw *Write) {
 	}
 	fw.Records = records
 }
+
+// SetStateFormat sets the format of the state keys the writer puts for
+// records (placeState): the newest every member of the view reads
+// (membership.View.HistoryFormat); JSON until it is set.
+func (w *Writer) SetStateFormat(format int) { w.stateFormat.Store(int32(format)) }

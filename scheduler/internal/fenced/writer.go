@@ -2,7 +2,6 @@ package fenced
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -115,6 +115,8 @@ type Writer struct {
 
 	// failing is set while etcd answers the writer's transactions with errors.
 	failing atomic.Bool
+	// stateFormat is the format of the state keys it puts (SetStateFormat).
+	stateFormat atomic.Int32
 }
 
 // stalledAfter is how long a transaction may hang before the writer counts
@@ -213,7 +215,7 @@ func (w *Writer) Enqueue(fw Write) {
 		return
 	}
 	if w.index != nil {
-		w.index.placeState(&fw)
+		w.index.placeState(&fw, int(w.stateFormat.Load()))
 	}
 	fw.queued = w.now()
 	w.queue = append(w.queue, fw)
@@ -524,19 +526,18 @@ func (w *Writer) commitCopies(ctx context.Context, b []Write) {
 		case resp.Succeeded:
 			reply(fw, nil)
 		default:
-			reply(fw, refusedCopy(fw.Claim, resp.Responses[0].GetResponseRange().Kvs))
+			reply(fw, refusedCopy(fw.Claim, fw.copies[0].h.js.slot, resp.Responses[0].GetResponseRange().Kvs))
 		}
 	}
 }
 
 // refusedCopy is the answer to a copy under claim whose guard failed, the
 // slot's state key being kvs.
-func refusedCopy(claim fencing.Claim, kvs []*mvccpb.KeyValue) error {
+func refusedCopy(claim fencing.Claim, s shard.Slot, kvs []*mvccpb.KeyValue) error {
 	if len(kvs) == 0 {
 		return notCopied{}
 	}
-	var st history.SlotState
-	if err := json.Unmarshal(kvs[0].Value, &st); err == nil && st.Token > claim.Token {
+	if st, err := history.DecodeState(s, kvs[0].Value); err == nil && st.Token > claim.Token {
 		return errTakenOver
 	}
 	return notCopied{stateRev: kvs[0].ModRevision}
@@ -705,7 +706,7 @@ func (w *Writer) Amend(leaderKey string, tag any, ops []clientv3.Op, records []R
 			}
 			fw.Ops, fw.Records = ops, records
 			if w.index != nil {
-				w.index.placeState(fw)
+				w.index.placeState(fw, int(w.stateFormat.Load()))
 			}
 			return true
 		}
