@@ -17,6 +17,7 @@ import (
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/shard"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -298,11 +299,14 @@ func TestReusingAFullEntryCopiesEveryRecord(t *testing.T) {
 }
 
 // failingKV fails, while failing is set, every commit that puts a journal
-// entry: etcd unreachable for a batch of records, not for the copies; and
-// while failReads is set, every read of journal entries (a copy's read-back).
+// entry: etcd unreachable for a batch of records, not for the copies; while
+// failReads is set, every read of journal entries (a copy's read-back); and
+// once loseNext is set, it applies the next commit that puts a journal entry
+// and answers it with etcd's request timeout, as when the answer of an
+// applied request is lost.
 type failingKV struct {
 	clientv3.KV
-	failing, failReads atomic.Bool
+	failing, failReads, loseNext atomic.Bool
 }
 
 func (f *failingKV) Txn(ctx context.Context) clientv3.Txn {
@@ -311,8 +315,8 @@ func (f *failingKV) Txn(ctx context.Context) clientv3.Txn {
 
 type failingTxn struct {
 	clientv3.Txn
-	kv   *failingKV
-	fail bool
+	kv            *failingKV
+	fail, journal bool
 }
 
 func (t *failingTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
@@ -324,6 +328,7 @@ func (t *failingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
 	for _, op := range ops {
 		if strings.HasPrefix(string(op.KeyBytes()), keyspace.Journals("c")) {
 			t.fail = t.fail || op.IsPut() && t.kv.failing.Load() || op.IsGet() && t.kv.failReads.Load()
+			t.journal = t.journal || op.IsPut()
 		}
 	}
 	t.Txn = t.Txn.Then(ops...)
@@ -333,7 +338,11 @@ func (t *failingTxn) Commit() (*clientv3.TxnResponse, error) {
 	if t.fail {
 		return nil, errors.New("etcd unreachable")
 	}
-	return t.Txn.Commit()
+	resp, err := t.Txn.Commit()
+	if err == nil && t.journal && t.kv.loseNext.CompareAndSwap(true, false) {
+		return nil, rpctypes.ErrTimeout
+	}
+	return resp, err
 }
 
 // A record only queued or in flight does not make the one before it old: if

@@ -2,8 +2,6 @@ package fenced
 
 import (
 	"context"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,45 +12,8 @@ import (
 	"github.com/kira-scheduler/kira/keyspace"
 	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/shard"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// lostAnswerKV applies the next transaction that puts a journal entry
-// while armed, and answers it with etcd's request timeout: an applied
-// request whose answer was lost (a leader change, a dropped connection).
-type lostAnswerKV struct {
-	clientv3.KV
-	armed atomic.Bool
-}
-
-func (k *lostAnswerKV) Txn(ctx context.Context) clientv3.Txn {
-	return &lostAnswerTxn{Txn: k.KV.Txn(ctx), kv: k}
-}
-
-type lostAnswerTxn struct {
-	clientv3.Txn
-	kv      *lostAnswerKV
-	journal bool
-}
-
-func (t *lostAnswerTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
-func (t *lostAnswerTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
-func (t *lostAnswerTxn) Then(ops ...clientv3.Op) clientv3.Txn {
-	for _, op := range ops {
-		t.journal = t.journal || op.IsPut() && strings.HasPrefix(string(op.KeyBytes()), keyspace.Journals("c"))
-	}
-	t.Txn = t.Txn.Then(ops...)
-	return t
-}
-
-func (t *lostAnswerTxn) Commit() (*clientv3.TxnResponse, error) {
-	resp, err := t.Txn.Commit()
-	if err == nil && t.journal && t.kv.armed.CompareAndSwap(true, false) {
-		return nil, rpctypes.ErrTimeout
-	}
-	return resp, err
-}
 
 // resultRecord is record seq of slot s under claim c as the scheduler
 // writes a run's result: fire seq finished, fire seq+1 recorded ahead.
@@ -96,7 +57,7 @@ func newHolderReads(t *testing.T, cli *clientv3.Client, s shard.Slot) history.Sl
 func TestAnAppliedWriteAnsweredWithAnErrorKeepsItsState(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	kv := &lostAnswerKV{KV: cli}
+	kv := &failingKV{KV: cli}
 	a, f := shard.Slot{Job: "a"}, shard.Slot{Job: "f"}
 	ca, cf := heldClaim(t, cli, "/leader/a"), heldClaim(t, cli, "/leader/f")
 	w := NewWriter(kv)
@@ -117,7 +78,7 @@ func TestAnAppliedWriteAnsweredWithAnErrorKeepsItsState(t *testing.T) {
 	}
 	applied := resultRecord(a, ca, 1, limit)
 	must(write(ca, resultRecord(a, ca, 0, limit))) // entry 0: a0
-	kv.armed.Store(true)
+	kv.loseNext.Store(true)
 	if err := write(ca, applied); err == nil { // entry 1: a1, applied, its answer lost
 		t.Fatal("the write whose answer was lost was answered nil")
 	}
