@@ -482,15 +482,21 @@ var faultKinds = map[string]injector{
 // outlive it.
 const lostAnswers = 1200 * time.Millisecond
 
+// answerWait is how long a member waits for the answer of a state write
+// (the fenced writer's commit timeout): a write whose answer was lost holds
+// the slots of its transaction up that long after the fault heals.
+const answerWait = 5 * time.Second
+
 // loseAnswers drops, for d, every answer etcd sends the member that leads
-// the most slots, whose requests etcd still applies.
+// the most slots, whose requests etcd still applies. Its fires may be
+// dropped until its writes sent meanwhile have waited out answerWait.
 func loseAnswers(c *cluster, d time.Duration) Fault {
 	m, id := c.victim()
 	at := time.Now()
 	m.loseAnswers()
 	time.Sleep(d)
 	m.heal()
-	return Fault{Name: "lost answers " + m.name, Start: at, Heal: time.Now(), MayDrop: d + mayDrop, InDoubt: []string{id}}
+	return Fault{Name: "lost answers " + m.name, Start: at, Heal: time.Now(), MayDrop: d + answerWait + mayDrop, InDoubt: []string{id}}
 }
 
 // 9. Lost answers: three times, etcd applies what the member that leads

@@ -37,13 +37,14 @@ func (s *Scheduler) raiseFences(sl *slot) {
 	s.setRaising(sl, true)
 	leadCtx := sl.leadCtx
 	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
+	dependent := sl.job.spec.Dependent()
 	reads, journals := s.reads, s.journals
 	journals.Hold()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		spanCtx, span := s.slotSpan(leadCtx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
-		read, err := readTakeover(spanCtx, reads, id)
+		read, err := readTakeover(spanCtx, reads, id, dependent)
 		journals.Release()
 		ctx, cancel := context.WithTimeout(spanCtx, raiseTimeout)
 		defer cancel()

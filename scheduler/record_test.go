@@ -220,7 +220,7 @@ func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.S
 			panic("the takeover reads did not stop")
 		}
 	}()
-	r, err := readTakeover(ctx, reads, s)
+	r, err := readTakeover(ctx, reads, s, false)
 	return r.state, r.unreadable, r.triggers, err
 }
 
@@ -277,7 +277,7 @@ func TestTakeoverReadsTheJournalsAfterItsWin(t *testing.T) {
 	done := make(chan struct{})
 	go func() { reads.run(runCtx); close(done) }()
 	defer func() { stop(); kiratest.Receive(t, done, 10*time.Second, "the takeover reads to stop") }()
-	r, err := readTakeover(ctx, reads, slot)
+	r, err := readTakeover(ctx, reads, slot, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1051,7 +1051,8 @@ func TestFiresDueWhileUnwantedAreHandledWhenWantedAgain(t *testing.T) {
 			return e.Slot == s && (e.Kind == Started || e.Kind == Skipped || e.Kind == Queued) && e.Execution.ScheduledTime.Equal(at)
 		})
 	}
-	time.Sleep(time.Second) // a sees the view: moved is unwanted, its run in flight
+	// a's loop has the view with b: moved is unwanted, its run in flight.
+	kiratest.WaitUntil(t, "a's loop to see b", 10*time.Second, func() bool { return a.sched.Eligible()["slow"] == 2 })
 	for _, at := range []time.Time{sec(20), sec(30)} {
 		advance(t, rec, clock, 10*time.Second)
 		waitKind(t, rec, "the partition that stayed handled "+at.Format(time.TimeOnly), 1, func(e Event) bool {

@@ -37,13 +37,14 @@ type acquiredRead struct {
 	// journaled says the slot has records in some journal.
 	journaled bool
 	// lastEnded is when the newest of the slot's records read ended (zero
-	// if none): a dependent's previous holder could start nothing before.
+	// if none, or if the slot's job is no dependent): a dependent's
+	// previous holder could start nothing before.
 	lastEnded time.Time
 }
 
 // readTakeover reads what a new holder needs of slot s: its records in
 // journals, then its state key, its ring and the manual triggers waiting
-// for it, all at one revision (shared with the slots taken over at the
+// for it (and, for a dependent, when its last record ended), all at one revision (shared with the slots taken over at the
 // same time, takeoverReads). The read comes after the win, so after every
 // write the previous holders' claims let commit: the previous holder's
 // newest state is in the state key. A record can move from a
@@ -56,7 +57,7 @@ type acquiredRead struct {
 // A state that cannot be read (corrupt, or written by hand) is returned as
 // unreadable with the zero state: the slot is treated as never run, rather
 // than never fired again. Held by TestJunkInEtcdLeavesEverySlotFiring.
-func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot) (acquiredRead, error) {
+func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot, dependent bool) (acquiredRead, error) {
 	q, err := reads.read(ctx, s)
 	if err != nil {
 		return acquiredRead{}, err
@@ -69,7 +70,9 @@ func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot) (acqu
 		return r, nil
 	}
 	r.copies = journalOnly(s, r.state, q.ring, placed)
-	r.lastEnded = lastEnded(s, q.ring, placed)
+	if dependent {
+		r.lastEnded = lastEnded(s, q.ring, placed)
+	}
 	return r, nil
 }
 
