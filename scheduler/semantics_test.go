@@ -1087,9 +1087,9 @@ func TestFireDueWhileAStartHangsIsNotLostWhenTheStartFails(t *testing.T) {
 	gk := newGatedKV()
 	n := startNode(t, cli, cat, rec, jobs.Handlers{"h": noop}, nodeOpts{manual: clock, gate: gk})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
-	waitUntil(t, "the takeover's writes committed (10 recorded ahead)", 10*time.Second, func() bool {
-		queued, inFlight := n.sched.writer.Queued()
-		return queued == 0 && inFlight == 0
+	waitUntil(t, "10's start recorded ahead", 10*time.Second, func() bool {
+		st, _ := stateKey(t, cli, "hung", shard.Slot{Job: "tick"})
+		return st.Started.Equal(sec(10))
 	})
 	gk.close() // etcd's leader dies: commits hang until commitTimeout
 	if e := advance(t, rec, clock, 9500*time.Millisecond); e.Kind != Started {
@@ -1123,7 +1123,10 @@ func TestStartNotRecordedWithinTheTimeoutIsAFailedStart(t *testing.T) {
 	gk := newGatedKV()
 	n := startNode(t, cli, cat, rec, jobs.Handlers{"h": noop}, nodeOpts{manual: clock, gate: gk})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
-	waitUntil(t, "the takeover's writes committed", 10*time.Second, func() bool { q, f := n.sched.writer.Queued(); return q == 0 && f == 0 })
+	waitUntil(t, "10's start recorded ahead", 10*time.Second, func() bool {
+		st, _ := stateKey(t, cli, "slowstart", shard.Slot{Job: "tick"})
+		return st.Started.Equal(sec(10))
+	})
 	gk.close()
 	advance(t, rec, clock, 9500*time.Millisecond)
 	kiratest.Receive(t, gk.blocked, 10*time.Second, "10's result, with 20's start recorded ahead, hanging at etcd")
