@@ -21,8 +21,7 @@ import (
 // member that went on believing it leads after losing its key (its lease
 // expired while it could not tell) shows only in its own kira_slot_leader.
 // The health banner reads that series from every member and names a slot
-// two members claim. TestTwoLeadersNamesTheSlotAndWhatToDo,
-// TestClaimsAreReadFromTheMembersMetrics.
+// two members claim. TestTwoLeadersNamesTheSlotAndWhatToDo.
 
 // Claims are the slots each member says it leads, by slot; Unread the
 // members whose /metrics could not be read (named by name or id).
