@@ -1071,6 +1071,26 @@ func TestFiresDueWhileUnwantedAreHandledWhenWantedAgain(t *testing.T) {
 	close(release)
 }
 
+// heldBeforeItsFirstFire starts a member leading job (of one slot, whose
+// handler is "h") in cluster, waits until its first fire, at 12:00:10, has
+// its start recorded ahead in etcd, and then closes the gate in front of
+// its writer: etcd's leader dies, and its commits hang until commitTimeout.
+func heldBeforeItsFirstFire(t *testing.T, cluster string, job config.Job) (*node, *recorder, *ManualClock, *gatedKV) {
+	t.Helper()
+	cli := etcdtest.Start(t).Client(t)
+	clock := NewManualClock(t0)
+	rec := newRecorder()
+	gk := newGatedKV()
+	n := startNode(t, cli, catalog(cluster, withDefaults(job)), rec, jobs.Handlers{"h": noop}, nodeOpts{manual: clock, gate: gk})
+	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
+	waitUntil(t, "10's start recorded ahead", 10*time.Second, func() bool {
+		st, _ := stateKey(t, cli, cluster, shard.Slot{Job: job.Name})
+		return st.Started.Equal(sec(10))
+	})
+	gk.close()
+	return n, rec, clock, gk
+}
+
 // Under fire-all, a fire that falls due while the previous fire's start
 // write hangs at etcd is decided once that start is: an overlap if it ran,
 // a misfire if it did not. It was skipped as an overlap when the writer did
@@ -1080,18 +1100,7 @@ func TestFiresDueWhileUnwantedAreHandledWhenWantedAgain(t *testing.T) {
 // start (recorded ahead with 10's result) hangs, 30 falls due at once, the
 // write fails after commitTimeout, and 20, 30 and 40 run.
 func TestFireDueWhileAStartHangsIsNotLostWhenTheStartFails(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
-	clock := NewManualClock(t0)
-	cat := catalog("hung", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
-	rec := newRecorder()
-	gk := newGatedKV()
-	n := startNode(t, cli, cat, rec, jobs.Handlers{"h": noop}, nodeOpts{manual: clock, gate: gk})
-	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
-	waitUntil(t, "10's start recorded ahead", 10*time.Second, func() bool {
-		st, _ := stateKey(t, cli, "hung", shard.Slot{Job: "tick"})
-		return st.Started.Equal(sec(10))
-	})
-	gk.close() // etcd's leader dies: commits hang until commitTimeout
+	n, rec, clock, gk := heldBeforeItsFirstFire(t, "hung", config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll})
 	if e := advance(t, rec, clock, 9500*time.Millisecond); e.Kind != Started {
 		t.Fatalf("10 was %s; want started (its start was recorded ahead)", e.Kind)
 	}
@@ -1116,18 +1125,7 @@ func TestFireDueWhileAStartHangsIsNotLostWhenTheStartFails(t *testing.T) {
 // start failed to start, as one etcd refused: it is started again. It ended
 // cancelled, and was never run.
 func TestStartNotRecordedWithinTheTimeoutIsAFailedStart(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
-	clock := NewManualClock(t0)
-	cat := catalog("slowstart", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll, Timeout: time.Second}))
-	rec := newRecorder()
-	gk := newGatedKV()
-	n := startNode(t, cli, cat, rec, jobs.Handlers{"h": noop}, nodeOpts{manual: clock, gate: gk})
-	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
-	waitUntil(t, "10's start recorded ahead", 10*time.Second, func() bool {
-		st, _ := stateKey(t, cli, "slowstart", shard.Slot{Job: "tick"})
-		return st.Started.Equal(sec(10))
-	})
-	gk.close()
+	n, rec, clock, gk := heldBeforeItsFirstFire(t, "slowstart", config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll, Timeout: time.Second})
 	advance(t, rec, clock, 9500*time.Millisecond)
 	kiratest.Receive(t, gk.blocked, 10*time.Second, "10's result, with 20's start recorded ahead, hanging at etcd")
 	clock.Advance(10 * time.Second)
