@@ -401,8 +401,8 @@ func judgeStates(rep *Report, states []StateWrite, seen map[string]bool) {
 					rep.Forbidden++
 				}
 				seen[st.StartedID] = true
-				rep.violate("%s: scheduled %s (id %s), forbidden replay: attempt %d started at revision %d by %s (token %d) after revision %d recorded %s finished with success",
-					w.Slot, st.Started.UTC().Format(time.RFC3339Nano), st.StartedID, st.StartedAttempt, w.Revision, st.Member, st.Token, d.revision,
+				rep.violate("%s: scheduled %s (id %s), forbidden replay: attempt %d started at revision %d under token %d after revision %d recorded %s finished with success",
+					w.Slot, st.Started.UTC().Format(time.RFC3339Nano), st.StartedID, st.StartedAttempt, w.Revision, st.Token, d.revision,
 					d.finished.UTC().Format(time.RFC3339Nano))
 			}
 		}

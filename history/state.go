@@ -9,11 +9,14 @@ import (
 
 // A slot's state key holds its SlotState: as JSON before FormatState, in
 // the wire format after statePrefix from it (the state fields of
-// FormatWire's field 17, with the token and member always there and times
-// as Unix nanoseconds). A member of an earlier version fails to read the
-// wire form (it then resets the slot, as for any unreadable state), so a
-// member writes it only once every member of its view reads it
-// (membership.View.HistoryFormat). TestStateKeyRoundTrip.
+// FormatWire's field 17, with the token always there and times as Unix
+// nanoseconds). The wire form leaves out the member that wrote it: nothing
+// decides by it, the token names the holding, and every byte of a state
+// key is written by every etcd member at every execution. A member of an
+// earlier version fails to read the wire form (it then resets the slot, as
+// for any unreadable state), so a member writes it only once every member
+// of its view reads it (membership.View.HistoryFormat).
+// TestStateKeyRoundTrip.
 const statePrefix = 's'
 
 // epoch is what a state key's times count from.
@@ -25,8 +28,8 @@ func EncodeState(s shard.Slot, st SlotState, format int) []byte {
 		data, _ := json.Marshal(st)
 		return data
 	}
-	token, member := st.Token, st.Member
-	c := compactState{Token: &token, Member: &member, Started: offset(epoch, st.Started), StartedAttempt: st.StartedAttempt,
+	token := st.Token
+	c := compactState{Token: &token, Started: offset(epoch, st.Started), StartedAttempt: st.StartedAttempt,
 		Finished: offset(epoch, st.Finished), Outcome: st.Outcome, HistorySeq: st.HistorySeq, HistoryLimit: st.HistoryLimit, MissedDropped: st.MissedDropped}
 	if st.StartedID != standardID(s.Job, s.Partition, st.Started) {
 		c.StartedID = &st.StartedID

@@ -85,8 +85,9 @@ func TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken(t *testing.T) {
 	if copied < 2 {
 		t.Fatalf("%d of a's records copied to the ring; want its two runs", copied)
 	}
+	bRaised := filter(rec.all(), func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
 	st, _, _, err := readAcquired(ctx, cli, "sweep", slot)
-	if err != nil || st.Member != b.id || !st.Finished.Equal(sec(20)) {
+	if err != nil || len(bRaised) != 1 || st.Token != bRaised[0].Token || !st.Finished.Equal(sec(20)) {
 		t.Fatalf("the slot's state %+v (%v); want b's, with a's last run finished", st, err)
 	}
 	hist, err := operator.ReadHistory(ctx, cli, "sweep", "tick", -1, -1)

@@ -82,6 +82,17 @@ func count(evs []Event, keep func(Event) bool) int {
 	return n
 }
 
+// filter is the events of evs that keep keeps.
+func filter(evs []Event, keep func(Event) bool) []Event {
+	var out []Event
+	for _, e := range evs {
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 type node struct {
 	id     string
 	member *membership.Member

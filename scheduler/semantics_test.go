@@ -510,7 +510,8 @@ func TestGracefulStopWritesTheLastDrainedSlotsState(t *testing.T) {
 	rec := newRecorder()
 	g := newGate()
 	a := startNode(t, cli, cat, rec, jobs.Handlers{"gate": g.handler}, nodeOpts{manual: clock, grace: time.Minute})
-	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	aRaised := func(e Event) bool { return e.Kind == Raised && e.Member == a.id }
+	raised := filter(waitKind(t, rec, "a ready", 1, aRaised), aRaised)
 	clock.Advance(10 * time.Second)
 	g.waitEntered(t, "long running on a")
 	stopped := make(chan error, 1)
@@ -520,7 +521,7 @@ func TestGracefulStopWritesTheLastDrainedSlotsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := stateKey(t, cli, "lastdrain", shard.Slot{Job: "long"})
-	if st.Member != a.id || !st.Finished.Equal(sec(10)) || st.Unfinished() {
+	if st.Token != raised[0].Token || !st.Finished.Equal(sec(10)) || st.Unfinished() {
 		t.Fatalf("the state key after a's stop: %+v; want a's, with the fire of 12:00:10 finished", st)
 	}
 }
