@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -51,8 +52,8 @@ type Config struct {
 	// slot is free and the fire's start is already recorded: the execution's
 	// goroutine is made then and waits at a gate that opens at the
 	// instant, so at the instant nothing is left to do but start, however
-	// many slots fire together. Default DefaultArmAhead; negative turns arming off. A
-	// pause that arrives while a fire is armed applies from the next fire.
+	// many slots fire together. Zero means DefaultArmAhead. A pause that
+	// arrives while a fire is armed applies from the next fire.
 	ArmAhead time.Duration
 	// OnAcquire, if set, is called (off the loop) each time this member wins a
 	// slot, before the slot's first execution, after the job's fence_url or
@@ -199,22 +200,43 @@ type Scheduler struct {
 	eligible       map[string]int // Eligible's
 }
 
+// Validate checks the durations and counts where they enter the system:
+// none may be negative (zero means the default). Held by
+// TestConfigRefusesNegativeSettings.
+func (c *Config) Validate() error {
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"grace", c.Grace}, {"arm ahead", c.ArmAhead}, {"journal sweep", c.JournalSweep}} {
+		if d.value < 0 {
+			return fmt.Errorf("scheduler: %s %s must not be negative (zero means the default)", d.name, d.value)
+		}
+	}
+	switch {
+	case c.JournalEntries < 0:
+		return fmt.Errorf("scheduler: journal entries %d must not be negative (zero means %d)", c.JournalEntries, DefaultJournalEntries)
+	case c.CatalogRevision < 0:
+		return fmt.Errorf("scheduler: catalog revision %d must not be negative", c.CatalogRevision)
+	}
+	return nil
+}
+
 // New prepares a scheduler for cat on member; views must be running.
 func New(member *membership.Member, views *membership.Views, cat *config.Catalog, cfg Config) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = RealClock{}
 	}
-	if cfg.Grace <= 0 {
+	if cfg.Grace == 0 {
 		cfg.Grace = DefaultGrace
 	}
-	if cfg.JournalSweep <= 0 {
+	if cfg.JournalSweep == 0 {
 		cfg.JournalSweep = DefaultJournalSweep
 	}
-	switch {
-	case cfg.ArmAhead == 0:
+	if cfg.ArmAhead == 0 {
 		cfg.ArmAhead = DefaultArmAhead
-	case cfg.ArmAhead < 0:
-		cfg.ArmAhead = 0
 	}
 	if cfg.Tracer == nil {
 		cfg.Tracer = otel.Tracer(TracerName)
