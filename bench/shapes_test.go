@@ -21,7 +21,7 @@ import (
 // is the one Kira wrote before members' journals (every record fenced by its
 // own slot's leader key, in its own history key); the third is what it
 // writes now (all of a batch's records in one key, each still fenced); the
-// prices are in docs/benchmarks.md#why-records-share-a-key.
+// prices are in docs/decisions/0013-records-share-a-key.md.
 //
 //	go test ./bench -run '^$' -bench FencedWriteShapes -benchtime 1600x
 func BenchmarkFencedWriteShapes(b *testing.B) {

@@ -12,7 +12,7 @@ import (
 // holding the records of one fenced transaction of that member, for many
 // slots: the transaction compares every slot's leader key, as when each
 // record had a key of its own, but etcd indexes and stores one key, not one
-// per record (docs/benchmarks.md#why-records-share-a-key). Its value is
+// per record (docs/decisions/0013-records-share-a-key.md). Its value is
 // journalPrefix, then one field 1 per item: 1 job, 2 partition, 3 the record
 // in the wire format (without wirePrefix), its member left out when it is
 // the journal's. TestJournalEntryRoundTrip.

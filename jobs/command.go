@@ -48,7 +48,7 @@ type Command struct {
 	// found is where the PATH search for Argv[0] found the program, kept
 	// from the first start that succeeded, as a shell's hash table keeps
 	// it: the search stats every directory on PATH before the program's,
-	// on the fire's instant (docs/benchmarks.md#decisions-firing-on-time). A start that fails searches again on the next run, so a
+	// on the fire's instant (docs/decisions/0009-path-looked-up-once.md). A start that fails searches again on the next run, so a
 	// program moved or removed is found anew; one newly installed earlier
 	// on PATH is not, until the member restarts.
 	found atomic.Pointer[string]

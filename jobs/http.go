@@ -25,7 +25,7 @@ import (
 // of the execution's or the raise's span, and its traceparent header names
 // that client span (TestTracesReachAnOTLPReceiver). Otherwise through
 // plainClient: the instrumentation would compute for nobody
-// (docs/benchmarks.md#decisions-http-jobs),
+// (docs/decisions/0038-no-otelhttp-without-a-recording-span.md),
 // and the traceparent header names the execution's span.
 var (
 	pool         = pooledTransport()
@@ -45,7 +45,7 @@ func defaultClient(ctx context.Context) *http.Client {
 // IdleConnsPerHost idle connections to each receiver instead of 2: a member
 // whose slots of one job fire together sends that many requests to one host
 // at once, and with 2 kept it dials all but 2 of them again at every fire,
-// leaving a TIME_WAIT socket a request (docs/benchmarks.md#decisions-http-jobs).
+// leaving a TIME_WAIT socket a request (docs/decisions/0037-idle-connections-per-receiver.md).
 // Held by
 // TestHTTPKeepsItsConnectionsForTheNextFire.
 func pooledTransport() *http.Transport {

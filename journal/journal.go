@@ -51,7 +51,7 @@ import (
 // the records asked for: a takeover under load asks for a few slots of
 // journals that hold hundreds of thousands of records, of which a second's
 // entries changed since the last read
-// (docs/benchmarks.md#a-takeovers-journal-read; BenchmarkCacheRefresh).
+// (docs/decisions/0028-journal-cache-indexed-by-slot.md; BenchmarkCacheRefresh).
 type Cache struct {
 	kv      clientv3.KV
 	cluster string

@@ -21,7 +21,7 @@ const campaignRetry = 500 * time.Millisecond
 // maxCampaigning bounds the campaigns of a member that talk to etcd at once:
 // a member taking thousands of slots at once would otherwise send every
 // campaign, fence read and first write together, and delay its own
-// keepalive acks (docs/benchmarks.md#decisions-takeovers-and-membership).
+// keepalive acks (docs/decisions/0027-at-most-256-campaigns.md).
 const maxCampaigning = 256
 
 // campaignHold is how long a campaign keeps its place among maxCampaigning.

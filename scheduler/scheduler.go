@@ -29,7 +29,7 @@ const DefaultGrace = 30 * time.Second
 // DefaultArmAhead is Config.ArmAhead's default: long enough for a busy
 // member to arm a whole second's fires before their instant while sharing
 // its cores with other members and etcd
-// (docs/benchmarks.md#decisions-firing-on-time). Held by TestArmedFireStartsAtItsInstantAndGoesWithTheSlot.
+// (docs/decisions/0001-arm-fires-300-ms-ahead.md). Held by TestArmedFireStartsAtItsInstantAndGoesWithTheSlot.
 const DefaultArmAhead = 300 * time.Millisecond
 
 // TracerName is the instrumentation scope of the scheduler's spans.

@@ -11,7 +11,7 @@ import (
 // one instant, a member shares its processors with etcd's apply, gRPC and
 // GC, and a fork holds its processor until the child has exec'd; with two
 // more processors than cores the operating system's finer time slicing
-// shares the cores among them (docs/benchmarks.md#decisions-firing-on-time).
+// shares the cores among them (docs/decisions/0006-gomaxprocs-cpus-plus-two.md).
 const extraProcs = 2
 
 // schedulerProcs is the GOMAXPROCS for kira run and kira bench: current (the
@@ -38,7 +38,7 @@ func useSchedulerProcs(env string) {
 // process's bytes, and a collection marking at an instant slows its fires
 // (allocations assist the marker). A member alone (etcd elsewhere) keeps the
 // runtime's default: it allocates far less, and the higher target would
-// cost it resident memory (docs/benchmarks.md#decisions-firing-on-time).
+// cost it resident memory (docs/decisions/0007-gogc-200-beside-an-embedded-etcd.md).
 const gcPercent = 200
 
 // hostingEtcdGCPercent is the GOGC for a process that hosts an embedded

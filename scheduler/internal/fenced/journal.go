@@ -42,7 +42,7 @@ type Record struct {
 // DefaultJournalEntries is how many entries a member's journal has unless
 // told otherwise (UseJournal): enough that a slot firing every second keeps
 // its newest records (10 by default) in the journal, not copied, at a few
-// thousand records a second per member (docs/benchmarks.md#why-records-share-a-key).
+// thousand records a second per member (docs/decisions/0013-records-share-a-key.md).
 const DefaultJournalEntries = 1024
 
 // maxHandoverCopies bounds the records a handover copies (the newest):
@@ -68,8 +68,8 @@ type journalIndex struct {
 // reused. Keeping every record of a journal in memory made the members'
 // garbage collector mark them all at every cycle, and keeping each
 // record's slot, claim and entry grew a member by the journal's length
-// times a few hundred bytes (docs/benchmarks.md#decisions-the-writer-and-etcd;
-// BenchmarkJournalIndex).
+// times a few hundred bytes (docs/decisions/0016-writer-keeps-where-records-are.md,
+// docs/decisions/0017-journal-index-16-bytes-a-record.md; BenchmarkJournalIndex).
 type entry struct {
 	number  int64 // -1: never written
 	records []held

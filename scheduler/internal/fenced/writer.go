@@ -62,7 +62,7 @@ type Write struct {
 // queued, to commit them together (see lingerLeft). Slots that fire together
 // queue their writes together; without it, slots whose fires are spread over
 // the second (jitter) would each have a transaction of their own, and etcd
-// pays for each (docs/benchmarks.md#decisions-the-writer-and-etcd). It must stay well
+// pays for each (docs/decisions/0010-writer-lingers-and-fills-transactions.md). It must stay well
 // under the scheduler's lingerAhead, so a start recorded ahead lazily lands
 // before its fire. Held by TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite.
 const linger = 100 * time.Millisecond
@@ -72,7 +72,7 @@ const linger = 100 * time.Millisecond
 // default, and a write has one comparison and usually one operation (a
 // record, or a state), two with a trigger it consumes or records it trims.
 // A transaction costs etcd a raft entry and a commit on every member
-// whatever it holds, so the writer fills it (docs/benchmarks.md#decisions-the-writer-and-etcd).
+// whatever it holds, so the writer fills it (docs/decisions/0010-writer-lingers-and-fills-transactions.md).
 const (
 	maxBatch  = 128
 	maxTxnOps = 128
@@ -445,7 +445,7 @@ func (w *Writer) takeLocked(blocked bool) (b []Write, keys []string, handover ma
 // clock. Every member's writer then sends at the same instants, and etcd
 // commits transactions that arrive together in fewer raft rounds than the
 // same transactions spread over time
-// (docs/benchmarks.md#decisions-the-writer-and-etcd). It decides only when a write is sent, never whether it
+// (docs/decisions/0011-writers-send-together.md). It decides only when a write is sent, never whether it
 // holds: that is the fence's. Held by
 // TestWriterHoldsLazyWritesUntilLingerOrAnUrgentWrite.
 func (w *Writer) lingerLeft() time.Duration {
