@@ -40,12 +40,19 @@ func Handler(cfg Config) http.Handler {
 		page = bytes.Replace(page, []byte(traceMeta), []byte(`<meta name="kira-trace-url" content="`+html.EscapeString(cfg.TraceURL)+`">`), 1)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", contentSecurityPolicy)
+		w.Header().Set("X-Frame-Options", "DENY")
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
 		w.Write(page)
 	})
 }
+
+// contentSecurityPolicy lets the page load nothing from elsewhere and be
+// framed by no page at all (frame-ancestors 'none', and X-Frame-Options
+// DENY for browsers without it): another site cannot lay its buttons
+// under a decoy (TestPageRefusesFraming).
+const contentSecurityPolicy = "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'"

@@ -52,3 +52,22 @@ func TestCarriesTheTraceURL(t *testing.T) {
 		t.Fatalf("the page has no %s", want)
 	}
 }
+
+// The page, and the dashboard's 404, may be framed by no site: its
+// Content-Security-Policy keeps loading nothing from elsewhere and adds
+// frame-ancestors 'none'; X-Frame-Options says DENY for older browsers.
+func TestPageRefusesFraming(t *testing.T) {
+	for _, path := range []string{"/", "/other"} {
+		rec := httptest.NewRecorder()
+		Handler(Config{}).ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		csp := rec.Header().Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'self'", "frame-ancestors 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("GET %s: Content-Security-Policy %q has no %s", path, csp, want)
+			}
+		}
+		if got := rec.Header().Get("X-Frame-Options"); got != "DENY" {
+			t.Errorf("GET %s: X-Frame-Options %q, want DENY", path, got)
+		}
+	}
+}
