@@ -19,14 +19,16 @@
 //
 // Write actions need authentication (Auth): a bearer token compared in
 // constant time, or a client certificate verified by the server's TLS. With
-// neither configured they are refused (403), never open. Errors are JSON:
-// {"error": "…"} with a 4xx or 5xx status.
+// neither configured they are refused (403), never open. A write a browser
+// sends from another site is refused (403) whatever its credentials
+// (sameSite). An anonymous reader sees a job's spec with its secrets
+// redacted (redactSpec). Errors are JSON: {"error": "…"} with a 4xx or 5xx
+// status.
 package api
 
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,9 +129,9 @@ func Handler(cfg Config) http.Handler {
 			limit = MaxBodyBytes
 		}
 		if r.writes {
-			mux.HandleFunc(r.pattern, s.write(s.serve(r.handle(s), limit)))
+			mux.Handle(r.pattern, cfg.Auth.require(s.serve(r.handle(s), limit)))
 		} else {
-			mux.HandleFunc(r.pattern, s.read(s.serve(r.handle(s), limit)))
+			mux.Handle(r.pattern, cfg.Auth.Reads(s.serve(r.handle(s), limit)))
 		}
 	}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +140,7 @@ func Handler(cfg Config) http.Handler {
 	// Answers over 1 KB go gzipped to a client that accepts it: the
 	// dashboard's timeline of thousands of slots shrinks tenfold or more
 	// (TestTimelineIsGzipped).
-	return gzhttp.GzipHandler(mux)
+	return gzhttp.GzipHandler(sameSite(mux))
 }
 
 type server struct {
@@ -185,60 +187,17 @@ func errorf(code int, format string, args ...any) error {
 	return &statusError{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-func (s *server) read(next http.HandlerFunc) http.HandlerFunc {
-	if !s.cfg.Auth.ProtectReads {
-		return next
-	}
-	return s.write(next)
-}
-
-// write lets a request through only if it is authenticated (see Auth).
-func (s *server) write(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		a := s.cfg.Auth
-		switch {
-		case a.Token == nil && !a.ClientCerts:
-			writeError(w, http.StatusForbidden, "this action needs authentication, and none is configured: start kira run with --http-token-file FILE (or KIRA_HTTP_TOKEN), or with --http-tls-cert, --http-tls-key and --http-client-ca")
-		case a.ClientCerts && r.TLS != nil && len(r.TLS.VerifiedChains) > 0:
-			next(w, r)
-		case a.Token != nil && bearer(r, a.Token):
-			next(w, r)
-		default:
-			w.Header().Set("WWW-Authenticate", `Bearer realm="kira"`)
-			writeError(w, http.StatusUnauthorized, "missing or wrong credentials: send Authorization: Bearer <token>, or a client certificate")
-		}
-	}
-}
-
-// bearer reports whether r carries token, compared in constant time.
-func bearer(r *http.Request, token []byte) bool {
-	const prefix = "Bearer "
-	h := r.Header.Get("Authorization")
-	if len(h) < len(prefix) || h[:len(prefix)] != prefix {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), token) == 1
-}
-
 func (s *server) serve(h handler, limit int64) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 		defer cancel()
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-		var v any
-		if err == nil {
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			v, err = h(ctx, r)
-		}
+		v, err := s.answer(ctx, w, r, h, limit)
 		var se *statusError
-		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &se) && se.body != nil:
 			writeJSON(w, se.code, se.body)
 		case errors.As(err, &se):
 			writeError(w, se.code, se.msg)
-		case errors.As(err, &tooBig):
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", limit))
 		case errors.Is(err, config.ErrNoCatalog):
 			writeError(w, http.StatusNotFound, err.Error())
 		case err != nil:
@@ -249,11 +208,32 @@ func (s *server) serve(h handler, limit int64) http.HandlerFunc {
 	}
 }
 
+// answer reads r's body, at most limit bytes, and answers r with h. A body
+// over the limit is a 413 naming it, a body that could not be read (the
+// client too slow for the server's ReadTimeout, or gone) a 400
+// (TestWriteActionsNeedTheToken, TestSlowClientsAreCutOff in cmd/kira).
+func (s *server) answer(ctx context.Context, w http.ResponseWriter, r *http.Request, h handler, limit int64) (any, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, errorf(http.StatusRequestEntityTooLarge, "the body is over %d bytes, the limit of %s", limit, r.Pattern)
+	case err != nil:
+		return nil, errorf(http.StatusBadRequest, "reading the body: %v", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return h(ctx, r)
+}
+
 func (s *server) status(ctx context.Context, _ *http.Request) (any, error) {
 	return operator.ReadStatus(ctx, s.cfg.KV, s.cfg.Cluster)
 }
 
-// job returns the stored catalog's job named in the path.
+// job returns the stored catalog's job named in the path. It reads the
+// whole catalog: config exports no read of one job. That read is bounded:
+// a catalog stores at most config.MaxCatalogBytes of YAML and
+// config.MaxJobs jobs, read in pages within requestTimeout; GET
+// /v1/jobs/{job} needs the whole one anyway, for the job's dependents.
 func (s *server) job(ctx context.Context, r *http.Request) (config.Job, error) {
 	name := r.PathValue("job")
 	cat, _, err := config.LoadStored(ctx, s.cfg.KV, s.cfg.Cluster)
@@ -290,7 +270,7 @@ func (s *server) jobDetail(ctx context.Context, r *http.Request) (any, error) {
 	if err == nil && !ok {
 		err = errorf(http.StatusNotFound, "cluster %q has no job %q", s.cfg.Cluster, r.PathValue("job"))
 	}
-	return d, err
+	return s.forReader(r, d), err
 }
 
 // jobPartition returns the job named in the path and the partition its

@@ -52,15 +52,18 @@ type Cancelled struct {
 
 // cancelRun cancels the job's waiting run {id}: 200 if it will not run,
 // 409 if it is not waiting (it started or ran, was cancelled, or never
-// existed), never both (operator.CancelRun).
+// existed), never both (operator.CancelRun); 404, with nothing cancelled,
+// if it is another job's run (TestCancelThroughAnotherJobsPath).
 func (s *server) cancelRun(ctx context.Context, r *http.Request) (any, error) {
 	j, err := s.job(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	id := r.PathValue("id")
-	w, err := operator.CancelRun(ctx, s.cfg.KV, s.cfg.Cluster, id)
+	w, err := operator.CancelJobRun(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, id)
 	switch {
+	case errors.Is(err, operator.ErrOtherJob):
+		return nil, errorf(http.StatusNotFound, "run %s is of job %s, not %s: nothing cancelled", id, w.Job, j.Name)
 	case errors.Is(err, operator.ErrNotWaiting):
 		if rec, ok, rerr := operator.FindRun(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, id); rerr == nil && ok {
 			return nil, errorf(http.StatusConflict, "not cancelled: run %s already ran: %s, started %s", id, rec.Outcome, rec.StartedAt.UTC().Format(time.RFC3339))
@@ -68,8 +71,6 @@ func (s *server) cancelRun(ctx context.Context, r *http.Request) (any, error) {
 		return nil, errorf(http.StatusConflict, "not cancelled: %v", err)
 	case err != nil:
 		return nil, err
-	case w.Job != j.Name:
-		return nil, errorf(http.StatusNotFound, "run %s is of job %s, not %s", id, w.Job, j.Name) // unreachable unless ids collide
 	}
 	return Cancelled{WaitingRun: w, Cancelled: true}, nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/operator"
 )
 
@@ -54,5 +57,37 @@ func TestOneOffRunsThroughTheAPI(t *testing.T) {
 	}
 	if code := call(t, c, "GET", srv.URL+"/v1/jobs/tick", "", "", &d); code != 200 || len(d.WaitingRuns) != 1 || d.WaitingRuns[0].ID != soon.ExecutionIDs[0] {
 		t.Fatalf("after the cancel: %d %+v", code, d.WaitingRuns)
+	}
+}
+
+// DELETE /v1/jobs/{job}/trigger/{id} with the id of another job's run
+// answers 404 naming that job and cancels nothing: the run still waits, and
+// its own job's path cancels it.
+func TestCancelThroughAnotherJobsPath(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	cat, err := config.Parse("c.yaml", []byte("cluster: c\njobs:\n  - {name: tick, schedule: \"@every 1s\", command: [\"true\"]}\n  - {name: tock, schedule: \"@every 1s\", command: [\"true\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := config.Store(context.Background(), cli, cat); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "c", Auth: Auth{Token: []byte("tok")}}))
+	defer srv.Close()
+	var trig Triggered
+	if code := call(t, srv.Client(), "POST", srv.URL+"/v1/jobs/tock/trigger?in=2h", "tok", "", &trig); code != 200 {
+		t.Fatalf("trigger: %d", code)
+	}
+	id := trig.ExecutionIDs[0]
+	var e Error
+	if code := call(t, srv.Client(), "DELETE", srv.URL+"/v1/jobs/tick/trigger/"+id, "tok", "", &e); code != http.StatusNotFound || !strings.Contains(e.Error, "of job tock, not tick") {
+		t.Fatalf("cancel through tick's path: %d %+v; want 404 naming tock", code, e)
+	}
+	if n := waiting(t, cli, "tock"); n != 1 {
+		t.Fatalf("tock has %d waiting runs after a cancel through tick's path, want 1", n)
+	}
+	var cancelled Cancelled
+	if code := call(t, srv.Client(), "DELETE", srv.URL+"/v1/jobs/tock/trigger/"+id, "tok", "", &cancelled); code != 200 || !cancelled.Cancelled || cancelled.Job != "tock" {
+		t.Fatalf("cancel through tock's path: %d %+v", code, cancelled)
 	}
 }

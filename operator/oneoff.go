@@ -98,6 +98,16 @@ var ErrNotWaiting = errors.New("not waiting")
 // cancelled and never runs, or CancelRun returns ErrNotWaiting and the run
 // has started. Held by TestCancelRacingTheStartHasOneAnswer.
 func CancelRun(ctx context.Context, kv clientv3.KV, cluster, id string) (WaitingRun, error) {
+	return CancelJobRun(ctx, kv, cluster, "", id)
+}
+
+// ErrOtherJob says a run to cancel is of another job than the one named.
+var ErrOtherJob = errors.New("of another job")
+
+// CancelJobRun is CancelRun for a run of job ("": of any job): a run of
+// another job is left as it is, and the answer is that run with
+// ErrOtherJob (TestCancelThroughAnotherJobsPath in package api).
+func CancelJobRun(ctx context.Context, kv clientv3.KV, cluster, job, id string) (WaitingRun, error) {
 	if !strings.HasPrefix(id, "manual-") {
 		return WaitingRun{}, fmt.Errorf("%q is not the id of a manual run (manual-…): only those can be cancelled", id)
 	}
@@ -110,6 +120,9 @@ func CancelRun(ctx context.Context, kv clientv3.KV, cluster, id string) (Waiting
 			continue
 		}
 		slot := shard.Slot{Job: w.Job, Partition: w.Partition}
+		if job != "" && w.Job != job {
+			return w, fmt.Errorf("run %s is of job %s, not %s: %w", id, w.Job, job, ErrOtherJob)
+		}
 		if w.started > 0 {
 			return w, fmt.Errorf("run %s of %s: %w: it has started (attempt %d) and not ended", id, slot, ErrNotWaiting, w.started)
 		}
