@@ -189,9 +189,7 @@ func errorf(code int, format string, args ...any) error {
 
 func (s *server) serve(h handler, limit int64) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-		defer cancel()
-		v, err := s.answer(ctx, w, r, h, limit)
+		v, err := s.answer(w, r, h, limit)
 		var se *statusError
 		switch {
 		case errors.As(err, &se) && se.body != nil:
@@ -208,11 +206,13 @@ func (s *server) serve(h handler, limit int64) http.HandlerFunc {
 	}
 }
 
-// answer reads r's body, at most limit bytes, and answers r with h. A body
-// over the limit is a 413 naming it, a body that could not be read (the
-// client too slow for the server's ReadTimeout, or gone) a 400
-// (TestWriteActionsNeedTheToken, TestSlowClientsAreCutOff in cmd/kira).
-func (s *server) answer(ctx context.Context, w http.ResponseWriter, r *http.Request, h handler, limit int64) (any, error) {
+// answer reads r's body, at most limit bytes, and answers r with h within
+// requestTimeout, counted once the body is in (a slow upload does not eat
+// the etcd work's time). A body over the limit is a 413 naming it, a body
+// that could not be read (the client too slow for the server's
+// ReadTimeout, or gone) a 400 (TestWriteActionsNeedTheToken,
+// TestSlowClientsAreCutOff in cmd/kira).
+func (s *server) answer(w http.ResponseWriter, r *http.Request, h handler, limit int64) (any, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	switch {
@@ -222,6 +222,8 @@ func (s *server) answer(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return nil, errorf(http.StatusBadRequest, "reading the body: %v", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
 	return h(ctx, r)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/kira-scheduler/kira/etcdclient"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // EnvHTTPToken is read when --http-token-file is not given.
@@ -37,7 +38,7 @@ func (h *httpFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&h.tlsCert, "http-tls-cert", "", "serve HTTPS with this certificate")
 	fs.StringVar(&h.tlsKey, "http-tls-key", "", "key of --http-tls-cert")
 	fs.StringVar(&h.useCA, "http-client-ca", "", "CA bundle: a client certificate it verifies may use the API's write actions (needs --http-tls-cert)")
-	fs.BoolVar(&h.readAuth, "http-read-auth", false, "require the same authentication for the API's read endpoints (default: reads are open)")
+	fs.BoolVar(&h.readAuth, "http-read-auth", false, "require the same authentication for the API's read endpoints and /metrics (default: open; an anonymous reader sees job specs with env values, header values and webhook URLs redacted)")
 	fs.StringVar(&h.traceURL, "trace-url", "", "the dashboard links each execution to this address, its {trace_id} or {execution_id} (and {job}, {partition}) filled in: the trace, or a search of your trace backend for the span attribute kira.execution_id; with {trace_id}, executions not traced have no link")
 }
 
@@ -156,37 +157,7 @@ func (r *runner) serveHTTP(h httpFlags, etcd etcdclient.Config, cluster string) 
 	if err != nil {
 		return nil, fmt.Errorf("kira run: --http: %w", err)
 	}
-	mux := http.NewServeMux()
-	// /livez answers while the process serves: a liveness probe must not
-	// restart every member during an etcd outage. /readyz (and /healthz, its
-	// older name) answers 200 only while the member is a trusted member of
-	// the cluster: its lease proven alive.
-	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	ready := func(w http.ResponseWriter, _ *http.Request) {
-		if why := r.highWater.Holding(); why != "" {
-			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
-			return
-		}
-		inc := r.current.Load()
-		if inc == nil || !inc.Ready(time.Now()) {
-			http.Error(w, "not ready: no trusted lease or not yet in the member views (joining, or etcd unreachable)", http.StatusServiceUnavailable)
-			return
-		}
-		if alarms := inc.EtcdAlarms(); len(alarms) > 0 {
-			http.Error(w, "not ready: etcd alarm "+strings.Join(alarms, ", ")+": etcd refuses writes, no execution starts", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintf(w, "ok %s\n", inc.ID())
-	}
-	mux.HandleFunc("/readyz", ready)
-	mux.HandleFunc("/healthz", ready)
-	mux.Handle("/metrics", promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{}))
-	var peers *http.Client // members serving HTTPS are not asked: see operator.ReadClaims
-	if h.tlsCert == "" {
-		peers = &http.Client{}
-	}
-	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth, Leases: cli, Maintenance: cli, Peers: peers}))
-	mux.Handle("/", dashboard.Handler(dashboard.Config{TraceURL: h.traceURL}))
+	mux := r.httpMux(h, auth, cli, cluster)
 	l, err := net.Listen("tcp", h.listenAddr())
 	if err != nil {
 		cli.Close()
@@ -195,7 +166,64 @@ func (r *runner) serveHTTP(h httpFlags, etcd etcdclient.Config, cluster string) 
 	if tlsCfg != nil {
 		l = tls.NewListener(l, tlsCfg)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 64 << 10}
+	srv := newHTTPServer(mux, httpTimeouts)
 	go srv.Serve(l)
 	return func() { srv.Close(); cli.Close() }, nil
+}
+
+// httpMux is what the member's HTTP port serves: the probes, /metrics
+// (behind the API's read rule, api.Auth.Reads), the API and the dashboard.
+func (r *runner) httpMux(h httpFlags, auth api.Auth, cli *clientv3.Client, cluster string) *http.ServeMux {
+	mux := http.NewServeMux()
+	// /livez answers while the process serves: a liveness probe must not
+	// restart every member during an etcd outage. /readyz (and /healthz, its
+	// older name) answers 200 only while the member is a trusted member of
+	// the cluster: its lease proven alive.
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", r.ready)
+	mux.HandleFunc("/healthz", r.ready)
+	mux.Handle("/metrics", auth.Reads(promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{})))
+	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth, Leases: cli, Maintenance: cli, Peers: peerClient(h, auth)}))
+	mux.Handle("/", dashboard.Handler(dashboard.Config{TraceURL: h.traceURL}))
+	return mux
+}
+
+func (r *runner) ready(w http.ResponseWriter, _ *http.Request) {
+	if why := r.highWater.Holding(); why != "" {
+		http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+		return
+	}
+	inc := r.current.Load()
+	if inc == nil || !inc.Ready(time.Now()) {
+		http.Error(w, "not ready: no trusted lease or not yet in the member views (joining, or etcd unreachable)", http.StatusServiceUnavailable)
+		return
+	}
+	if alarms := inc.EtcdAlarms(); len(alarms) > 0 {
+		http.Error(w, "not ready: etcd alarm "+strings.Join(alarms, ", ")+": etcd refuses writes, no execution starts", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintf(w, "ok %s\n", inc.ID())
+}
+
+// peerClient reads the other members' /metrics for GET /v1/health: nil
+// (not asked) when members serve HTTPS (see operator.ReadClaims); with
+// --http-read-auth it sends the token, which their /metrics then need
+// (TestMetricsNeedTheReadAuth).
+func peerClient(h httpFlags, auth api.Auth) *http.Client {
+	switch {
+	case h.tlsCert != "":
+		return nil
+	case auth.ProtectReads && auth.Token != nil:
+		return &http.Client{Transport: withToken{token: auth.Token}}
+	}
+	return &http.Client{}
+}
+
+// withToken sends every request with the API's bearer token.
+type withToken struct{ token []byte }
+
+func (w withToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(w.token))
+	return http.DefaultTransport.RoundTrip(r)
 }
