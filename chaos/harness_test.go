@@ -163,6 +163,7 @@ type etcdNode struct {
 type member struct {
 	name    string
 	proc    *etcdtest.Process
+	past    []*etcdtest.Process // its processes before restarts, for their output
 	proxies []proxy.Server
 }
 
@@ -360,6 +361,7 @@ func (c *cluster) restart(m *member, offset time.Duration) {
 	}
 	args := []string{"run", "--catalog", c.catalog, "--etcd", strings.Join(endpoints, ","), "--name", m.name,
 		"--grace", "10s", "--clock-offset", offset.String()}
+	m.past = append(m.past, m.proc)
 	m.proc = etcdtest.StartProcess(c.t, kiraBin, append(args, c.memberArgs...)...)
 }
 
@@ -587,6 +589,10 @@ func (c *cluster) finish(fault string, from time.Time, faults []Fault, adjust ..
 	to := time.Now().Truncate(time.Second)
 	c.waitWrittenThrough(to, 30*time.Second)
 	spec := c.spec(from, to, faults...)
+	for _, f := range c.observedFaults(faults, spec.OnTime) {
+		c.t.Logf("observed, not injected: %s at %s", f.Name, f.Heal.Format("15:04:05.000"))
+		spec.Faults = append(spec.Faults, f)
+	}
 	spec.States = c.stateLog()
 	spec.Records = c.recordLog()
 	for _, f := range adjust {
