@@ -18,7 +18,8 @@ const (
 
 	// MaxCatalogBytes bounds a catalog file (or directory) and the body of
 	// PUT /v1/catalog: about 250,000 one-line jobs. As stored, each job is
-	// a key of its own, held to MaxTxnBytes (docs/catalog.md).
+	// a key of its own, held to MaxTxnBytes, and the whole to
+	// MaxStoredCatalogBytes (bounds.go).
 	MaxCatalogBytes = 16 << 20
 	// MaxJobs bounds the jobs of one catalog.
 	MaxJobs = 100000
@@ -89,8 +90,8 @@ type Catalog struct {
 	Membership Membership `json:"membership"`
 	Jobs       []Job      `json:"jobs"`
 	// Notify is the catalog's default notify rules, which every job without
-	// a notify: of its own has (in its Notify): kept here to write the
-	// catalog back out (Marshal).
+	// a notify: of its own has (Job.NotifyDefault). The store keeps them
+	// once, in the catalog's settings, not in each job.
 	Notify []NotifyRule `json:"notify,omitempty"`
 	// Pools are the concurrency limits jobs share by name (Job.Pool): at
 	// most Pools[name] of their runs at once across the cluster (Limit).
@@ -148,6 +149,11 @@ type Job struct {
 	// Notify is the job's notify rules in force: its own notify:, or the
 	// catalog's when it has none (notify: [] turns them off).
 	Notify []NotifyRule `json:"notify,omitempty"`
+	// NotifyDefault says the job has no notify: of its own and the catalog
+	// has a default: Notify is the catalog's Notify, the same rules, stored
+	// once with the catalog's settings and written back out as no notify:
+	// (Marshal).
+	NotifyDefault bool `json:"-"`
 	// Placement, if set, limits the job's slots to members with its labels.
 	Placement *Placement `json:"placement,omitempty"`
 	// MaxRunning, if set, lets at most that many of the job's slots run at

@@ -41,10 +41,14 @@ func (c *Catalog) Limit(j Job) Limit {
 	return Limit{}
 }
 
-// pools validates the catalog's pools: names as job names are spelled,
-// limits from 1 to MaxPoolLimit.
+// pools validates the catalog's pools: at most MaxPools, names as job
+// names are spelled, limits from 1 to MaxPoolLimit.
 func (v *validator) pools(raw map[string]int) map[string]int {
 	if raw == nil {
+		return nil
+	}
+	if len(raw) > MaxPools {
+		v.addf(root("pools"), "%d pools, over the limit of %d", len(raw), MaxPools)
 		return nil
 	}
 	out := make(map[string]int, len(raw))

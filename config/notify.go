@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -57,4 +60,51 @@ func rawNotifyOf(rules []NotifyRule) []rawNotify {
 		out = append(out, rawNotify{On: r.On, Webhook: r.Webhook, Headers: r.Headers})
 	}
 	return out
+}
+
+// resolveNotify sets the rules in force of j, a stored job, from the
+// catalog's default def: those of a job marked NotifyDefault. A catalog
+// stored by an older version (once false) copied the default into each job
+// that had it; a copy equal to def is read as the default, as that
+// version's Marshal wrote it back out (TestStoredNotifyCopiesReadAsTheDefault).
+func resolveNotify(j *Job, def []NotifyRule, once bool) {
+	switch {
+	case j.NotifyDefault:
+		j.Notify = def
+	case !once && len(def) > 0 && reflect.DeepEqual(j.Notify, def):
+		j.Notify, j.NotifyDefault = def, true
+	}
+}
+
+// jobNotify describes j's notify rules for Diff: its own, or the default.
+func jobNotify(j Job) string {
+	if j.NotifyDefault {
+		return "the catalog's default"
+	}
+	return notifyText(j.Notify)
+}
+
+// notifyChange is "a → b" for two descriptions of notify rules (jobNotify,
+// notifyText), which show header names, not values (secrets as often as
+// not): when only values changed, it says so.
+func notifyChange(a, b string) string {
+	if a == b {
+		return a + " (header values changed)"
+	}
+	return a + " → " + b
+}
+
+// notifyText describes rules, their headers by name.
+func notifyText(rules []NotifyRule) string {
+	if len(rules) == 0 {
+		return "none"
+	}
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = fmt.Sprintf("on %v → %s", r.On, r.Webhook)
+		if len(r.Headers) > 0 {
+			out[i] += fmt.Sprintf(" (headers %s)", strings.Join(slices.Sorted(maps.Keys(r.Headers)), ", "))
+		}
+	}
+	return "[" + strings.Join(out, "; ") + "]"
 }

@@ -44,11 +44,23 @@ func legacyMarker(cluster string) string {
 }
 
 // storedSettings is a catalog's settings as stored in the per-job layout.
+// Its notify default is stored here once: NotifyOnce says so, and that the
+// jobs that have it are marked (storedJob.NotifyDefault) rather than hold a
+// copy. Settings without NotifyOnce were stored by an older version, whose
+// jobs hold copies (resolveNotify). An older version refuses NotifyOnce as
+// a field it does not know, rather than run those jobs without their rules
+// (TestNotifyDefaultIsStoredOnce).
 type storedSettings struct {
 	Cluster    string         `json:"cluster"`
 	Membership Membership     `json:"membership"`
 	Notify     []NotifyRule   `json:"notify,omitempty"`
+	NotifyOnce bool           `json:"notify_once,omitempty"`
 	Pools      map[string]int `json:"pools,omitempty"`
+}
+
+// settingsOf is cat's settings as stored.
+func settingsOf(cat *Catalog) storedSettings {
+	return storedSettings{Cluster: cat.Cluster, Membership: cat.Membership, Notify: cat.Notify, NotifyOnce: len(cat.Notify) > 0, Pools: cat.Pools}
 }
 
 // head is catalog-head's value.
@@ -57,10 +69,23 @@ type head struct {
 }
 
 // storedJob is a job's value in the per-job layout: the job and its
-// position, which orders the catalog's jobs as its file did.
+// position, which orders the catalog's jobs as its file did. A job that has
+// the catalog's notify default is stored with NotifyDefault and without
+// the rules, which the settings hold once (TestNotifyDefaultIsStoredOnce).
 type storedJob struct {
-	Position int64 `json:"position"`
-	Job      Job   `json:"job"`
+	Position      int64 `json:"position"`
+	Job           Job   `json:"job"`
+	NotifyDefault bool  `json:"notify_default,omitempty"`
+}
+
+// MarshalJSON writes s as stored: the notify default as a mark, not a copy.
+func (s storedJob) MarshalJSON() ([]byte, error) {
+	type plain storedJob // without this method
+	p := plain(s)
+	if s.Job.NotifyDefault {
+		p.Job.Notify, p.NotifyDefault = nil, true
+	}
+	return json.Marshal(p)
 }
 
 // positionStride spaces the positions of a catalog stored whole, so that
@@ -107,36 +132,21 @@ func positions(jobs []Job, stored map[string]int64) []int64 {
 }
 
 // encodeJobs is cat as the per-job layout stores it over the stored
-// positions (nil: none): its settings and each job's value, by name.
+// positions (nil: none): its settings and each job's value, by name, within
+// the bounds of what is stored (storedValues).
 func encodeJobs(cat *Catalog, stored map[string]int64) (sets []byte, jobs map[string][]byte, err error) {
-	if sets, err = json.Marshal(storedSettings{Cluster: cat.Cluster, Membership: cat.Membership, Notify: cat.Notify, Pools: cat.Pools}); err != nil {
+	jobs = make(map[string][]byte, len(cat.Jobs))
+	err = storedValues(cat, stored, func(job string, v []byte) {
+		if job == "" {
+			sets = v
+		} else {
+			jobs[job] = v
+		}
+	})
+	if err != nil {
 		return nil, nil, err
 	}
-	pos := positions(cat.Jobs, stored)
-	jobs = make(map[string][]byte, len(cat.Jobs))
-	for i, j := range cat.Jobs {
-		if jobs[j.Name], err = json.Marshal(storedJob{Position: pos[i], Job: j}); err != nil {
-			return nil, nil, err
-		}
-		if len(jobs[j.Name]) > MaxTxnBytes {
-			return nil, nil, &tooLargeError{index: i, job: j.Name, size: len(jobs[j.Name])}
-		}
-	}
 	return sets, jobs, nil
-}
-
-// tooLargeError refuses a job too large to store: the store and the
-// validator give it alike (TestValidatorRefusesWhatStoreRefuses).
-type tooLargeError struct {
-	index int // in the catalog's jobs
-	job   string
-	size  int
-}
-
-func (e *tooLargeError) Error() string { return "config: " + e.message() }
-
-func (e *tooLargeError) message() string {
-	return fmt.Sprintf("job %s is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", e.job, e.size, MaxTxnBytes)
 }
 
 // PutJobs stores cat in the per-job layout, with how it was stored (src),
@@ -268,7 +278,7 @@ func (w *jobsWrite) delta() (ops []clientv3.Op, size int) {
 	}
 	for name, v := range w.jobs {
 		old, ok := w.cur.perJob.job(name)
-		if stored, err := json.Marshal(old); !ok || err != nil || !bytes.Equal(stored, v) {
+		if stored, err := json.Marshal(old); !ok || err != nil || !bytes.Equal(stored, v) || w.cur.perJob.copied(old.Job) {
 			put(keyspace.CatalogJob(w.cluster, g, name), v)
 		}
 	}

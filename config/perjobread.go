@@ -73,7 +73,7 @@ func (s *perJobState) catalog() (cat *Catalog, replaced []int, err error) {
 		next.Jobs = slices.Clone(s.built.Jobs)
 		replaced = make([]int, 0, len(s.updated))
 		for _, name := range s.updated {
-			next.Jobs[s.at[name]] = s.fresh[name]
+			next.Jobs[s.at[name]] = s.resolved(s.fresh[name])
 			replaced = append(replaced, s.at[name])
 		}
 		s.built, s.updated = &next, nil
@@ -94,7 +94,7 @@ func (s *perJobState) catalog() (cat *Catalog, replaced []int, err error) {
 	cat = &Catalog{Cluster: s.decoded.Cluster, Membership: s.decoded.Membership, Notify: s.decoded.Notify, Pools: s.decoded.Pools, Jobs: make([]Job, len(order))}
 	at := make(map[string]int, len(order))
 	for i, j := range order {
-		cat.Jobs[i] = j.Job
+		cat.Jobs[i] = s.resolved(j.Job)
 		at[j.Job.Name] = i
 	}
 	if cat.Cluster == "" || len(cat.Jobs) == 0 {
@@ -103,6 +103,21 @@ func (s *perJobState) catalog() (cat *Catalog, replaced []int, err error) {
 	s.built, s.at, s.updated, s.whole = cat, at, nil, false
 	clear(s.fresh)
 	return cat, nil, nil
+}
+
+// resolved is j with its notify rules in force under the stored settings
+// (resolveNotify).
+func (s *perJobState) resolved(j Job) Job {
+	resolveNotify(&j, s.decoded.Notify, s.decoded.NotifyOnce)
+	return j
+}
+
+// copied reports whether j, a stored job read as having the notify default,
+// holds a copy of it, as an older version stored it: its value is
+// rewritten with the next store, which the settings it writes no longer
+// read as a copy (TestStoredNotifyCopiesReadAsTheDefault).
+func (s *perJobState) copied(j Job) bool {
+	return j.NotifyDefault && !s.decoded.NotifyOnce
 }
 
 // remove deletes job from the state.
@@ -146,6 +161,7 @@ func (s *perJobState) put(cluster string, kv *mvccpb.KeyValue) error {
 		if j.Job.Name != job {
 			return fmt.Errorf("%w: %s holds job %q (written by hand?)", ErrUnreadableCatalog, kv.Key, j.Job.Name)
 		}
+		j.Job.NotifyDefault = j.NotifyDefault
 		if pos, ok := s.positions[job]; ok && pos == j.Position {
 			s.updated = append(s.updated, job)
 		} else {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"reflect"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -34,7 +33,7 @@ func rawOf(j Job, notifyDefault []NotifyRule) rawJob {
 		Env: j.Env, PassEnv: j.PassEnv, Misfire: string(j.Misfire), CatchupWindow: durationText(j.CatchupWindow),
 		HistoryLimit: &historyLimit, Overlap: string(j.Overlap), Jitter: durationText(j.Jitter), Timezone: j.Timezone,
 		Retries: &rawRetries{Max: j.Retries.Max, Backoff: durationText(j.Retries.Backoff), MaxBackoff: durationText(j.Retries.MaxBackoff)}}
-	if !reflect.DeepEqual(j.Notify, notifyDefault) { // its own rules, or notify: [] to turn the default off
+	if !j.NotifyDefault && (len(j.Notify) > 0 || len(notifyDefault) > 0) { // its own rules, or notify: [] to turn the default off
 		rules := rawNotifyOf(j.Notify)
 		r.Notify = &rules
 	}

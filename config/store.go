@@ -71,12 +71,11 @@ func Put(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected
 	return PutJobs(ctx, kv, cat, src, expected)
 }
 
-// encode checks that cat can be stored: each job within what one etcd
-// request carries (encodeJobs); the validator refuses the same catalogs
-// with the same message (stored, TestValidatorRefusesWhatStoreRefuses).
+// encode checks that cat can be stored, within the bounds of what is
+// stored (storedValues), keeping no value; the validator refuses the same
+// catalogs with the same message (stored, TestValidatorRefusesWhatStoreRefuses).
 func encode(cat *Catalog) error {
-	_, _, err := encodeJobs(cat, nil)
-	return err
+	return storedValues(cat, nil, func(string, []byte) {})
 }
 
 // sameStored reports whether the stored catalog cur, in either layout, is
@@ -91,7 +90,7 @@ func sameStored(cur *Stored, cat *Catalog) bool {
 		return false
 	}
 	for i := range cat.Jobs {
-		if !bytes.Equal(encodeJSON(cur.Catalog.Jobs[i]), encodeJSON(cat.Jobs[i])) {
+		if !bytes.Equal(encodeJSON(storedJob{Job: cur.Catalog.Jobs[i]}), encodeJSON(storedJob{Job: cat.Jobs[i]})) {
 			return false
 		}
 	}
@@ -111,7 +110,7 @@ func encodeJSON(v any) []byte {
 func (v *validator) stored(cat *Catalog) {
 	var large *tooLargeError
 	if err := encode(cat); errors.As(err, &large) {
-		v.addf(root("jobs").index(large.index), "%s", large.message())
+		v.addf(large.path(), "%s", large.message())
 	} else if err != nil {
 		v.addf(root("jobs"), "%v", err)
 	}
@@ -277,6 +276,9 @@ func decodeStored(data []byte) (*Catalog, error) {
 	if cat.Cluster == "" || len(cat.Jobs) == 0 {
 		return nil, fmt.Errorf("%w: it has no cluster or no jobs (written by hand?)", ErrUnreadableCatalog)
 	}
+	for i := range cat.Jobs {
+		resolveNotify(&cat.Jobs[i], cat.Notify, false)
+	}
 	return &cat, nil
 }
 
@@ -287,7 +289,7 @@ var ErrUnreadableCatalog = errors.New("config: the stored catalog is unreadable"
 // Change is one difference between two catalogs, for kira apply.
 type Change struct {
 	Job    string
-	Kind   string   // added, removed, changed, settings
+	Kind   string   // added, removed, changed, settings, order
 	Fields []string // for changed: "field: old → new"
 }
 
@@ -297,32 +299,31 @@ func (c Change) String() string {
 		return "+ job " + c.Job
 	case "removed":
 		return "- job " + c.Job
-	case "settings":
+	case "settings", "order":
 		return "~ " + strings.Join(c.Fields, "; ")
 	}
 	return "~ job " + c.Job + ": " + strings.Join(c.Fields, "; ")
 }
 
-// Diff lists what applying next over prev changes; prev may be nil.
+// Diff lists what applying next over prev changes; prev may be nil: every
+// setting the store keeps (membership, the notify default, pools), the
+// jobs' order, and each job as stored. A change of the notify default is
+// listed once, not as a change of each job that has it
+// (TestDiffListsEveryStoredChange).
 func Diff(prev, next *Catalog) []Change {
-	var out []Change
+	out := settingsChanges(prev, next)
 	if prev == nil {
 		prev = &Catalog{}
-	} else if prev.Membership != next.Membership {
-		out = append(out, Change{Kind: "settings", Fields: []string{fmt.Sprintf("membership.lease_ttl: %s → %s (members use it when they next join)", prev.Membership.LeaseTTL, next.Membership.LeaseTTL)}})
-	}
-	if t := limitsText(prev.Pools, next.Pools); t != "" {
-		out = append(out, Change{Kind: "settings", Fields: []string{t}})
 	}
 	old := map[string]Job{}
 	for _, j := range prev.Jobs {
-		old[j.Name] = j
+		old[j.Name] = ownJob(j)
 	}
 	seen := map[string]bool{}
 	for _, j := range next.Jobs {
 		seen[j.Name] = true
 		o, ok := old[j.Name]
-		switch {
+		switch j = ownJob(j); {
 		case !ok:
 			out = append(out, Change{Job: j.Name, Kind: "added"})
 		case !reflect.DeepEqual(o, j):
@@ -334,17 +335,73 @@ func Diff(prev, next *Catalog) []Change {
 			out = append(out, Change{Job: j.Name, Kind: "removed"})
 		}
 	}
+	if reordered(prev.Jobs, next.Jobs, seen) {
+		out = append(out, Change{Kind: "order", Fields: []string{"the jobs' order: as the new catalog lists them"}})
+	}
 	sort.SliceStable(out, func(i, k int) bool { return out[i].Job < out[k].Job })
 	return out
+}
+
+// settingsChanges lists the changes of the settings; prev may be nil.
+func settingsChanges(prev, next *Catalog) []Change {
+	var out []Change
+	if prev == nil {
+		prev = &Catalog{}
+	} else if prev.Membership != next.Membership {
+		out = append(out, Change{Kind: "settings", Fields: []string{fmt.Sprintf("membership.lease_ttl: %s → %s (members use it when they next join)", prev.Membership.LeaseTTL, next.Membership.LeaseTTL)}})
+	}
+	if t := limitsText(prev.Pools, next.Pools); t != "" {
+		out = append(out, Change{Kind: "settings", Fields: []string{t}})
+	}
+	if !reflect.DeepEqual(prev.Notify, next.Notify) {
+		out = append(out, Change{Kind: "settings", Fields: []string{"notify: " + notifyChange(notifyText(prev.Notify), notifyText(next.Notify)) + " (the jobs without a notify: of their own)"}})
+	}
+	return out
+}
+
+// reordered reports whether the jobs in both prev and next (seen: next's
+// names) are in another order in next.
+func reordered(prev, next []Job, seen map[string]bool) bool {
+	kept := map[string]bool{}
+	var before []string
+	for _, j := range prev {
+		if seen[j.Name] {
+			before, kept[j.Name] = append(before, j.Name), true
+		}
+	}
+	i := 0
+	for _, j := range next {
+		if kept[j.Name] {
+			if before[i] != j.Name {
+				return true
+			}
+			i++
+		}
+	}
+	return false
+}
+
+// ownJob is j as Diff compares it: without the rules of the catalog's
+// notify default, whose change settingsChanges lists.
+func ownJob(j Job) Job {
+	if j.NotifyDefault {
+		j.Notify = nil
+	}
+	return j
 }
 
 func fieldChanges(a, b Job) []string {
 	var out []string
 	av, bv := reflect.ValueOf(a), reflect.ValueOf(b)
 	for i := 0; i < av.NumField(); i++ {
-		if !reflect.DeepEqual(av.Field(i).Interface(), bv.Field(i).Interface()) {
-			name := av.Type().Field(i).Tag.Get("json")
-			name = strings.Split(name, ",")[0]
+		name := strings.Split(av.Type().Field(i).Tag.Get("json"), ",")[0]
+		switch {
+		case name == "notify":
+			if a.NotifyDefault != b.NotifyDefault || !reflect.DeepEqual(a.Notify, b.Notify) {
+				out = append(out, "notify: "+notifyChange(jobNotify(a), jobNotify(b)))
+			}
+		case name == "-":
+		case !reflect.DeepEqual(av.Field(i).Interface(), bv.Field(i).Interface()):
 			out = append(out, fmt.Sprintf("%s: %v → %v", name, show(av.Field(i).Interface()), show(bv.Field(i).Interface())))
 		}
 	}

@@ -146,8 +146,8 @@ func (v *validator) catalog(raw rawCatalog) *Catalog {
 				seen[j.Name] = i
 			}
 		}
-		if rj.Notify == nil {
-			j.Notify = cat.Notify
+		if rj.Notify == nil && len(cat.Notify) > 0 {
+			j.Notify, j.NotifyDefault = cat.Notify, true
 		}
 		cat.Jobs = append(cat.Jobs, j)
 	}
@@ -222,7 +222,7 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 		j.HTTP = v.http(jp.child("http"), rj.HTTP)
 	}
 	if rj.FenceURL != "" {
-		if !isHTTPURL(rj.FenceURL) {
+		if !v.urlLength(jp.child("fence_url"), rj.FenceURL) && !isHTTPURL(rj.FenceURL) {
 			v.addf(jp.child("fence_url"), "%q is not an absolute http(s) URL", rj.FenceURL)
 		}
 		j.FenceURL = rj.FenceURL
@@ -279,14 +279,32 @@ func (v *validator) request(p fieldPath, urlField, url string, headers map[strin
 	switch {
 	case url == "":
 		v.addf(p, "%s", missing)
+	case v.urlLength(p.child(urlField), url):
 	case v.references(p.child(urlField), url):
 		// Checked as a URL once the member has expanded it.
 	case !isHTTPURL(url):
 		v.addf(p.child(urlField), "%q is not an absolute http(s) URL", url)
 	}
 	for _, name := range slices.Sorted(maps.Keys(headers)) {
-		v.references(p.child("headers").child(name), headers[name])
+		hp := p.child("headers").child(name)
+		switch {
+		case len(name) > MaxHeaderNameBytes:
+			v.addf(hp, "the header name is %d bytes, over the limit of %d", len(name), MaxHeaderNameBytes)
+		case len(headers[name]) > MaxHeaderValueBytes:
+			v.addf(hp, "the header's value is %d bytes, over the limit of %d", len(headers[name]), MaxHeaderValueBytes)
+		default:
+			v.references(hp, headers[name])
+		}
 	}
+}
+
+// urlLength refuses a URL over MaxURLBytes at p, and reports whether it did.
+func (v *validator) urlLength(p fieldPath, url string) bool {
+	if len(url) <= MaxURLBytes {
+		return false
+	}
+	v.addf(p, "the URL is %d bytes, over the limit of %d", len(url), MaxURLBytes)
+	return true
 }
 
 // argv checks an argv's size.
