@@ -26,30 +26,31 @@ type Applied struct {
 // (Put). A conflict is a *ConflictError and nothing is written. kira apply and
 // PUT /v1/catalog both store through it (TestConcurrentAppliesFromOneReadConflict
 // in cmd/kira, TestPutCatalog in package api).
+//
+// A stored catalog this version cannot read (ErrUnreadableCatalog) is
+// replaced only with force, and the changes say so first; without force it
+// is an error and nothing is written (TestForcedApplyReplacesAnUnreadableCatalog).
 func Apply(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, dryRun, force bool) (*Applied, error) {
-	stored, err := Read(ctx, kv, cat.Cluster, 0)
-	var prev *Catalog
-	var rev int64
-	switch {
-	case errors.Is(err, ErrNoCatalog):
-		stored = nil
-	case err != nil:
+	stored, replaced, err := applyOver(ctx, kv, cat.Cluster, force)
+	if err != nil {
 		return nil, err
-	default:
-		prev, rev = stored.Catalog, stored.Revision
 	}
-	res := &Applied{Cluster: cat.Cluster, Changes: []string{}, Revision: rev, DryRun: dryRun}
+	var prev *Catalog
+	res := &Applied{Cluster: cat.Cluster, Changes: replaced, DryRun: dryRun}
+	if stored != nil {
+		prev, res.Revision = stored.Catalog, stored.Revision
+	}
 	for _, ch := range Diff(prev, cat) {
 		res.Changes = append(res.Changes, ch.String())
 	}
 	if len(res.Changes) == 0 {
 		return res, nil
 	}
-	expected := rev
+	expected := res.Revision
 	switch {
 	case force:
 		expected = Force
-	case cat.Revision != 0 && cat.Revision != rev:
+	case cat.Revision != 0 && cat.Revision != res.Revision:
 		current, err := Read(ctx, kv, cat.Cluster, 0)
 		if err != nil {
 			return nil, err
@@ -64,6 +65,24 @@ func Apply(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, dryRun
 	}
 	res.Written = true
 	return res, nil
+}
+
+// applyOver reads the catalog Apply stores over: nil when none is stored;
+// one it cannot read only with force, with the change that says it is
+// replaced, unread (its Catalog is nil).
+func applyOver(ctx context.Context, kv clientv3.KV, cluster string, force bool) (stored *Stored, replaced []string, err error) {
+	stored, err = Read(ctx, kv, cluster, 0)
+	switch {
+	case errors.Is(err, ErrNoCatalog):
+		return nil, []string{}, nil
+	case errors.Is(err, ErrUnreadableCatalog) && stored != nil && force:
+		return stored, []string{fmt.Sprintf("! the stored catalog (revision %d) is replaced whole, unread: %v", stored.Revision, err)}, nil
+	case errors.Is(err, ErrUnreadableCatalog):
+		return nil, nil, fmt.Errorf("%w; nothing written: only an apply with force replaces it, and what it holds is lost", err)
+	case err != nil:
+		return nil, nil, err
+	}
+	return stored, []string{}, nil
 }
 
 // Meanwhile describes, one line each, what changed in the stored catalog

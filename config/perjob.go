@@ -231,7 +231,7 @@ type jobsWrite struct {
 // being the stored catalog.
 func (w *jobsWrite) guard() []clientv3.Cmp {
 	h := keyspace.CatalogHead(w.cluster)
-	if w.cur != nil && w.cur.perJob != nil {
+	if w.cur != nil && (w.cur.perJob != nil || w.cur.head) {
 		return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(h), "=", w.cur.Revision)}
 	}
 	legacy := int64(0)
@@ -244,9 +244,11 @@ func (w *jobsWrite) guard() []clientv3.Cmp {
 	}
 }
 
-// store writes the catalog, ok false when cur is no longer stored.
+// store writes the catalog, ok false when cur is no longer stored. Over a
+// stored catalog that could not be read (a forced Apply), it stages a new
+// generation: the unreadable one goes whole (TestForcedApplyReplacesAnUnreadableCatalog).
 func (w *jobsWrite) store(ctx context.Context) (rev int64, ok bool, err error) {
-	if w.cur != nil && w.cur.perJob != nil {
+	if w.cur != nil && w.cur.perJob != nil && w.cur.Catalog != nil {
 		ops, size := w.delta()
 		if len(ops)+4 <= MaxTxnOps && size <= MaxTxnBytes { // with catalog-head, catalog-source and the two deletes below
 			// Generations other than the current one are stages and

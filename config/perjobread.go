@@ -196,7 +196,7 @@ func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stor
 		// replaces the single key with its marker (TestConcurrentFilesConverge).
 		return readSingle(ctx, kv, cluster, at)
 	}
-	s := &Stored{Revision: resp.Kvs[0].ModRevision, at: at}
+	s := &Stored{Revision: resp.Kvs[0].ModRevision, at: at, head: true}
 	var h head
 	if err := strict(keyspace.CatalogHead(cluster), resp.Kvs[0].Value, &h); err != nil {
 		return s, err

@@ -35,8 +35,10 @@ type Stored struct {
 	Source *Source
 	data   []byte
 	// perJob is the catalog as the per-job layout stores it; nil for the
-	// single key.
+	// single key, and for a per-job catalog that cannot be read.
 	perJob *perJobState
+	// head says catalog-head exists: the per-job layout, read or not.
+	head bool
 	// at is the etcd revision it was read at.
 	at int64
 }

@@ -299,6 +299,9 @@ func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catal
 		return nil, fmt.Errorf("kira apply: %v; nothing written.\n%sRead the catalog again (kira catalog -o yaml > FILE), make your change there and apply it; or apply with --force to overwrite the change made meanwhile.",
 			conflict, config.Meanwhile(ctx, cli, cat, conflict))
 	}
+	if errors.Is(err, config.ErrUnreadableCatalog) {
+		return nil, fmt.Errorf("kira apply: %v (kira apply --force replaces it)", err)
+	}
 	if err != nil {
 		return nil, c.unreachable(err)
 	}
