@@ -121,7 +121,8 @@ func Routes() []string {
 
 // Handler serves the API.
 func Handler(cfg Config) http.Handler {
-	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster), rings: operator.NewRings(cfg.KV, cfg.Cluster)}
+	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster), rings: operator.NewRings(cfg.KV, cfg.Cluster),
+		anonymous: make(chan struct{}, maxAnonymousReads)}
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		limit := r.body
@@ -131,7 +132,7 @@ func Handler(cfg Config) http.Handler {
 		if r.writes {
 			mux.Handle(r.pattern, cfg.Auth.require(s.serve(r.handle(s), limit)))
 		} else {
-			mux.Handle(r.pattern, cfg.Auth.Reads(s.serve(r.handle(s), limit)))
+			mux.Handle(r.pattern, cfg.Auth.Reads(s.boundAnonymous(s.serve(r.handle(s), limit))))
 		}
 	}
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -152,6 +153,12 @@ type server struct {
 	// rings is every history ring as of the last timeline read: each read
 	// then fetches only the ring keys written since.
 	rings *operator.Rings
+	// catalogs is the stored catalog as of the last read: while it is
+	// unchanged a request reads only its head's revision from etcd.
+	catalogs config.StoredCache
+	// anonymous holds a token for each read without credentials in
+	// flight (boundAnonymous).
+	anonymous chan struct{}
 }
 
 // Error is the body of every error answer.
@@ -228,21 +235,18 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, h handler, limit
 }
 
 func (s *server) status(ctx context.Context, _ *http.Request) (any, error) {
-	return operator.ReadStatus(ctx, s.cfg.KV, s.cfg.Cluster)
+	return operator.ReadStatusCached(ctx, s.cfg.KV, s.cfg.Cluster, &s.catalogs)
 }
 
-// job returns the stored catalog's job named in the path. It reads the
-// whole catalog: config exports no read of one job. That read is bounded:
-// a catalog stores at most config.MaxCatalogBytes of YAML and
-// config.MaxJobs jobs, read in pages within requestTimeout; GET
-// /v1/jobs/{job} needs the whole one anyway, for the job's dependents.
+// job returns the stored catalog's job named in the path, from the
+// catalog the server last read while it is unchanged (s.catalogs).
 func (s *server) job(ctx context.Context, r *http.Request) (config.Job, error) {
 	name := r.PathValue("job")
-	cat, _, err := config.LoadStored(ctx, s.cfg.KV, s.cfg.Cluster)
+	stored, err := s.catalogs.Read(ctx, s.cfg.KV, s.cfg.Cluster, 0)
 	if err != nil {
 		return config.Job{}, err
 	}
-	j, ok := cat.Job(name)
+	j, ok := stored.Catalog.Job(name)
 	if !ok {
 		return config.Job{}, errorf(http.StatusNotFound, "cluster %q has no job %q", s.cfg.Cluster, name)
 	}
@@ -264,11 +268,11 @@ func intParam(r *http.Request, name string, def, max int) (int, error) {
 }
 
 func (s *server) jobs(ctx context.Context, _ *http.Request) (any, error) {
-	return operator.ReadJobs(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, time.Now())
+	return operator.ReadJobs(ctx, s.cfg.KV, s.journals, &s.catalogs, s.cfg.Cluster, time.Now())
 }
 
 func (s *server) jobDetail(ctx context.Context, r *http.Request) (any, error) {
-	d, ok, err := operator.ReadJob(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, r.PathValue("job"), time.Now())
+	d, ok, err := operator.ReadJob(ctx, s.cfg.KV, s.journals, &s.catalogs, s.cfg.Cluster, r.PathValue("job"), time.Now())
 	if err == nil && !ok {
 		err = errorf(http.StatusNotFound, "cluster %q has no job %q", s.cfg.Cluster, r.PathValue("job"))
 	}

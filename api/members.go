@@ -11,7 +11,7 @@ import (
 // members answers each live member with its slots, its lease and its
 // part in the last failover.
 func (s *server) members(ctx context.Context, _ *http.Request) (any, error) {
-	st, err := operator.ReadStatus(ctx, s.cfg.KV, s.cfg.Cluster)
+	st, err := operator.ReadStatusCached(ctx, s.cfg.KV, s.cfg.Cluster, &s.catalogs)
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func TestMembersShowTheLastFailover(t *testing.T) {
 	settled := func(id string) (int, bool) {
 		led := 0
 		for _, job := range []string{"tick", "broken", "wide"} {
-			tl, err := operator.ReadTimeline(context.Background(), cli, nil, nil, "tl", operator.TimelineQuery{From: time.Now().Add(-time.Minute), To: time.Now(), Bucket: time.Second, Job: job})
+			tl, err := operator.ReadTimeline(context.Background(), cli, nil, nil, nil, "tl", operator.TimelineQuery{From: time.Now().Add(-time.Minute), To: time.Now(), Bucket: time.Second, Job: job})
 			if err != nil {
 				return 0, false
 			}

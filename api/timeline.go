@@ -62,7 +62,7 @@ func (s *server) timeline(ctx context.Context, r *http.Request) (any, error) {
 	}
 	to := time.Now().UTC()
 	q := operator.TimelineQuery{From: to.Add(-since), To: to, Bucket: bucket, Job: r.URL.Query().Get("job"), Offset: offset, Limit: limit}
-	tl, err := operator.ReadTimeline(ctx, s.cfg.KV, s.journals, s.rings, s.cfg.Cluster, q)
+	tl, err := operator.ReadTimeline(ctx, s.cfg.KV, s.journals, s.rings, &s.catalogs, s.cfg.Cluster, q)
 	if errors.Is(err, operator.ErrNoJob) {
 		return nil, errorf(http.StatusNotFound, "cluster %q has no job %q", s.cfg.Cluster, q.Job)
 	}
@@ -70,7 +70,7 @@ func (s *server) timeline(ctx context.Context, r *http.Request) (any, error) {
 }
 
 func (s *server) health(ctx context.Context, _ *http.Request) (any, error) {
-	st, err := operator.ReadStatus(ctx, s.cfg.KV, s.cfg.Cluster)
+	st, err := operator.ReadStatusCached(ctx, s.cfg.KV, s.cfg.Cluster, &s.catalogs)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ jobs:
 	record("extract", 1, t1, "succeeded")
 	waiting := func() (*Waiting, JobStatus) {
 		t.Helper()
-		js, err := ReadJobs(ctx, cli, nil, "c", t2)
+		js, err := ReadJobs(ctx, cli, nil, nil, "c", t2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ jobs:
 	if !reflect.DeepEqual(w, want) {
 		t.Fatalf("transform waiting %+v; want %+v", w, want)
 	}
-	d, ok, err := ReadJob(ctx, cli, nil, "c", "transform", t2)
+	d, ok, err := ReadJob(ctx, cli, nil, nil, "c", "transform", t2)
 	if err != nil || !ok || !reflect.DeepEqual(d.Waiting, want) || len(d.Upcoming) != 0 {
 		t.Fatalf("ReadJob transform: %+v, %v, %v", d, ok, err)
 	}

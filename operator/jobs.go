@@ -81,9 +81,9 @@ type JobSlotRow struct {
 
 // ReadJobs reads every job of the cluster's stored catalog, with who leads
 // its slots, its last fire and its next (after now). journals is as for
-// ReadHistoryWhere.
-func ReadJobs(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster string, now time.Time) ([]JobStatus, error) {
-	st, cat, err := readWithCatalog(ctx, kv, cluster)
+// ReadHistoryWhere; catalogs, if not nil, serves the catalog's read.
+func ReadJobs(ctx context.Context, kv clientv3.KV, journals *journal.Cache, catalogs *config.StoredCache, cluster string, now time.Time) ([]JobStatus, error) {
+	st, cat, err := readWithCatalog(ctx, kv, cluster, catalogs)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +129,8 @@ func ReadJobs(ctx context.Context, kv clientv3.KV, journals *journal.Cache, clus
 
 // ReadJob reads one job, with its spec and every slot's owner, token and
 // last fire. ok is false when the catalog has no such job.
-func ReadJob(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, name string, now time.Time) (*JobDetail, bool, error) {
-	st, cat, err := readWithCatalog(ctx, kv, cluster)
+func ReadJob(ctx context.Context, kv clientv3.KV, journals *journal.Cache, catalogs *config.StoredCache, cluster, name string, now time.Time) (*JobDetail, bool, error) {
+	st, cat, err := readWithCatalog(ctx, kv, cluster, catalogs)
 	if err != nil {
 		return nil, false, err
 	}
@@ -175,16 +175,17 @@ func ReadJob(ctx context.Context, kv clientv3.KV, journals *journal.Cache, clust
 	return d, true, nil
 }
 
-func readWithCatalog(ctx context.Context, kv clientv3.KV, cluster string) (*Status, *config.Catalog, error) {
-	st, err := ReadStatus(ctx, kv, cluster)
+// readWithCatalog reads the status and the stored catalog of the same
+// snapshot, the catalog through catalogs if not nil.
+func readWithCatalog(ctx context.Context, kv clientv3.KV, cluster string, catalogs *config.StoredCache) (*Status, *config.Catalog, error) {
+	st, err := ReadStatusCached(ctx, kv, cluster, catalogs)
 	if err != nil {
 		return nil, nil, err
 	}
-	cat, _, err := config.LoadStored(ctx, kv, cluster)
-	if err != nil {
-		return nil, nil, err
+	if st.catalogErr != nil {
+		return nil, nil, st.catalogErr
 	}
-	return st, cat, nil
+	return st, st.catalog, nil
 }
 
 func jobStatus(st *Status, j config.Job, last *history.Record, now time.Time) JobStatus {

@@ -57,7 +57,7 @@ func TestReadJobsFindsTheLastFireInRingsAndJournals(t *testing.T) {
 	journalEntry(0, record("a", "a-old"), record("b", "b-journal"), record("c", "c-journal"))
 	ring("a", "a-newer", 1)
 	kv := &journalReads{KV: cli, prefix: keyspace.Journals("c")}
-	jobs, err := ReadJobs(context.Background(), kv, nil, "c", t0)
+	jobs, err := ReadJobs(context.Background(), kv, nil, nil, "c", t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,18 @@ type Status struct {
 	// Shares are, per job of the catalog, how many of its slots each
 	// member leads (jobShares).
 	Shares []JobShares `json:"shares"`
+	// catalog is the stored catalog read with the rest (nil if none could
+	// be), and catalogErr why not.
+	catalog    *config.Catalog
+	catalogErr error
+}
+
+// readCatalog reads the stored catalog at rev, through catalogs if not nil.
+func readCatalog(ctx context.Context, kv clientv3.KV, cluster string, rev int64, catalogs *config.StoredCache) (*config.Stored, error) {
+	if catalogs == nil {
+		return config.Read(ctx, kv, cluster, rev)
+	}
+	return catalogs.Read(ctx, kv, cluster, rev)
 }
 
 // JobShares is one job's split over the members.
@@ -72,6 +84,12 @@ func (st *Status) Slot(job string, partition int) (SlotStatus, bool) {
 // so the answer is one consistent snapshot at one revision. Slots are
 // sorted by job, then partition.
 func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, error) {
+	return ReadStatusCached(ctx, kv, cluster, nil)
+}
+
+// ReadStatusCached is ReadStatus with the catalog read through catalogs
+// (nil: read whole), as the API reads it at every request.
+func ReadStatusCached(ctx context.Context, kv clientv3.KV, cluster string, catalogs *config.StoredCache) (*Status, error) {
 	resp, err := kv.Txn(ctx).Then(
 		clientv3.OpGet(keyspace.Members(cluster), clientv3.WithPrefix()),
 		clientv3.OpGet(keyspace.Elections(cluster), clientv3.WithPrefix()),
@@ -88,11 +106,16 @@ func ReadStatus(ctx context.Context, kv clientv3.KV, cluster string) (*Status, e
 	var jobs []config.Job
 	// The catalog at the same revision, in either layout; one this version
 	// cannot read counts its revision and no slots.
-	stored, err := config.Read(ctx, kv, cluster, resp.Header.Revision)
+	stored, err := readCatalog(ctx, kv, cluster, resp.Header.Revision, catalogs)
 	if err != nil && stored == nil && !errors.Is(err, config.ErrNoCatalog) {
 		return nil, err
 	}
+	st.catalogErr = err
+	if err == nil && stored.Catalog == nil {
+		st.catalogErr = config.ErrNoCatalog
+	}
 	if stored != nil {
+		st.catalog = stored.Catalog
 		st.CatalogRevision, st.CatalogSource = stored.Revision, stored.Source
 		jobs = catalogSlots(stored.Catalog, slots)
 		for _, j := range jobs {

@@ -127,8 +127,8 @@ type Bucket struct {
 // ReadTimeline reads the timeline q asks for from one status snapshot and
 // the history (rings and journals, as ReadHistoryWhere). rings, if not
 // nil, serves the read of every ring (a query of one job reads its own).
-func ReadTimeline(ctx context.Context, kv clientv3.KV, journals *journal.Cache, rings *Rings, cluster string, q TimelineQuery) (*Timeline, error) {
-	st, cat, err := readWithCatalog(ctx, kv, cluster)
+func ReadTimeline(ctx context.Context, kv clientv3.KV, journals *journal.Cache, rings *Rings, catalogs *config.StoredCache, cluster string, q TimelineQuery) (*Timeline, error) {
+	st, cat, err := readWithCatalog(ctx, kv, cluster, catalogs)
 	if err != nil {
 		return nil, err
 	}

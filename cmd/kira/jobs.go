@@ -32,13 +32,13 @@ func (c *cli) jobsCmd() *cobra.Command {
 					if _, err := c.storedJob(ctx, cli, "jobs", args[0]); err != nil {
 						return err
 					}
-					d, _, err := operator.ReadJob(ctx, cli, nil, c.cluster, args[0], time.Now())
+					d, _, err := operator.ReadJob(ctx, cli, nil, nil, c.cluster, args[0], time.Now())
 					if err != nil {
 						return c.unreachable(err)
 					}
 					return out.print(c.stdout, d, func(w io.Writer) error { return printJob(w, d) })
 				}
-				js, err := operator.ReadJobs(ctx, cli, nil, c.cluster, time.Now())
+				js, err := operator.ReadJobs(ctx, cli, nil, nil, c.cluster, time.Now())
 				if err != nil {
 					return c.unreachable(err)
 				}
