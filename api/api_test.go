@@ -2,13 +2,10 @@ package api
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
@@ -16,7 +13,6 @@ import (
 	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/jobs"
 	"github.com/kira-scheduler/kira/keyspace"
-	"github.com/kira-scheduler/kira/kiratest"
 	"github.com/kira-scheduler/kira/operator"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -151,32 +147,11 @@ func TestWritesAreNeverOpen(t *testing.T) {
 // may not.
 func TestClientCertificatesMayWrite(t *testing.T) {
 	cli := storedCatalog(t)
-	dir := t.TempDir()
-	ca := kiratest.NewCA(t, dir, "ca")
-	serverCert, serverKey := ca.Issue(t, "api", true)
-	clientCert, clientKey := ca.Issue(t, "operator", false)
-	srv := httptest.NewUnstartedServer(Handler(Config{KV: cli, Cluster: "c", Auth: Auth{ClientCerts: true}}))
-	pool := x509.NewCertPool()
-	pem, _ := os.ReadFile(ca.File)
-	pool.AppendCertsFromPEM(pem)
-	cert, err := tls.LoadX509KeyPair(serverCert, serverKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
-	srv.StartTLS()
-	defer srv.Close()
-	anon := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	defer anon.CloseIdleConnections()
+	srv, authed := clientCertServer(t, Config{KV: cli, Cluster: "c", Auth: Auth{ClientCerts: true}})
+	anon := srv.Client() // trusts the server's certificate, presents none
 	if code := call(t, anon, "POST", srv.URL+"/v1/jobs/tick/pause", "", "", nil); code != http.StatusUnauthorized {
 		t.Fatalf("pause without a client certificate: %d, want 401", code)
 	}
-	mine, err := tls.LoadX509KeyPair(clientCert, clientKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authed := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{mine}}}}
-	defer authed.CloseIdleConnections()
 	if code := call(t, authed, "POST", srv.URL+"/v1/jobs/tick/pause", "", "", nil); code != 200 {
 		t.Fatalf("pause with a client certificate: %d, want 200", code)
 	}
