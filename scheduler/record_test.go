@@ -393,7 +393,8 @@ func TestSlotGivenUpDuringItsTakeoverWritesNoState(t *testing.T) {
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
 	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
-	waitKind(t, rec, "a ready", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	aRaised := func(e Event) bool { return e.Kind == Raised && e.Member == a.id }
+	raised := filter(waitKind(t, rec, "a ready", 1, aRaised), aRaised)
 	advance(t, rec, clock, 10*time.Second)
 	waitKind(t, rec, "a's run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
 	if err := a.stop(); err != nil {
@@ -401,7 +402,7 @@ func TestSlotGivenUpDuringItsTakeoverWritesNoState(t *testing.T) {
 	}
 	slot := shard.Slot{Job: "tick"}
 	left, rev := stateKey(t, cli, "givenup", slot)
-	if left.Member != a.id || !left.Finished.Equal(sec(10)) {
+	if left.Token != raised[0].Token || !left.Finished.Equal(sec(10)) {
 		t.Fatalf("a left the state %+v; want its run of 12:00:10 finished", left)
 	}
 	refuse := func(context.Context, shard.Slot, fencing.Claim) error { return errors.New("the resource is down") }
