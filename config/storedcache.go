@@ -13,9 +13,9 @@ import (
 // catalog head's revision: while the catalog is unchanged a read costs
 // etcd one key without its value, not the whole catalog (up to
 // MaxStoredCatalogBytes). A catalog in the single key of the previous
-// layout, or one this version cannot read, is read whole each time. Safe
-// for concurrent use; the Stored it returns is shared and must not be
-// changed. Held by TestStoredCacheReadsTheCatalogOncePerRevision.
+// layout, or one this version cannot read, is read whole each time, as is
+// every read through a nil StoredCache. Safe for concurrent use; the Stored
+// it returns is shared and must not be changed. Held by TestStoredCacheReadsTheCatalogOncePerRevision.
 type StoredCache struct {
 	mu   sync.Mutex
 	last *Stored
@@ -24,6 +24,9 @@ type StoredCache struct {
 // Read is Read(ctx, kv, cluster, rev), from the cache when the catalog
 // head at rev (0: the latest) is the one last read.
 func (c *StoredCache) Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stored, error) {
+	if c == nil {
+		return Read(ctx, kv, cluster, rev)
+	}
 	opts := []clientv3.OpOption{clientv3.WithKeysOnly()}
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))

@@ -41,14 +41,6 @@ type Status struct {
 	catalogErr error
 }
 
-// readCatalog reads the stored catalog at rev, through catalogs if not nil.
-func readCatalog(ctx context.Context, kv clientv3.KV, cluster string, rev int64, catalogs *config.StoredCache) (*config.Stored, error) {
-	if catalogs == nil {
-		return config.Read(ctx, kv, cluster, rev)
-	}
-	return catalogs.Read(ctx, kv, cluster, rev)
-}
-
 // JobShares is one job's split over the members.
 type JobShares struct {
 	Job    string  `json:"job"`
@@ -106,14 +98,11 @@ func ReadStatusCached(ctx context.Context, kv clientv3.KV, cluster string, catal
 	var jobs []config.Job
 	// The catalog at the same revision, in either layout; one this version
 	// cannot read counts its revision and no slots.
-	stored, err := readCatalog(ctx, kv, cluster, resp.Header.Revision, catalogs)
+	stored, err := catalogs.Read(ctx, kv, cluster, resp.Header.Revision)
 	if err != nil && stored == nil && !errors.Is(err, config.ErrNoCatalog) {
 		return nil, err
 	}
 	st.catalogErr = err
-	if err == nil && stored.Catalog == nil {
-		st.catalogErr = config.ErrNoCatalog
-	}
 	if stored != nil {
 		st.catalog = stored.Catalog
 		st.CatalogRevision, st.CatalogSource = stored.Revision, stored.Source
