@@ -21,9 +21,14 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnoredGoroutines()...) }
 
 func storedCatalog(t *testing.T) *clientv3.Client {
+	return storedYAML(t, "cluster: c\njobs:\n  - {name: tick, schedule: \"@every 1s\", partitions: 2, command: [\"true\"]}\n")
+}
+
+// storedYAML is a client of a new etcd that stores the catalog yaml.
+func storedYAML(t *testing.T, yaml string) *clientv3.Client {
 	t.Helper()
 	cli := etcdtest.Start(t).Client(t)
-	cat, err := config.Parse("c.yaml", []byte("cluster: c\njobs:\n  - {name: tick, schedule: \"@every 1s\", partitions: 2, command: [\"true\"]}\n"))
+	cat, err := config.Parse("c.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}

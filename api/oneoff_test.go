@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/operator"
 )
 
@@ -64,14 +61,7 @@ func TestOneOffRunsThroughTheAPI(t *testing.T) {
 // answers 404 naming that job and cancels nothing: the run still waits, and
 // its own job's path cancels it.
 func TestCancelThroughAnotherJobsPath(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
-	cat, err := config.Parse("c.yaml", []byte("cluster: c\njobs:\n  - {name: tick, schedule: \"@every 1s\", command: [\"true\"]}\n  - {name: tock, schedule: \"@every 1s\", command: [\"true\"]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := config.Store(context.Background(), cli, cat); err != nil {
-		t.Fatal(err)
-	}
+	cli := storedYAML(t, "cluster: c\njobs:\n  - {name: tick, schedule: \"@every 1s\", command: [\"true\"]}\n  - {name: tock, schedule: \"@every 1s\", command: [\"true\"]}\n")
 	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "c", Auth: Auth{Token: []byte("tok")}}))
 	defer srv.Close()
 	var trig Triggered

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/operator"
 )
 
@@ -30,14 +29,7 @@ jobs:
 // and notify rule by name, their values and webhook URLs as Redacted; a
 // reader with the token sees them as stored. The stored catalog keeps them.
 func TestAnonymousReadsAreRedacted(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
-	cat, err := config.Parse("c.yaml", []byte(secretsYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := config.Store(context.Background(), cli, cat); err != nil {
-		t.Fatal(err)
-	}
+	cli := storedYAML(t, secretsYAML)
 	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "c", Auth: Auth{Token: []byte("tok")}}))
 	defer srv.Close()
 	for _, job := range []string{"backup", "ping"} {

@@ -172,14 +172,7 @@ func TestTimeline(t *testing.T) {
 // An answer over 1 KB goes gzipped to a client that accepts gzip, and
 // plain to one that does not.
 func TestTimelineIsGzipped(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
-	cat, err := config.Parse("c.yaml", []byte("cluster: c\njobs:\n  - {name: wide, schedule: \"@every 1s\", partitions: 60, command: [\"true\"]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := config.Store(context.Background(), cli, cat); err != nil {
-		t.Fatal(err)
-	}
+	cli := storedYAML(t, "cluster: c\njobs:\n  - {name: wide, schedule: \"@every 1s\", partitions: 60, command: [\"true\"]}\n")
 	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "c"}))
 	defer srv.Close()
 	raw := &http.Client{Transport: &http.Transport{DisableCompression: true}}
