@@ -128,7 +128,8 @@ func (r *Report) violate(format string, args ...any) {
 // Check holds the witness's history to the spec. It checks, per slot: no
 // scheduled time accepted twice; accepted tokens never go down; every
 // scheduled time in the window accepted once, except what the job's misfire
-// policy allows to drop inside a fault's window; and, after each fault heals,
+// policy allows to drop inside a fault's window or with the evidence that
+// the fault caused it (slotLives.excused); and, after each fault heals,
 // every fire on time again within spec.Recovery. Per concurrency limit, it
 // checks that no more of its runs ran at once than it allows.
 func Check(history []Attempt, spec Spec) Report {
@@ -191,6 +192,7 @@ func Check(history []Attempt, spec Spec) Report {
 	}
 	var bads []bad
 	overlapped := overlapSkips(spec.Records)
+	lives := newSlotLives(ordered, spec.States)
 	for _, j := range spec.Catalog.Jobs {
 		if j.Dependent() {
 			continue // no schedule: judgeChains holds it
@@ -217,7 +219,7 @@ func Check(history []Attempt, spec Spec) Report {
 					rep.Overlapped++
 					continue
 				}
-				if inDropWindow(spec.Faults, t) && j.Misfire != config.MisfireFireAll {
+				if j.Misfire != config.MisfireFireAll && (inDropWindow(spec.Faults, t) || lives.excused(spec.Faults, slot, t, nextAcceptedAt(accepted, slot, sched, t), spec.Recovery, spec.OnTime)) {
 					rep.Dropped[j.Misfire]++
 					continue
 				}
@@ -436,6 +438,15 @@ func nextAccepted(accepted map[key][]Attempt, slot string, sched config.Schedule
 		}
 	}
 	return nil
+}
+
+// nextAcceptedAt is when the slot's first fire after t that was accepted
+// was (zero: none was).
+func nextAcceptedAt(accepted map[key][]Attempt, slot string, sched config.Schedule, t time.Time) time.Time {
+	if as := nextAccepted(accepted, slot, sched, sched.Next(t)); len(as) > 0 {
+		return as[0].At
+	}
+	return time.Time{}
 }
 
 // inDropWindow reports whether t falls in a fault's window of allowed drops.
