@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 )
 
 // Reads without credentials beyond maxAnonymousReads in flight are answered

@@ -13,9 +13,9 @@
 //	POST /v1/jobs/{job}/pause                         stop scheduled fires on every member
 //	POST /v1/jobs/{job}/resume
 //	PUT  /v1/catalog?dry_run=&force=                  store the catalog YAML of the body, as kira apply -f does
-//	GET  /v1/timeline?since=&bucket=&job=&offset=&limit=  executions and holders over time, per slot or per time bucket (operator.Timeline)
-//	GET  /v1/health                                   what is wrong and what to do (operator.Health, etcd's alarms)
-//	GET  /v1/members                                  each live member: slots led, labels, version, lease (operator.ReadMembers)
+//	GET  /v1/timeline?since=&bucket=&job=&offset=&limit=  executions and holders over time, per slot or per time bucket (ops.Timeline)
+//	GET  /v1/health                                   what is wrong and what to do (ops.Health, etcd's alarms)
+//	GET  /v1/members                                  each live member: slots led, labels, version, lease (ops.ReadMembers)
 //
 // Write actions need authentication (Auth): a bearer token compared in
 // constant time, or a client certificate verified by the server's TLS. With
@@ -38,10 +38,10 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/history"
-	"github.com/kira-scheduler/kira/journal"
-	"github.com/kira-scheduler/kira/operator"
-	"github.com/kira-scheduler/kira/shard"
+	"github.com/kira-scheduler/kira/internal/history"
+	"github.com/kira-scheduler/kira/internal/history/journal"
+	"github.com/kira-scheduler/kira/internal/ops"
+	"github.com/kira-scheduler/kira/internal/shard"
 	"github.com/klauspost/compress/gzhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -80,7 +80,7 @@ type Config struct {
 	Maintenance clientv3.Maintenance
 	// Peers, if set, reads the other members' /metrics over plain HTTP, so
 	// GET /v1/health names a slot two members each say they lead
-	// (operator.ReadClaims); without it that is not checked.
+	// (ops.ReadClaims); without it that is not checked.
 	Peers *http.Client
 }
 
@@ -121,7 +121,7 @@ func Routes() []string {
 
 // Handler serves the API.
 func Handler(cfg Config) http.Handler {
-	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster), rings: operator.NewRings(cfg.KV, cfg.Cluster),
+	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster), rings: ops.NewRings(cfg.KV, cfg.Cluster),
 		anonymous: make(chan struct{}, maxAnonymousReads)}
 	mux := http.NewServeMux()
 	for _, r := range routes {
@@ -152,7 +152,7 @@ type server struct {
 	journals *journal.Cache
 	// rings is every history ring as of the last timeline read: each read
 	// then fetches only the ring keys written since.
-	rings *operator.Rings
+	rings *ops.Rings
 	// catalogs is the stored catalog as of the last read: while it is
 	// unchanged a request reads only its head's revision from etcd.
 	catalogs config.StoredCache
@@ -235,7 +235,7 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, h handler, limit
 }
 
 func (s *server) status(ctx context.Context, _ *http.Request) (any, error) {
-	return operator.ReadStatusCached(ctx, s.cfg.KV, s.cfg.Cluster, &s.catalogs)
+	return ops.ReadStatusCached(ctx, s.cfg.KV, s.cfg.Cluster, &s.catalogs)
 }
 
 // job returns the stored catalog's job named in the path, from the
@@ -268,11 +268,11 @@ func intParam(r *http.Request, name string, def, max int) (int, error) {
 }
 
 func (s *server) jobs(ctx context.Context, _ *http.Request) (any, error) {
-	return operator.ReadJobs(ctx, s.cfg.KV, s.journals, &s.catalogs, s.cfg.Cluster, time.Now())
+	return ops.ReadJobs(ctx, s.cfg.KV, s.journals, &s.catalogs, s.cfg.Cluster, time.Now())
 }
 
 func (s *server) jobDetail(ctx context.Context, r *http.Request) (any, error) {
-	d, ok, err := operator.ReadJob(ctx, s.cfg.KV, s.journals, &s.catalogs, s.cfg.Cluster, r.PathValue("job"), time.Now())
+	d, ok, err := ops.ReadJob(ctx, s.cfg.KV, s.journals, &s.catalogs, s.cfg.Cluster, r.PathValue("job"), time.Now())
 	if err == nil && !ok {
 		err = errorf(http.StatusNotFound, "cluster %q has no job %q", s.cfg.Cluster, r.PathValue("job"))
 	}
@@ -297,7 +297,7 @@ func (s *server) execution(ctx context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	id := r.PathValue("id")
-	recs, err := operator.ReadHistoryWhere(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, j.Name, -1, 1, func(rec history.Record) bool { return rec.ExecutionID == id })
+	recs, err := ops.ReadHistoryWhere(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, j.Name, -1, 1, func(rec history.Record) bool { return rec.ExecutionID == id })
 	if err != nil {
 		return nil, err
 	}
@@ -316,11 +316,11 @@ func (s *server) executions(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	keep, err := operator.OutcomeFilter(r.URL.Query().Get("outcome"))
+	keep, err := ops.OutcomeFilter(r.URL.Query().Get("outcome"))
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "%v", err)
 	}
-	return operator.ReadHistoryWhere(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, j.Name, partition, limit, keep)
+	return ops.ReadHistoryWhere(ctx, s.cfg.KV, s.journals, s.cfg.Cluster, j.Name, partition, limit, keep)
 }
 
 // Triggered answers a trigger: the execution id of each slot's run.
@@ -358,7 +358,7 @@ func (s *server) trigger(ctx context.Context, r *http.Request) (any, error) {
 	case c == "true" && !at.IsZero():
 		return nil, errorf(http.StatusBadRequest, "cascade=true runs now: leave out at and in")
 	case c == "true":
-		out.ExecutionIDs, err = operator.RequestCascade(ctx, s.cfg.KV, s.cfg.Cluster, slots) // its dependents (after:) run after it
+		out.ExecutionIDs, err = ops.RequestCascade(ctx, s.cfg.KV, s.cfg.Cluster, slots) // its dependents (after:) run after it
 	case c != "" && c != "false":
 		return nil, errorf(http.StatusBadRequest, "cascade=%q: want true or false", c)
 	default:
@@ -390,9 +390,9 @@ func (s *server) setPaused(ctx context.Context, r *http.Request, paused bool) (a
 		return nil, err
 	}
 	if paused {
-		err = operator.Pause(ctx, s.cfg.KV, s.cfg.Cluster, j.Name)
+		err = ops.Pause(ctx, s.cfg.KV, s.cfg.Cluster, j.Name)
 	} else {
-		err = operator.Resume(ctx, s.cfg.KV, s.cfg.Cluster, j.Name)
+		err = ops.Resume(ctx, s.cfg.KV, s.cfg.Cluster, j.Name)
 	}
 	if err != nil {
 		return nil, err

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/keyspace"
+	"github.com/kira-scheduler/kira/internal/ops"
 	"github.com/kira-scheduler/kira/jobs"
-	"github.com/kira-scheduler/kira/keyspace"
-	"github.com/kira-scheduler/kira/operator"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 )
@@ -76,14 +76,14 @@ func TestWriteActionsNeedTheToken(t *testing.T) {
 			t.Fatalf("pause with token %q: %d %+v; want 401 and an error", token, code, e)
 		}
 	}
-	if paused, _ := operator.IsPaused(context.Background(), cli, "c", "tick"); paused {
+	if paused, _ := ops.IsPaused(context.Background(), cli, "c", "tick"); paused {
 		t.Fatal("an unauthenticated pause took effect")
 	}
 	var st JobState
 	if code := call(t, c, "POST", srv.URL+"/v1/jobs/tick/pause", "right-token", "", &st); code != 200 || !st.Paused {
 		t.Fatalf("pause: %d %+v", code, st)
 	}
-	if paused, _ := operator.IsPaused(context.Background(), cli, "c", "tick"); !paused {
+	if paused, _ := ops.IsPaused(context.Background(), cli, "c", "tick"); !paused {
 		t.Fatal("the pause did not take effect")
 	}
 	if code := call(t, c, "POST", srv.URL+"/v1/jobs/tick/resume", "right-token", "", &st); code != 200 || st.Paused {
@@ -100,7 +100,7 @@ func TestWriteActionsNeedTheToken(t *testing.T) {
 	if code := call(t, c, "POST", srv.URL+"/v1/jobs/tick/trigger?cascade=true", "right-token", "", &tr); code != 200 || len(tr.ExecutionIDs) != 2 || !jobs.Cascades(tr.ExecutionIDs[1]) {
 		t.Fatalf("trigger with cascade: %d %+v; want both partitions, cascading ids", code, tr)
 	}
-	var status operator.Status
+	var status ops.Status
 	if code := call(t, c, "GET", srv.URL+"/v1/status", "", "", &status); code != 200 || len(status.Slots) != 2 {
 		t.Fatalf("status without a token: %d %+v", code, status)
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -100,7 +100,7 @@ func TestCrossSiteWritesAreRefused(t *testing.T) {
 
 func paused(t *testing.T, cli *clientv3.Client, job string) bool {
 	t.Helper()
-	p, err := operator.IsPaused(context.Background(), cli, "c", job)
+	p, err := ops.IsPaused(context.Background(), cli, "c", job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func paused(t *testing.T, cli *clientv3.Client, job string) bool {
 // waiting is how many manual runs of job wait.
 func waiting(t *testing.T, cli *clientv3.Client, job string) int {
 	t.Helper()
-	runs, err := operator.WaitingRuns(context.Background(), cli, "c", job)
+	runs, err := ops.WaitingRuns(context.Background(), cli, "c", job)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

@@ -5,17 +5,17 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 // members answers each live member with its slots, its lease and its
 // part in the last failover.
 func (s *server) members(ctx context.Context, _ *http.Request) (any, error) {
-	st, err := operator.ReadStatusCached(ctx, s.cfg.KV, s.cfg.Cluster, &s.catalogs)
+	st, err := ops.ReadStatusCached(ctx, s.cfg.KV, s.cfg.Cluster, &s.catalogs)
 	if err != nil {
 		return nil, err
 	}
-	members, err := operator.ReadMembers(ctx, s.cfg.KV, s.cfg.Leases, st, time.Now())
+	members, err := ops.ReadMembers(ctx, s.cfg.KV, s.cfg.Leases, st, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -23,6 +23,6 @@ func (s *server) members(ctx context.Context, _ *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	operator.AddLastFailover(members, recs)
+	ops.AddLastFailover(members, recs)
 	return members, nil
 }

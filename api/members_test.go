@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/keyspace"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/keyspace"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -31,7 +31,7 @@ func TestHealthListsEtcdAlarmsAndMembers(t *testing.T) {
 	if _, err := cli.Put(ctx, keyspace.Member("c", "m1"), `{"id":"m1","name":"one"}`, clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
-	var ms []operator.MemberView
+	var ms []ops.MemberView
 	if code := call(t, srv.Client(), "GET", srv.URL+"/v1/members", "", "", &ms); code != 200 || len(ms) != 1 || ms[0].Name != "one" ||
 		ms[0].LeaseTTLSeconds == nil || *ms[0].LeaseTTLSeconds != 20 || ms[0].LastSeen == nil {
 		t.Fatalf("members: %d %+v", code, ms)
@@ -44,7 +44,7 @@ func TestHealthListsEtcdAlarmsAndMembers(t *testing.T) {
 	if _, err := pb.NewMaintenanceClient(cli.ActiveConnection()).Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: st.Header.MemberId, Alarm: pb.AlarmType_NOSPACE}); err != nil {
 		t.Fatal(err)
 	}
-	var problems []operator.Problem
+	var problems []ops.Problem
 	if code := call(t, srv.Client(), "GET", srv.URL+"/v1/health", "", "", &problems); code != 200 || len(problems) == 0 ||
 		problems[0].Kind != "etcd_alarm" || !strings.Contains(problems[0].Message, "NOSPACE") || !strings.Contains(problems[0].Message, "disarm") {
 		t.Fatalf("health with NOSPACE raised: %d %+v", code, problems)
@@ -78,8 +78,8 @@ func TestMembersShowTheLastFailover(t *testing.T) {
 	startMember(t, etcd.Endpoints(), "c")
 	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "tl", Leases: cli}))
 	defer srv.Close()
-	members := func() []operator.MemberView {
-		var ms []operator.MemberView
+	members := func() []ops.MemberView {
+		var ms []ops.MemberView
 		if code := call(t, srv.Client(), "GET", srv.URL+"/v1/members", "", "", &ms); code != 200 {
 			t.Fatalf("GET /v1/members: %d", code)
 		}
@@ -91,7 +91,7 @@ func TestMembersShowTheLastFailover(t *testing.T) {
 	settled := func(id string) (int, bool) {
 		led := 0
 		for _, job := range []string{"tick", "broken", "wide"} {
-			tl, err := operator.ReadTimeline(context.Background(), cli, nil, nil, nil, "tl", operator.TimelineQuery{From: time.Now().Add(-time.Minute), To: time.Now(), Bucket: time.Second, Job: job})
+			tl, err := ops.ReadTimeline(context.Background(), cli, nil, nil, nil, "tl", ops.TimelineQuery{From: time.Now().Add(-time.Minute), To: time.Now(), Bucket: time.Second, Job: job})
 			if err != nil {
 				return 0, false
 			}

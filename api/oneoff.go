@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/kira-scheduler/kira/operator"
-	"github.com/kira-scheduler/kira/shard"
+	"github.com/kira-scheduler/kira/internal/ops"
+	"github.com/kira-scheduler/kira/internal/shard"
 )
 
 // oneOffTime is the time POST /v1/jobs/{job}/trigger asks its runs for:
@@ -39,20 +39,20 @@ func oneOffTime(r *http.Request, now time.Time) (time.Time, error) {
 // requestRuns requests the runs of slots now, or at at when it is set.
 func (s *server) requestRuns(ctx context.Context, slots []shard.Slot, at time.Time) ([]string, error) {
 	if at.IsZero() {
-		return operator.RequestRun(ctx, s.cfg.KV, s.cfg.Cluster, slots)
+		return ops.RequestRun(ctx, s.cfg.KV, s.cfg.Cluster, slots)
 	}
-	return operator.RequestRunAt(ctx, s.cfg.KV, s.cfg.Cluster, slots, at)
+	return ops.RequestRunAt(ctx, s.cfg.KV, s.cfg.Cluster, slots, at)
 }
 
 // Cancelled answers DELETE /v1/jobs/{job}/trigger/{id}.
 type Cancelled struct {
-	operator.WaitingRun
+	ops.WaitingRun
 	Cancelled bool `json:"cancelled"`
 }
 
 // cancelRun cancels the job's waiting run {id}: 200 if it will not run,
 // 409 if it is not waiting (it started or ran, was cancelled, or never
-// existed), never both (operator.CancelRun); 404, with nothing cancelled,
+// existed), never both (ops.CancelRun); 404, with nothing cancelled,
 // if it is another job's run (TestCancelThroughAnotherJobsPath).
 func (s *server) cancelRun(ctx context.Context, r *http.Request) (any, error) {
 	j, err := s.job(ctx, r)
@@ -60,12 +60,12 @@ func (s *server) cancelRun(ctx context.Context, r *http.Request) (any, error) {
 		return nil, err
 	}
 	id := r.PathValue("id")
-	w, err := operator.CancelJobRun(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, id)
+	w, err := ops.CancelJobRun(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, id)
 	switch {
-	case errors.Is(err, operator.ErrOtherJob):
+	case errors.Is(err, ops.ErrOtherJob):
 		return nil, errorf(http.StatusNotFound, "run %s is of job %s, not %s: nothing cancelled", id, w.Job, j.Name)
-	case errors.Is(err, operator.ErrNotWaiting):
-		if rec, ok, rerr := operator.FindRun(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, id); rerr == nil && ok {
+	case errors.Is(err, ops.ErrNotWaiting):
+		if rec, ok, rerr := ops.FindRun(ctx, s.cfg.KV, s.cfg.Cluster, j.Name, id); rerr == nil && ok {
 			return nil, errorf(http.StatusConflict, "not cancelled: run %s already ran: %s, started %s", id, rec.Outcome, rec.StartedAt.UTC().Format(time.RFC3339))
 		}
 		return nil, errorf(http.StatusConflict, "not cancelled: %v", err)

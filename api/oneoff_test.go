@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 // POST /v1/jobs/{job}/trigger?at= or ?in= stores one-off runs, listed by
@@ -35,7 +35,7 @@ func TestOneOffRunsThroughTheAPI(t *testing.T) {
 			t.Errorf("trigger?%s: %d %+v; want 400", q, code, e)
 		}
 	}
-	var d operator.JobDetail
+	var d ops.JobDetail
 	if code := call(t, c, "GET", srv.URL+"/v1/jobs/tick", "", "", &d); code != 200 || len(d.WaitingRuns) != 2 ||
 		d.WaitingRuns[0].ID != trig.ExecutionIDs[0] || d.WaitingRuns[0].Partition != 1 || !d.WaitingRuns[0].At.Equal(at) ||
 		d.WaitingRuns[1].ID != soon.ExecutionIDs[0] {

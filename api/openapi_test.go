@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 // openapi.yaml documents exactly the routes the API serves, each write
@@ -52,7 +52,7 @@ func TestJobViews(t *testing.T) {
 	cli := storedCatalog(t)
 	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "c"}))
 	defer srv.Close()
-	if err := operator.Pause(context.Background(), cli, "c", "tick"); err != nil {
+	if err := ops.Pause(context.Background(), cli, "c", "tick"); err != nil {
 		t.Fatal(err)
 	}
 	var list []map[string]any
@@ -67,12 +67,12 @@ func TestJobViews(t *testing.T) {
 	if list[0]["paused"] != true || list[0]["next_fire"] == nil {
 		t.Fatalf("job list: %v", list[0])
 	}
-	var d operator.JobDetail
+	var d ops.JobDetail
 	if code := call(t, srv.Client(), "GET", srv.URL+"/v1/jobs/tick", "", "", &d); code != 200 || len(d.Slots) != 2 || d.Spec.Name != "tick" {
 		t.Fatalf("job: %d %+v", code, d)
 	}
 	// The next fires as kira next lists them: the first is next_fire.
-	if len(d.Upcoming) != operator.UpcomingFires || d.NextFire == nil || !d.Upcoming[0].Equal(*d.NextFire) || !d.Upcoming[1].After(d.Upcoming[0]) {
+	if len(d.Upcoming) != ops.UpcomingFires || d.NextFire == nil || !d.Upcoming[0].Equal(*d.NextFire) || !d.Upcoming[1].After(d.Upcoming[0]) {
 		t.Fatalf("job: upcoming %v, next fire %v", d.Upcoming, d.NextFire)
 	}
 	var e Error

@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 // Redacted stands for a value an anonymous reader is not shown.
@@ -14,7 +14,7 @@ const Redacted = "<redacted>"
 // forReader is the job detail as the reader of r may see it: whole for an
 // authenticated reader (always so with ProtectReads), else with its spec's
 // secrets redacted (redactSpec).
-func (s *server) forReader(r *http.Request, d *operator.JobDetail) *operator.JobDetail {
+func (s *server) forReader(r *http.Request, d *ops.JobDetail) *ops.JobDetail {
 	if d == nil || s.cfg.Auth.authenticated(r) {
 		return d
 	}

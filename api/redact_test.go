@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 const secretsYAML = `cluster: c
@@ -37,7 +37,7 @@ func TestAnonymousReadsAreRedacted(t *testing.T) {
 			t.Errorf("an anonymous GET /v1/jobs/%s shows a secret:\n%s", job, body)
 		}
 	}
-	var backup, ping operator.JobDetail
+	var backup, ping ops.JobDetail
 	call(t, srv.Client(), "GET", srv.URL+"/v1/jobs/backup", "", "", &backup)
 	call(t, srv.Client(), "GET", srv.URL+"/v1/jobs/ping", "", "", &ping)
 	if n := backup.Spec.Notify; backup.Spec.Env["DB_PASSWORD"] != Redacted || len(n) != 1 || n[0].Webhook != Redacted ||

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 // The bounds of a timeline query: the window (since), the number of time
@@ -61,22 +61,22 @@ func (s *server) timeline(ctx context.Context, r *http.Request) (any, error) {
 		return nil, errorf(http.StatusBadRequest, "limit=0: want at least one row")
 	}
 	to := time.Now().UTC()
-	q := operator.TimelineQuery{From: to.Add(-since), To: to, Bucket: bucket, Job: r.URL.Query().Get("job"), Offset: offset, Limit: limit}
-	tl, err := operator.ReadTimeline(ctx, s.cfg.KV, s.journals, s.rings, &s.catalogs, s.cfg.Cluster, q)
-	if errors.Is(err, operator.ErrNoJob) {
+	q := ops.TimelineQuery{From: to.Add(-since), To: to, Bucket: bucket, Job: r.URL.Query().Get("job"), Offset: offset, Limit: limit}
+	tl, err := ops.ReadTimeline(ctx, s.cfg.KV, s.journals, s.rings, &s.catalogs, s.cfg.Cluster, q)
+	if errors.Is(err, ops.ErrNoJob) {
 		return nil, errorf(http.StatusNotFound, "cluster %q has no job %q", s.cfg.Cluster, q.Job)
 	}
 	return tl, err
 }
 
 func (s *server) health(ctx context.Context, _ *http.Request) (any, error) {
-	st, err := operator.ReadStatusCached(ctx, s.cfg.KV, s.cfg.Cluster, &s.catalogs)
+	st, err := ops.ReadStatusCached(ctx, s.cfg.KV, s.cfg.Cluster, &s.catalogs)
 	if err != nil {
 		return nil, err
 	}
-	problems := operator.Health(st)
+	problems := ops.Health(st)
 	if s.cfg.Peers != nil {
-		problems = append(problems, operator.TwoLeaders(operator.ReadClaims(ctx, s.cfg.Peers, st.Members))...)
+		problems = append(problems, ops.TwoLeaders(ops.ReadClaims(ctx, s.cfg.Peers, st.Members))...)
 	}
 	if s.cfg.Maintenance != nil {
 		resp, err := s.cfg.Maintenance.AlarmList(ctx)
@@ -89,7 +89,7 @@ func (s *server) health(ctx context.Context, _ *http.Request) (any, error) {
 				names = append(names, a.Alarm.String())
 			}
 		}
-		problems = append(operator.AlarmProblems(names), problems...)
+		problems = append(ops.AlarmProblems(names), problems...)
 	}
 	return problems, nil
 }

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdclient"
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/member"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdclient"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/incarnation"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 const timelineCatalog = `cluster: tl
@@ -30,7 +30,7 @@ jobs:
 // startMember starts an in-process member (what kira run runs) on a client
 // of its own; crash drops its client without revoking its lease, as a kill
 // -9 would, and waits for its goroutines to end.
-func startMember(t *testing.T, endpoints []string, name string) (inc *member.Incarnation, crash func()) {
+func startMember(t *testing.T, endpoints []string, name string) (inc *incarnation.Incarnation, crash func()) {
 	t.Helper()
 	cat, err := config.Parse("tl.yaml", []byte(timelineCatalog))
 	if err != nil {
@@ -41,7 +41,7 @@ func startMember(t *testing.T, endpoints []string, name string) (inc *member.Inc
 	if err != nil {
 		t.Fatal(err)
 	}
-	inc, err = member.Start(context.Background(), cli, member.Config{Etcd: cfg, Catalog: cat, Name: name, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	inc, err = incarnation.Start(context.Background(), cli, incarnation.Config{Etcd: cfg, Catalog: cat, Name: name, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,21 +72,21 @@ func TestTimeline(t *testing.T) {
 	srv := httptest.NewServer(Handler(Config{KV: cli, Cluster: "tl"}))
 	defer srv.Close()
 	c := srv.Client()
-	get := func(query string) *operator.Timeline {
-		var tl operator.Timeline
+	get := func(query string) *ops.Timeline {
+		var tl ops.Timeline
 		if code := call(t, c, "GET", srv.URL+"/v1/timeline"+query, "", "", &tl); code != 200 {
 			t.Fatalf("GET /v1/timeline%s: %d", query, code)
 		}
 		return &tl
 	}
-	job := func(tl *operator.Timeline, name string) operator.JobTimeline {
+	job := func(tl *ops.Timeline, name string) ops.JobTimeline {
 		for _, j := range tl.Jobs {
 			if j.Job == name {
 				return j
 			}
 		}
 		t.Fatalf("no job %s in the timeline", name)
-		return operator.JobTimeline{}
+		return ops.JobTimeline{}
 	}
 
 	kiratest.WaitUntil(t, "executions of every job, a failure among them, in the timeline", 30*time.Second, func() bool {
@@ -112,7 +112,7 @@ func TestTimeline(t *testing.T) {
 	if paged := get("?offset=1&limit=1"); paged.Rows != 3 || len(paged.Jobs) != 1 || paged.Jobs[0].Job != "broken" {
 		t.Fatalf("jobs paged: rows %d, %+v", paged.Rows, paged.Jobs)
 	}
-	var problems []operator.Problem
+	var problems []ops.Problem
 	if code := call(t, c, "GET", srv.URL+"/v1/health", "", "", &problems); code != 200 || len(problems) != 0 {
 		t.Fatalf("health of a healthy cluster: %d %+v", code, problems)
 	}
@@ -123,7 +123,7 @@ func TestTimeline(t *testing.T) {
 	slot := -1
 	var oldToken int64
 	kiratest.WaitUntil(t, "tick split one slot each, a's band on its slot", 30*time.Second, func() bool {
-		st, err := operator.ReadStatus(context.Background(), cli, "tl")
+		st, err := ops.ReadStatus(context.Background(), cli, "tl")
 		if err != nil {
 			return false
 		}
@@ -197,7 +197,7 @@ func TestTimelineIsGzipped(t *testing.T) {
 		} else if resp.Header.Get("Content-Encoding") != "" {
 			t.Fatalf("no Accept-Encoding answered with Content-Encoding %q", resp.Header.Get("Content-Encoding"))
 		}
-		var tl operator.Timeline
+		var tl ops.Timeline
 		err = json.NewDecoder(body).Decode(&tl)
 		resp.Body.Close()
 		if err != nil || len(tl.Jobs) != 1 || len(tl.Jobs[0].Slots) != 60 {

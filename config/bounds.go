@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/internal/keyspace"
 )
 
 // Bounds of what a catalog stores in etcd (docs/security.md, "Catalog

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/keyspace"
 )
 
 // settingsOverTheLimit is a catalog whose notify default, each header

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/kira-scheduler/kira/shard"
+	"github.com/kira-scheduler/kira/internal/shard"
 )
 
 // JitterOffset is the slot's fixed delay within the job's jitter: derived

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
 )
 
 const limited = `cluster: c

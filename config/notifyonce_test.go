@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/keyspace"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )

@@ -15,10 +15,10 @@ import (
 	"time"
 	"weak"
 
-	"github.com/kira-scheduler/kira/etcdnode"
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/keyspace"
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/etcdnode"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/keyspace"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"

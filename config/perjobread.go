@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/internal/keyspace"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/keyspace"
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/keyspace"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 	"go.uber.org/goleak"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/kira-scheduler/kira/keyspace"
+	"github.com/kira-scheduler/kira/internal/keyspace"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

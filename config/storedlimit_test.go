@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
 )
 
 // manyJobs is a catalog of n single-slot jobs of one line each, as a team

@@ -18,7 +18,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 	"go.uber.org/goleak"
 )
 

@@ -16,11 +16,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kira-scheduler/kira/bench"
-	"github.com/kira-scheduler/kira/bench/charts"
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdclient"
-	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/kira-scheduler/kira/internal/bench"
+	"github.com/kira-scheduler/kira/internal/bench/charts"
+	"github.com/kira-scheduler/kira/internal/etcdclient"
+	"github.com/kira-scheduler/kira/internal/etcdnode"
 	"github.com/spf13/cobra"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
 )
 
 // kira apply -f DIR stores the directory's files as one catalog; a job

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
 )
 
 // kira catalog -o yaml writes the notify default once, and no notify: in

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/history"
-	"github.com/kira-scheduler/kira/operator"
-	"github.com/kira-scheduler/kira/shard"
+	"github.com/kira-scheduler/kira/internal/history"
+	"github.com/kira-scheduler/kira/internal/ops"
+	"github.com/kira-scheduler/kira/internal/shard"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -64,9 +64,9 @@ func (c *cli) pauseCmd(pause bool) *cobra.Command {
 	cmd := c.jobCmd(name, short, func(ctx context.Context, cli *clientv3.Client, j config.Job) error {
 		var err error
 		if pause {
-			err = operator.Pause(ctx, cli, c.cluster, j.Name)
+			err = ops.Pause(ctx, cli, c.cluster, j.Name)
 		} else {
-			err = operator.Resume(ctx, cli, c.cluster, j.Name)
+			err = ops.Resume(ctx, cli, c.cluster, j.Name)
 		}
 		if err != nil {
 			return c.unreachable(err)
@@ -110,7 +110,7 @@ func (c *cli) triggerCmd() *cobra.Command {
 			var at time.Time
 			var err error
 			if cascade {
-				ids, err = operator.RequestCascade(ctx, cli, c.cluster, slots)
+				ids, err = ops.RequestCascade(ctx, cli, c.cluster, slots)
 			} else {
 				ids, at, err = once.request(ctx, cli, c.cluster, slots)
 			}
@@ -169,11 +169,11 @@ func (c *cli) historyCmd() *cobra.Command {
 			if err := checkPartition("history", j, partition, true); err != nil {
 				return err
 			}
-			keep, err := operator.OutcomeFilter(outcome)
+			keep, err := ops.OutcomeFilter(outcome)
 			if err != nil {
 				return fmt.Errorf("kira history: --outcome: %w", err)
 			}
-			recs, err := operator.ReadHistoryWhere(ctx, cli, nil, c.cluster, j.Name, partition, n, keep)
+			recs, err := ops.ReadHistoryWhere(ctx, cli, nil, c.cluster, j.Name, partition, n, keep)
 			if err != nil {
 				return c.unreachable(err)
 			}

@@ -19,13 +19,13 @@ import (
 	"github.com/kira-scheduler/kira/api"
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/dashboard"
-	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
-	"github.com/kira-scheduler/kira/history"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/history"
+	"github.com/kira-scheduler/kira/internal/keyspace"
+	"github.com/kira-scheduler/kira/internal/member"
+	"github.com/kira-scheduler/kira/internal/shard"
 	"github.com/kira-scheduler/kira/jobs"
-	"github.com/kira-scheduler/kira/keyspace"
-	"github.com/kira-scheduler/kira/membership"
-	"github.com/kira-scheduler/kira/shard"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -56,7 +56,7 @@ func writeBenchCluster(b *testing.B, cli *clientv3.Client, cluster string) {
 	}
 	ids := []string{"bench-a", "bench-b", "bench-c"}
 	for _, id := range ids {
-		rec, _ := json.Marshal(membership.Record{ID: id, Name: id[len("bench-"):], CatalogRevision: catRev, HistoryFormat: history.NewestFormat, StartedAt: time.Now().UTC()})
+		rec, _ := json.Marshal(member.Record{ID: id, Name: id[len("bench-"):], CatalogRevision: catRev, HistoryFormat: history.NewestFormat, StartedAt: time.Now().UTC()})
 		if _, err := cli.Put(context.Background(), keyspace.Member(cluster, id), string(rec)); err != nil {
 			b.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func BenchmarkDashboardAt10000Slots(b *testing.B) {
 	defer srv.Close()
 
 	// A member's first timeline read reads every ring; later ones only the
-	// ring keys written since (operator.Rings): each of these reads is
+	// ring keys written since (ops.Rings): each of these reads is
 	// the first of a new API handler.
 	b.Run("timeline-api-first-read", func(b *testing.B) {
 		for b.Loop() {
@@ -168,7 +168,7 @@ func BenchmarkDashboardAt10000Slots(b *testing.B) {
 			cold.Close()
 		}
 	})
-	// What a member keeps between timeline reads (operator.Rings): the
+	// What a member keeps between timeline reads (ops.Rings): the
 	// live heap after a first read, against before it.
 	b.Run("timeline-cache-heap", func(b *testing.B) {
 		var before, after runtime.MemStats

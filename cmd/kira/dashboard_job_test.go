@@ -10,8 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -93,7 +93,7 @@ func jobPage(ctx context.Context, t *testing.T, page func(string) string, cli *c
 		}
 	}
 	paused := func() bool {
-		p, err := operator.IsPaused(context.Background(), cli, "dash", "solo")
+		p, err := ops.IsPaused(context.Background(), cli, "dash", "solo")
 		return err == nil && p
 	}
 	click("pause")

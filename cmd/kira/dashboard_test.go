@@ -16,11 +16,11 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/keyspace"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/membership"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/keyspace"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/member"
+	"github.com/kira-scheduler/kira/internal/ops"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -259,7 +259,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ghost, _ := json.Marshal(membership.Record{ID: "ghost-1", Name: "ghost", Host: "ghost", StartedAt: time.Now().UTC()})
+	ghost, _ := json.Marshal(member.Record{ID: "ghost-1", Name: "ghost", Host: "ghost", StartedAt: time.Now().UTC()})
 	if _, err := cli.Put(context.Background(), keyspace.Member("dash", "ghost-1"), string(ghost), clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	kiratest.WaitUntil(t, "the click on pause obeyed", 15*time.Second, func() bool {
-		paused, err := operator.IsPaused(context.Background(), etcd.Client(t), "dash", "tick")
+		paused, err := ops.IsPaused(context.Background(), etcd.Client(t), "dash", "tick")
 		return err == nil && paused && strings.Contains(page(fmt.Sprintf("(%s)(%q)", table, "jobs")), "tick (paused)")
 	})
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#tab-timeline`))); err != nil {

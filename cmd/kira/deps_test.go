@@ -16,10 +16,10 @@ func TestBinaryLinksNoTestCode(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	deps := strings.Fields(string(out))
-	if !slices.Contains(deps, "github.com/kira-scheduler/kira/etcdnode") {
+	if !slices.Contains(deps, "github.com/kira-scheduler/kira/internal/etcdnode") {
 		t.Fatalf("go list -deps printed no etcdnode: %d packages, nothing to check", len(deps))
 	}
-	for _, banned := range []string{"testing", "go.uber.org/goleak", "github.com/kira-scheduler/kira/etcdtest", "github.com/kira-scheduler/kira/chaos"} {
+	for _, banned := range []string{"testing", "go.uber.org/goleak", "github.com/kira-scheduler/kira/internal/etcdtest", "github.com/kira-scheduler/kira/internal/chaos"} {
 		if slices.Contains(deps, banned) {
 			t.Errorf("kira links %s", banned)
 		}

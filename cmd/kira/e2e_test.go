@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdnode"
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdnode"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 	"go.uber.org/goleak"
 )
 
@@ -147,7 +147,7 @@ jobs:
 
 // settled reports whether every slot is owned by a live member, and how many
 // slots each member owns.
-func settled(st operator.Status, members int) (map[string]int, bool) {
+func settled(st ops.Status, members int) (map[string]int, bool) {
 	live := map[string]bool{}
 	for _, m := range st.Members {
 		live[m.ID] = true
@@ -176,7 +176,7 @@ func TestThreeMembers(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		members = append(members, start(t, "run", "--catalog", cat, "--etcd", ep, "--name", fmt.Sprintf("m%d", i)))
 	}
-	var st operator.Status
+	var st ops.Status
 	kiratest.WaitUntil(t, "slots spread over three members", 30*time.Second, func() bool {
 		st = statusOf(t, ep, "e2e")
 		_, ok := settled(st, 3)

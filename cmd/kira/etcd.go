@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/kira-scheduler/kira/internal/etcdnode"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/server/v3/embed"

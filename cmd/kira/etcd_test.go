@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdnode"
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/etcdnode"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/server/v3/etcdserver"
 )

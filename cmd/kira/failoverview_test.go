@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 // The members view in Chromium, three kira run members: no failover while
@@ -34,13 +34,13 @@ func TestMembersViewShowsTheLastFailover(t *testing.T) {
 		}
 		procs[n] = start(t, args...)
 	}
-	members := func() []operator.MemberView {
+	members := func() []ops.MemberView {
 		resp, err := http.Get("http://" + addr + "/v1/members")
 		if err != nil {
 			return nil
 		}
 		defer resp.Body.Close()
-		var ms []operator.MemberView
+		var ms []ops.MemberView
 		json.NewDecoder(resp.Body).Decode(&ms)
 		return ms
 	}
@@ -65,7 +65,7 @@ func TestMembersViewShowsTheLastFailover(t *testing.T) {
 			return false
 		}
 		defer resp.Body.Close()
-		var tl operator.Timeline
+		var tl ops.Timeline
 		if json.NewDecoder(resp.Body).Decode(&tl) != nil || len(tl.Jobs) != 1 || len(tl.Jobs[0].Slots) != 6 {
 			return false
 		}
@@ -85,7 +85,7 @@ func TestMembersViewShowsTheLastFailover(t *testing.T) {
 		}
 		// The new split may give both of c's slots to one survivor (and move
 		// one of its own to the other): a member that took none has no part.
-		var lead operator.MemberView
+		var lead ops.MemberView
 		want := map[string]string{}
 		took := 0
 		for _, m := range ms {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 )
 
 // sizedFS mounts a tmpfs of size MiB on a new directory, unmounted at the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kira-scheduler/kira/api"
 	"github.com/kira-scheduler/kira/dashboard"
-	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/internal/etcdclient"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -206,7 +206,7 @@ func (r *runner) ready(w http.ResponseWriter, _ *http.Request) {
 }
 
 // peerClient reads the other members' /metrics for GET /v1/health: nil
-// (not asked) when members serve HTTPS (see operator.ReadClaims); with
+// (not asked) when members serve HTTPS (see ops.ReadClaims); with
 // --http-read-auth it sends the token, which their /metrics then need
 // (TestMetricsNeedTheReadAuth).
 func peerClient(h httpFlags, auth api.Auth) *http.Client {

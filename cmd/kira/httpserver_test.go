@@ -15,9 +15,9 @@ import (
 
 	"github.com/kira-scheduler/kira/api"
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 // The member's HTTP server, serving the API, cuts off a client that sends
@@ -59,7 +59,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	if answer := closedByServer(t, trickled); !strings.HasPrefix(answer, "HTTP/1.1 400") || !strings.Contains(answer, "reading the body") {
 		t.Fatalf("a trickled body was answered %q; want 400 reading the body", answer)
 	}
-	if paused, err := operator.IsPaused(context.Background(), cli, "c", "tick"); err != nil || paused {
+	if paused, err := ops.IsPaused(context.Background(), cli, "c", "tick"); err != nil || paused {
 		t.Fatalf("the trickled pause took effect (%v)", err)
 	}
 	closedByServer(t, dial(t, addr, "GET /v1/status HTTP/1.1\r\nHost: kira\r\n"))
@@ -127,7 +127,7 @@ func TestMetricsNeedTheReadAuth(t *testing.T) {
 	if code, body := getWith("/metrics", ""); code != http.StatusUnauthorized || !strings.Contains(body, `"error"`) {
 		t.Fatalf("/metrics without the token: %d %s; want 401", code, body)
 	}
-	var problems []operator.Problem
+	var problems []ops.Problem
 	kiratest.WaitUntil(t, "a healthy banner read with the token", 30*time.Second, func() bool {
 		code, body := getWith("/v1/health", "tok-metrics")
 		problems = nil

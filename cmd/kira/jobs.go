@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/ops"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -32,13 +32,13 @@ func (c *cli) jobsCmd() *cobra.Command {
 					if _, err := c.storedJob(ctx, cli, "jobs", args[0]); err != nil {
 						return err
 					}
-					d, _, err := operator.ReadJob(ctx, cli, nil, nil, c.cluster, args[0], time.Now())
+					d, _, err := ops.ReadJob(ctx, cli, nil, nil, c.cluster, args[0], time.Now())
 					if err != nil {
 						return c.unreachable(err)
 					}
 					return out.print(c.stdout, d, func(w io.Writer) error { return printJob(w, d) })
 				}
-				js, err := operator.ReadJobs(ctx, cli, nil, nil, c.cluster, time.Now())
+				js, err := ops.ReadJobs(ctx, cli, nil, nil, c.cluster, time.Now())
 				if err != nil {
 					return c.unreachable(err)
 				}
@@ -59,7 +59,7 @@ func when(t *time.Time) string {
 }
 
 // lastFire is a fire's time, outcome and member, for a table.
-func lastFire(f *operator.Fire) string {
+func lastFire(f *ops.Fire) string {
 	if f == nil {
 		return "-"
 	}
@@ -68,7 +68,7 @@ func lastFire(f *operator.Fire) string {
 
 // placement is a job's placement for a table, with how many members it
 // admits.
-func placement(j operator.JobStatus) string {
+func placement(j ops.JobStatus) string {
 	switch {
 	case j.Placement == "":
 		return "any"
@@ -78,7 +78,7 @@ func placement(j operator.JobStatus) string {
 	return fmt.Sprintf("%s (%d members)", j.Placement, j.EligibleMembers)
 }
 
-func printJobs(w io.Writer, js []operator.JobStatus) error {
+func printJobs(w io.Writer, js []ops.JobStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSCHEDULE\tTIMEZONE\tPARTITIONS\tPAUSED\tPLACEMENT\tLED\tLAST FIRE\tNEXT FIRE")
 	for _, j := range js {
@@ -95,11 +95,11 @@ func printJobs(w io.Writer, js []operator.JobStatus) error {
 	return tw.Flush()
 }
 
-func printJob(w io.Writer, d *operator.JobDetail) error {
-	if err := printJobs(w, []operator.JobStatus{d.JobStatus}); err != nil {
+func printJob(w io.Writer, d *ops.JobDetail) error {
+	if err := printJobs(w, []ops.JobStatus{d.JobStatus}); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nslots led by each member: %s\n", orNone(operator.FormatShares(d.Shares)))
+	fmt.Fprintf(w, "\nslots led by each member: %s\n", orNone(ops.FormatShares(d.Shares)))
 	printGraph(w, d.JobStatus)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -119,7 +119,7 @@ func printJob(w io.Writer, d *operator.JobDetail) error {
 
 // printGraph prints what a job runs after, what runs after it, and where a
 // dependent stands on the logical time it waits for.
-func printGraph(w io.Writer, j operator.JobStatus) {
+func printGraph(w io.Writer, j ops.JobStatus) {
 	if len(j.After) > 0 {
 		fmt.Fprintf(w, "runs after: %s\n", strings.Join(j.After, ", "))
 	}

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kira-scheduler/kira/highwater"
+	"github.com/kira-scheduler/kira/internal/highwater"
+	"github.com/kira-scheduler/kira/internal/incarnation"
+	"github.com/kira-scheduler/kira/internal/scheduler"
 	"github.com/kira-scheduler/kira/jobs"
-	"github.com/kira-scheduler/kira/member"
-	"github.com/kira-scheduler/kira/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -47,7 +47,7 @@ type metrics struct {
 	partitions map[string]int // partitions of each job the member leads slots of, from Acquired events
 }
 
-func newMetrics(current func() *member.Incarnation) *metrics {
+func newMetrics(current func() *incarnation.Incarnation) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -132,7 +132,7 @@ func newMetrics(current func() *member.Incarnation) *metrics {
 // between that fire and the one after it (what "no success for two
 // periods" is measured in).
 type incarnationGauges struct {
-	current func() *member.Incarnation
+	current func() *incarnation.Incarnation
 }
 
 var (

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/history"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/history"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 // kira next lists exactly the fires the scheduler makes, on the days a
@@ -54,7 +54,7 @@ func TestNextMatchesTheSchedulersFires(t *testing.T) {
 			member.Stop(t, syscall.SIGTERM, 10*time.Second)
 			settled := end.Add(-time.Second) // fires from here on may or may not have been recorded
 
-			recs, err := operator.ReadHistory(context.Background(), etcd.Client(t), cluster, "tick", -1, -1)
+			recs, err := ops.ReadHistory(context.Background(), etcd.Client(t), cluster, "tick", -1, -1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdnode"
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/history"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdnode"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/history"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -63,7 +63,7 @@ const noSpaceCatalog = "cluster: full\nmembership: {lease_ttl: 2s}\njobs:\n  - {
 func expectLoudThenRecovered(t *testing.T, cli *clientv3.Client, member *proc, addr string, recover func()) {
 	t.Helper()
 	countRecords := func() int {
-		recs, err := operator.ReadHistory(context.Background(), cli, "full", "tick", -1, -1)
+		recs, err := ops.ReadHistory(context.Background(), cli, "full", "tick", -1, -1)
 		if err != nil {
 			return -1
 		}
@@ -97,7 +97,7 @@ func expectLoudThenRecovered(t *testing.T, cli *clientv3.Client, member *proc, a
 	})
 	after := time.Now()
 	kiratest.WaitUntil(t, "executions after the recovery", 30*time.Second, func() bool {
-		recs, _ := operator.ReadHistory(context.Background(), cli, "full", "tick", -1, -1)
+		recs, _ := ops.ReadHistory(context.Background(), cli, "full", "tick", -1, -1)
 		for _, r := range recs {
 			if r.Outcome == "succeeded" && r.StartedAt.After(after) {
 				return true
@@ -105,7 +105,7 @@ func expectLoudThenRecovered(t *testing.T, cli *clientv3.Client, member *proc, a
 		}
 		return false
 	})
-	recs, err := operator.ReadHistory(context.Background(), cli, "full", "tick", -1, -1)
+	recs, err := ops.ReadHistory(context.Background(), cli, "full", "tick", -1, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/history"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/notify"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/history"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/notify"
 )
 
 // Failure webhooks, end to end with real receivers: a failing job with one

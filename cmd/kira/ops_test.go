@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 const opsCatalog = `cluster: ops
@@ -48,7 +48,7 @@ func TestOperatorWorkflow(t *testing.T) {
 	}
 	// A member with no --catalog runs what is stored.
 	start(t, "run", "--cluster", "ops", "--etcd", ep)
-	var st operator.Status
+	var st ops.Status
 	kiratest.WaitUntil(t, "both slots owned", 20*time.Second, func() bool {
 		st = statusOf(t, ep, "ops")
 		return len(st.Slots) == 2 && st.Slots[0].Owner != "" && st.Slots[1].Owner != ""
@@ -108,13 +108,13 @@ func TestOperatorWorkflow(t *testing.T) {
 	})
 }
 
-func statusOf(t *testing.T, ep, cluster string) operator.Status {
+func statusOf(t *testing.T, ep, cluster string) ops.Status {
 	t.Helper()
 	out, code := runKira(t, "status", "--etcd", ep, "--cluster", cluster, "-o", "json")
 	if code != 0 {
 		t.Fatalf("status exit %d: %s", code, out)
 	}
-	var st operator.Status
+	var st ops.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status JSON: %v\n%s", err, out)
 	}

@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
-	"github.com/kira-scheduler/kira/shard"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
+	"github.com/kira-scheduler/kira/internal/shard"
 )
 
 // byAssignment reports whether every slot is owned as the assignment over
 // the members its job's placement admits (placed: job → member names)
 // places it, all those members being in the view.
-func byAssignment(t *testing.T, st operator.Status, placed map[string][]string) bool {
+func byAssignment(t *testing.T, st ops.Status, placed map[string][]string) bool {
 	idOf := map[string]string{}
 	for _, m := range st.Members {
 		idOf[m.Name] = m.ID
@@ -79,7 +79,7 @@ func TestPlacementByLabels(t *testing.T) {
 		members[m.name] = start(t, args...)
 	}
 	// owners counts, by member name, the owned slots of job.
-	owners := func(st operator.Status, job string) (map[string]int, int) {
+	owners := func(st ops.Status, job string) (map[string]int, int) {
 		names := map[string]string{}
 		for _, m := range st.Members {
 			names[m.ID] = m.Name
@@ -93,7 +93,7 @@ func TestPlacementByLabels(t *testing.T) {
 		}
 		return n, owned
 	}
-	var st operator.Status
+	var st ops.Status
 	kiratest.WaitUntil(t, "train on a and b as the assignment places it, plain on all four", 30*time.Second, func() bool {
 		st = statusOf(t, ep, "placed")
 		return len(st.Members) == 4 && byAssignment(t, st, map[string][]string{"train": {"a", "b"}, "plain": {"a", "b", "c", "d"}})
@@ -107,7 +107,7 @@ func TestPlacementByLabels(t *testing.T) {
 		t.Fatalf("unplaced %v, want [tpu]", st.Unplaced)
 	}
 	out, code := runKira(t, "jobs", "--etcd", ep, "--cluster", "placed", "-o", "json")
-	var js []operator.JobStatus
+	var js []ops.JobStatus
 	if code != 0 || json.Unmarshal([]byte(out), &js) != nil || len(js) != 3 {
 		t.Fatalf("kira jobs: exit %d\n%s", code, out)
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/highwater"
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/highwater"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 )
 
 // The runbook's restore of kira run's embedded etcd: stop kira run, restore

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 )
 
 // metricValue is the value of the unlabelled series name in a scrape, or -1.

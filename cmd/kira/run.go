@@ -19,12 +19,12 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdclient"
-	"github.com/kira-scheduler/kira/etcdnode"
-	"github.com/kira-scheduler/kira/highwater"
+	"github.com/kira-scheduler/kira/internal/etcdclient"
+	"github.com/kira-scheduler/kira/internal/etcdnode"
+	"github.com/kira-scheduler/kira/internal/highwater"
+	"github.com/kira-scheduler/kira/internal/incarnation"
+	"github.com/kira-scheduler/kira/internal/scheduler"
 	"github.com/kira-scheduler/kira/jobs"
-	"github.com/kira-scheduler/kira/member"
-	"github.com/kira-scheduler/kira/scheduler"
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
@@ -143,7 +143,7 @@ func (c *cli) run(f runFlags) error {
 		}
 		defer stopHTTP()
 	}
-	cfg := member.Config{
+	cfg := incarnation.Config{
 		Etcd: etcd, Cluster: c.cluster, Catalog: cat, CatalogSource: src,
 		Name: f.name, HTTP: f.http.listenAddr(), Version: version, Logger: logger, Labels: f.labels,
 		Scheduler: scheduler.Config{
@@ -160,7 +160,7 @@ func (c *cli) run(f runFlags) error {
 	if traces != nil {
 		cfg.Tracing = traces.forMember
 	}
-	err = member.Run(ctx, cfg)
+	err = incarnation.Run(ctx, cfg)
 	if errors.Is(err, config.ErrNoCatalog) {
 		return fmt.Errorf("kira run: %w: give --catalog FILE or run kira apply -f FILE first", err)
 	}
@@ -176,7 +176,7 @@ type runner struct {
 	logger    *slog.Logger
 	highWater *highwater.Mark
 	metrics   *metrics
-	current   atomic.Pointer[member.Incarnation]
+	current   atomic.Pointer[incarnation.Incarnation]
 	counted   countedLog
 }
 

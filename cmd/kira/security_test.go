@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdclient"
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdclient"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -105,7 +105,7 @@ func TestSecuredEtcd(t *testing.T) {
 	os.WriteFile(passwordFile, []byte("kira-secret\n"), 0o600)
 	a := start(t, append([]string{"run", "--cluster", "demo", "--name", "by-cert"}, tlsArgs(kiraCert, kiraKey)...)...)
 	b := start(t, append([]string{"run", "--cluster", "demo", "--name", "by-password", "--user", "kira", "--password-file", passwordFile}, tlsArgs(nobodyCert, nobodyKey)...)...)
-	var st operator.Status
+	var st ops.Status
 	kiratest.WaitUntil(t, "both members to share every slot", 30*time.Second, func() bool {
 		out, code := runKira(t, append([]string{"status", "--cluster", "demo", "-o", "json"}, tlsArgs(kiraCert, kiraKey)...)...)
 		if code != 0 || json.Unmarshal([]byte(out), &st) != nil {

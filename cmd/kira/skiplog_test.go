@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/history"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/history"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 // TestSkipsAreCountedInTheLog: a job whose runs outlast its period skips
@@ -27,7 +27,7 @@ func TestSkipsAreCountedInTheLog(t *testing.T) {
 	member := start(t, "run", "--catalog", catalog, "--etcd", etcd.Endpoints()[0], "--grace", "100ms")
 	skipped := 0
 	if !kiratest.Poll(30*time.Second, func() bool {
-		recs, err := operator.ReadHistory(context.Background(), etcd.Client(t), "skips", "slow", -1, -1)
+		recs, err := ops.ReadHistory(context.Background(), etcd.Client(t), "skips", "slow", -1, -1)
 		if err != nil {
 			t.Fatal(err)
 		}

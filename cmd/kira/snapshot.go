@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/kira-scheduler/kira/etcdclient"
+	"github.com/kira-scheduler/kira/internal/etcdclient"
 	"github.com/spf13/cobra"
 	clientsnapshot "go.etcd.io/etcd/client/v3/snapshot"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdnode"
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/etcdnode"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 )
 
 const snapshotCatalog = `cluster: snap

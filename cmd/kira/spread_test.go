@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/ops"
 )
 
 const spreadCatalog = `cluster: spread
@@ -20,7 +20,7 @@ jobs:
 
 // ledBy counts, by member name, the led slots of job in st, and how many
 // slots are led in all.
-func ledBy(st operator.Status, job string) (map[string]int, int) {
+func ledBy(st ops.Status, job string) (map[string]int, int) {
 	names := map[string]string{}
 	for _, m := range st.Members {
 		names[m.ID] = m.Name
@@ -54,7 +54,7 @@ func TestTwelvePartitionsSplitEvenlyOverRealMembers(t *testing.T) {
 		if code != 0 {
 			return false
 		}
-		var st operator.Status
+		var st ops.Status
 		if json.Unmarshal([]byte(out), &st) != nil {
 			return false
 		}
@@ -81,8 +81,8 @@ func TestTwelvePartitionsSplitEvenlyOverRealMembers(t *testing.T) {
 		return len(st.Members) == 2 && n == 12 && led["a"] == 6 && led["c"] == 6
 	})
 	out, code = runKira(t, "jobs", "split", "--etcd", client, "--cluster", "spread", "-o", "json")
-	var d operator.JobDetail
-	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || operator.FormatShares(d.Shares) != "a 6, c 6" {
+	var d ops.JobDetail
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || ops.FormatShares(d.Shares) != "a 6, c 6" {
 		t.Fatalf("kira jobs split -o json: shares %+v (exit %d):\n%s", d.Shares, code, out)
 	}
 }

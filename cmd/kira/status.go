@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/ops"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -22,7 +22,7 @@ func (c *cli) statusCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			return c.withCluster(func(ctx context.Context, cli *clientv3.Client) error {
-				st, err := operator.ReadStatus(ctx, cli, c.cluster)
+				st, err := ops.ReadStatus(ctx, cli, c.cluster)
 				if err != nil {
 					return fmt.Errorf("kira status: %w", c.unreachable(err))
 				}
@@ -34,7 +34,7 @@ func (c *cli) statusCmd() *cobra.Command {
 	return cmd
 }
 
-func printStatus(w io.Writer, st *operator.Status) {
+func printStatus(w io.Writer, st *ops.Status) {
 	fmt.Fprintf(w, "cluster %s at revision %d: %d members, %d slots, catalog revision %d\n", st.Cluster, st.Revision, len(st.Members), len(st.Slots), st.CatalogRevision)
 	if st.CatalogRevision > 0 {
 		fmt.Fprintf(w, "catalog source: %s\n", st.CatalogSource)
@@ -66,7 +66,7 @@ func printStatus(w io.Writer, st *operator.Status) {
 	// Not headed JOB: scripts read the slot table as the section under JOB.
 	fmt.Fprintln(tw, "SPLIT OF JOB\tSLOTS LED BY EACH MEMBER")
 	for _, js := range st.Shares {
-		fmt.Fprintf(tw, "%s\t%s\n", js.Job, orNone(operator.FormatShares(js.Shares)))
+		fmt.Fprintf(tw, "%s\t%s\n", js.Job, orNone(ops.FormatShares(js.Shares)))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

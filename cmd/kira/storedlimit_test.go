@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
 )
 
 // A job under the file limit but over the stored one (JSON writes each '<'

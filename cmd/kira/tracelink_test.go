@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/history"
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/history"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"

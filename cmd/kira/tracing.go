@@ -67,7 +67,7 @@ func (t *tracing) exporter(ctx context.Context) (sdktrace.SpanExporter, error) {
 	return exp, nil
 }
 
-// forMember is member.Config.Tracing: a tracer provider whose resource also
+// forMember is incarnation.Config.Tracing: a tracer provider whose resource also
 // names the incarnation (service.instance.id and kira.member are its
 // member id), and the function that flushes and stops it.
 func (t *tracing) forMember(id string) (trace.TracerProvider, func()) {

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/kiratest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"

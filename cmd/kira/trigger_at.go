@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/history"
-	"github.com/kira-scheduler/kira/operator"
-	"github.com/kira-scheduler/kira/shard"
+	"github.com/kira-scheduler/kira/internal/history"
+	"github.com/kira-scheduler/kira/internal/ops"
+	"github.com/kira-scheduler/kira/internal/shard"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -61,10 +61,10 @@ func (o *oneOffFlags) request(ctx context.Context, cli *clientv3.Client, cluster
 		return nil, at, err
 	}
 	if at.IsZero() {
-		ids, err := operator.RequestRun(ctx, cli, cluster, slots)
+		ids, err := ops.RequestRun(ctx, cli, cluster, slots)
 		return ids, at, err
 	}
-	ids, err := operator.RequestRunAt(ctx, cli, cluster, slots, at)
+	ids, err := ops.RequestRunAt(ctx, cli, cluster, slots, at)
 	return ids, at, err
 }
 
@@ -101,9 +101,9 @@ func (c *cli) cancelRun(o *oneOffFlags, out output, args []string) error {
 			}
 			job = j.Name
 		}
-		w, err := operator.CancelRun(ctx, cli, c.cluster, o.cancel)
+		w, err := ops.CancelRun(ctx, cli, c.cluster, o.cancel)
 		switch {
-		case errors.Is(err, operator.ErrNotWaiting):
+		case errors.Is(err, ops.ErrNotWaiting):
 			if r, ok := c.ranAlready(ctx, cli, job, w.Job, o.cancel); ok {
 				return fmt.Errorf("kira trigger: not cancelled: run %s of %s/%d already ran: %s, started %s, attempt %d",
 					o.cancel, r.Job, r.Partition, r.Outcome, r.StartedAt.UTC().Format(time.RFC3339), r.Attempt)
@@ -153,7 +153,7 @@ func (c *cli) ranAlready(ctx context.Context, cli *clientv3.Client, job, waitedF
 		}
 	}
 	for _, name := range names {
-		if r, ok, err := operator.FindRun(ctx, cli, c.cluster, name, id); err == nil && ok {
+		if r, ok, err := ops.FindRun(ctx, cli, c.cluster, name, id); err == nil && ok {
 			r.Job = name
 			return r, true
 		}
@@ -164,7 +164,7 @@ func (c *cli) ranAlready(ctx context.Context, cli *clientv3.Client, job, waitedF
 // withOneOffs adds to the schedule's fires of job j the one-off runs
 // waiting for it after from, in time order, and keeps the first n.
 func withOneOffs(ctx context.Context, cli *clientv3.Client, cluster string, j config.Job, fires []nextFire, from time.Time, n int) ([]nextFire, error) {
-	waiting, err := operator.WaitingRuns(ctx, cli, cluster, j.Name)
+	waiting, err := ops.WaitingRuns(ctx, cli, cluster, j.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func oneOffText(f nextFire) string {
 // printWaitingRuns is the part of kira jobs JOB that lists the manual runs
 // not started yet: one-off runs at their time, others as soon as the
 // slot's holder sees them.
-func printWaitingRuns(w io.Writer, runs []operator.WaitingRun) error {
+func printWaitingRuns(w io.Writer, runs []ops.WaitingRun) error {
 	if len(runs) == 0 {
 		return nil
 	}

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdnode"
-	"github.com/kira-scheduler/kira/etcdtest"
-	"github.com/kira-scheduler/kira/keyspace"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/membership"
-	"github.com/kira-scheduler/kira/operator"
+	"github.com/kira-scheduler/kira/internal/etcdnode"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/keyspace"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/member"
+	"github.com/kira-scheduler/kira/internal/ops"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -37,13 +37,13 @@ func TestHealthAsksTheMembersWhatTheyLead(t *testing.T) {
 	addrA, addrB, nobody := addrs[0], addrs[1], addrs[2]
 	start(t, "run", "--catalog", catalog, "--etcd", etcd.Endpoints()[0], "--name", "a", "--http", addrA, "--label", "role=worker")
 	start(t, "run", "--catalog", catalog, "--etcd", etcd.Endpoints()[0], "--name", "b", "--http", addrB, "--label", "role=worker")
-	health := func() []operator.Problem {
+	health := func() []ops.Problem {
 		resp, err := http.Get("http://" + addrA + "/v1/health")
 		if err != nil {
 			return nil
 		}
 		defer resp.Body.Close()
-		var p []operator.Problem
+		var p []ops.Problem
 		if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&p) != nil {
 			return nil
 		}
@@ -52,7 +52,7 @@ func TestHealthAsksTheMembersWhatTheyLead(t *testing.T) {
 	cli := etcd.Client(t)
 	ctx := context.Background()
 	kiratest.WaitUntil(t, "both members leading 2 slots each, and a healthy banner", 40*time.Second, func() bool {
-		st, err := operator.ReadStatus(ctx, cli, "two")
+		st, err := ops.ReadStatus(ctx, cli, "two")
 		if err != nil {
 			return false
 		}
@@ -68,7 +68,7 @@ func TestHealthAsksTheMembersWhatTheyLead(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, addr := range map[string]string{"stale": addrB, "gone": nobody} {
-		rec, _ := json.Marshal(membership.Record{ID: id, Name: id, HTTP: addr})
+		rec, _ := json.Marshal(member.Record{ID: id, Name: id, HTTP: addr})
 		if _, err := cli.Put(ctx, keyspace.Member("two", id), string(rec), clientv3.WithLease(lease.ID)); err != nil {
 			t.Fatal(err)
 		}

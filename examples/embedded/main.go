@@ -1,5 +1,5 @@
 // Command embedded runs Kira inside a Go service: the service's own function
-// is a job, and member.Run gives the process a whole member's life (join,
+// is a job, and incarnation.Run gives the process a whole member's life (join,
 // run, rejoin after a lost lease, leave on SIGTERM).
 //
 //	go run ./examples/embedded --etcd http://127.0.0.1:2379
@@ -21,11 +21,11 @@ import (
 	"syscall"
 
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/etcdclient"
-	"github.com/kira-scheduler/kira/etcdnode"
+	"github.com/kira-scheduler/kira/internal/etcdclient"
+	"github.com/kira-scheduler/kira/internal/etcdnode"
+	"github.com/kira-scheduler/kira/internal/incarnation"
+	"github.com/kira-scheduler/kira/internal/scheduler"
 	"github.com/kira-scheduler/kira/jobs"
-	"github.com/kira-scheduler/kira/member"
-	"github.com/kira-scheduler/kira/scheduler"
 )
 
 const catalog = `cluster: embedded
@@ -77,7 +77,7 @@ func run(ctx context.Context, endpoints []string, logger *slog.Logger, work jobs
 	if err != nil {
 		return err
 	}
-	return member.Run(ctx, member.Config{
+	return incarnation.Run(ctx, incarnation.Config{
 		Etcd:      etcdclient.Config{Endpoints: endpoints},
 		Catalog:   cat,
 		Logger:    logger,

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kira-scheduler/kira/etcdtest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
 	"github.com/kira-scheduler/kira/jobs"
 	"go.uber.org/goleak"
 )

@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/kira-scheduler/kira/etcdtest"
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/fencing/pgfence"
-	"github.com/kira-scheduler/kira/kiratest"
-	"github.com/kira-scheduler/kira/pgtest"
+	"github.com/kira-scheduler/kira/internal/etcdtest"
+	"github.com/kira-scheduler/kira/internal/kiratest"
+	"github.com/kira-scheduler/kira/internal/pgtest"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 

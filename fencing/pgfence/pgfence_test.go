@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kira-scheduler/kira/fencing"
-	"github.com/kira-scheduler/kira/pgtest"
+	"github.com/kira-scheduler/kira/internal/pgtest"
 	"go.uber.org/goleak"
 )
 

@@ -85,7 +85,7 @@ func TestCommentsNameTestsThatExist(t *testing.T) {
 	report(t, named, func(name string) bool { return defined[name] }, "names a test that does not exist")
 }
 
-// pathInProse is a path in backquotes in a doc (`scheduler/loop.go`,
+// pathInProse is a path in backquotes in a doc (`internal/scheduler/loop.go`,
 // `./fencing`, `deploy/kubernetes/`).
 var pathInProse = regexp.MustCompile("`(?:\\./)?([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+)/?`")
 
