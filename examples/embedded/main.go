@@ -1,6 +1,6 @@
 // Command embedded runs Kira inside a Go service: the service's own function
-// is a job, and incarnation.Run gives the process a whole member's life (join,
-// run, rejoin after a lost lease, leave on SIGTERM).
+// is a job, and kira.Run gives the process a whole member's life (join, run,
+// rejoin after a lost lease, leave on SIGTERM).
 //
 //	go run ./examples/embedded --etcd http://127.0.0.1:2379
 //
@@ -20,11 +20,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/kira-scheduler/kira"
 	"github.com/kira-scheduler/kira/config"
-	"github.com/kira-scheduler/kira/internal/etcdclient"
-	"github.com/kira-scheduler/kira/internal/etcdnode"
-	"github.com/kira-scheduler/kira/internal/incarnation"
-	"github.com/kira-scheduler/kira/internal/scheduler"
 	"github.com/kira-scheduler/kira/jobs"
 )
 
@@ -66,21 +63,21 @@ func run(ctx context.Context, endpoints []string, logger *slog.Logger, work jobs
 			return err
 		}
 		defer os.RemoveAll(dir)
-		e, err := etcdnode.StartLocal(dir, etcdnode.Production)
+		local, stop, err := kira.StartLocalEtcd(dir)
 		if err != nil {
 			return err
 		}
-		defer e.Close()
-		endpoints = etcdnode.ClientURLs(e)
+		defer stop()
+		endpoints = local
 	}
 	cat, err := config.Parse("embedded catalog", []byte(catalog))
 	if err != nil {
 		return err
 	}
-	return incarnation.Run(ctx, incarnation.Config{
-		Etcd:      etcdclient.Config{Endpoints: endpoints},
-		Catalog:   cat,
-		Logger:    logger,
-		Scheduler: scheduler.Config{Handlers: jobs.Handlers{"reconcile": work}},
+	return kira.Run(ctx, kira.Config{
+		Etcd:     kira.Etcd{Endpoints: endpoints},
+		Catalog:  cat,
+		Logger:   logger,
+		Handlers: jobs.Handlers{"reconcile": work},
 	})
 }
