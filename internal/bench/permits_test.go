@@ -25,7 +25,7 @@ import (
 // figures and asserts nothing
 // (docs/benchmarks.md#concurrency-limits-etcd-cost):
 //
-//	go test -run '^$' -bench BenchmarkPermitCost -benchtime 1x ./bench
+//	go test -run '^$' -bench BenchmarkPermitCost -benchtime 1x ./internal/bench
 func BenchmarkPermitCost(b *testing.B) {
 	c := etcdtest.Start(b)
 	cfg := Config{Etcd: etcdclient.Config{Endpoints: c.Endpoints()}, Binary: buildKira(b)}

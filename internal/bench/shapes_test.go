@@ -23,7 +23,7 @@ import (
 // writes now (all of a batch's records in one key, each still fenced); the
 // prices are in docs/decisions/0013-records-share-a-key.md.
 //
-//	go test ./bench -run '^$' -bench FencedWriteShapes -benchtime 1600x
+//	go test ./internal/bench -run '^$' -bench FencedWriteShapes -benchtime 1600x
 func BenchmarkFencedWriteShapes(b *testing.B) {
 	const slots, limit, batch, recordBytes = 10000, 10, 128, 113
 	bin := buildKira(b)

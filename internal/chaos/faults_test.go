@@ -373,7 +373,7 @@ func TestClockSkew(t *testing.T) {
 // cluster: the one leading the most slots). CI runs one schedule of
 // -chaos.faults faults; before a release, many:
 //
-//	go test ./chaos -run TestRandomFaults -chaos.seeds 20 -chaos.faults 10 -timeout 3h -v
+//	go test ./internal/chaos -run TestRandomFaults -chaos.seeds 20 -chaos.faults 10 -timeout 3h -v
 //
 // and one that failed again: -chaos.seed N -chaos.seeds 1.
 func TestRandomFaults(t *testing.T) {

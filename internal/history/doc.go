@@ -28,7 +28,7 @@
 // delete is seen (scheduler: triggerDeletes).
 //
 // The path a record takes through the journals, and where each step is:
-// go doc ./journal.
+// go doc ./internal/history/journal.
 //
 // An operator must never delete the state keys (`/kira/<cluster>/state/`)
 // nor the journals of members still in the view (`/kira/<cluster>/journal/`):

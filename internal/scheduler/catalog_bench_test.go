@@ -19,7 +19,7 @@ import (
 // without saying what changed (SetCatalog). The test plays the loop. It
 // prints figures (docs/benchmarks.md#many-jobs-100000-single-slot-jobs):
 //
-//	go test ./scheduler -run '^$' -bench CatalogChange -benchtime 10x
+//	go test ./internal/scheduler -run '^$' -bench CatalogChange -benchtime 10x
 func BenchmarkCatalogChange(b *testing.B) {
 	for _, how := range []string{"replaced", "whole"} {
 		for _, n := range []int{10_000, 100_000} {

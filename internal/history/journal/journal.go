@@ -1,5 +1,5 @@
 // Package journal reads members' journals, and its doc is the map of the
-// path a record takes through them (the contract it keeps: go doc ./history).
+// path a record takes through them (the contract it keeps: go doc ./internal/history).
 //
 //  1. Written. Each member's fenced writer (internal/scheduler/internal/fenced: Writer,
 //     Record, and its index of the journal) puts the records of one
