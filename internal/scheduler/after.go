@@ -82,9 +82,9 @@ func (s *Scheduler) upstreamsRead() {
 	now := s.cfg.Clock.Now()
 	led := false
 	for _, sl := range s.slots {
-		if sl.job.spec.Dependent() && sl.stage == leading {
+		if sl.job.spec.Dependent() && sl.held() {
 			led = true
-			if !sl.raising && sl.readAt == sl.token {
+			if sl.phase != raising && sl.readAt == sl.token {
 				s.afterEvaluate(sl, now)
 			}
 		}
@@ -181,7 +181,7 @@ func applyMisfire(items []afterItem, spec config.Job, now time.Time) {
 // stopping member starts none: what it has not started is the next
 // holder's, by the watermark in etcd.
 func (s *Scheduler) afterNext(sl *slot, now time.Time) {
-	if s.stopping || !sl.wanted || sl.stage != leading || sl.raising || len(sl.runs) > 0 || len(sl.owed.backlog) > 0 || sl.owed.queued != nil {
+	if s.stopping || !sl.wanted || sl.phase != leading || len(sl.runs) > 0 || len(sl.owed.backlog) > 0 || sl.owed.queued != nil {
 		return
 	}
 	if !sl.after.inFlight.IsZero() {
@@ -248,7 +248,7 @@ func (s *Scheduler) afterRecord(sl *slot, f fire, it afterItem, now time.Time) {
 // later ones run as usual.
 // A slot already a dependent keeps its takeover time.
 func (s *Scheduler) becameDependent(sl *slot, now time.Time) {
-	if sl.stage != leading || sl.raising || now.IsZero() {
+	if sl.phase != leading || now.IsZero() {
 		return
 	}
 	s.unschedule(sl)

@@ -464,7 +464,7 @@ func TestDependentTakeoverOwesAFireThatEndedJustBefore(t *testing.T) {
 			s := &Scheduler{upstreams: &upstreamRead{jobs: map[string]*upstream.Fires{"a": fires}}}
 			b := withDefaults(config.Job{Name: "b", After: afterJobs("a"), Misfire: tc.misfire, CatchupWindow: time.Hour})
 			// wanted false: afterNext leaves what it decided pending.
-			sl := &slot{id: shard.Slot{Job: "b"}, job: &job{spec: b}, stage: leading,
+			sl := &slot{id: shard.Slot{Job: "b"}, job: &job{spec: b}, phase: leading,
 				recorded: history.SlotState{Token: fencing.Token(1), Finished: sec(0)}}
 			sl.after = afterState{acquiredAt: takeover}
 			s.afterEvaluate(sl, takeover)

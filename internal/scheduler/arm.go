@@ -14,7 +14,7 @@ import (
 // the fire's lateness.
 func (s *Scheduler) arm(sl *slot, now time.Time) bool {
 	a := sl.ahead
-	if a == nil || sl.job.limit.Limited() || !a.scheduled.Equal(sl.nextScheduled) || sl.busy() || sl.owed.queued != nil || sl.raising ||
+	if a == nil || sl.job.limit.Limited() || !a.scheduled.Equal(sl.nextScheduled) || sl.busy() || sl.owed.queued != nil || sl.phase == raising ||
 		s.paused[sl.id.Job] || s.member.TrustLeft() <= sl.next.Sub(now) {
 		return false
 	}

@@ -44,7 +44,7 @@ func (s *Scheduler) startCampaign(sl *slot, delay time.Duration) {
 		delay, sl.backoff = max(delay, campaignRetry), false
 	}
 	sl.gen++
-	sl.stage = campaigning
+	s.setPhase(sl, campaigning)
 	q := queuedCampaign{sl: sl, gen: sl.gen}
 	if delay > 0 {
 		sl.campaignTimer = time.AfterFunc(delay, func() { s.campaignsDue.put(q) })
@@ -96,7 +96,7 @@ func (s *Scheduler) campaignsFreed() {
 func (s *Scheduler) startWaitingCampaigns() {
 	for len(s.waiting) > 0 {
 		q := s.waiting[0]
-		if sl := q.sl; sl.gen != q.gen || sl.stage != campaigning || s.slots[sl.id] != sl {
+		if sl := q.sl; sl.gen != q.gen || sl.phase != campaigning || s.slots[sl.id] != sl {
 			s.waiting = s.waiting[1:] // abandoned while in line
 			continue
 		}
@@ -185,11 +185,11 @@ func (s *Scheduler) abandonCampaign(sl *slot) {
 			sl.campaignTimer = nil
 		}
 		sl.gen++ // its place in line, if it has one, is void
-		sl.stage = idle
+		s.setPhase(sl, idle)
 		return
 	}
 	sl.cancelCampaign()
-	sl.stage = resigning
+	s.setPhase(sl, resigning)
 }
 
 // confirmLeadership guards against phantom leadership: Campaign can return
@@ -227,17 +227,17 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 		return // cannot happen: a slot has one goroutine at a time
 	}
 	sl.cancelCampaign = nil    // the campaign's context is done: do not keep it
-	if sl.stage == resigning { // abandoned while the result was on its way
+	if sl.phase == resigning { // abandoned while the result was on its way
 		if r.err == nil {
 			s.resignAsync(sl, r.election, "campaign abandoned")
 			return
 		}
-		sl.stage = idle
+		s.setPhase(sl, idle)
 		s.reconcile(sl)
 		return
 	}
 	if r.err != nil {
-		sl.stage = idle
+		s.setPhase(sl, idle)
 		s.cfg.Logger.Warn("campaign failed; retrying", "slot", sl.id.String(), "err", r.err)
 		if sl.wanted {
 			s.startCampaign(sl, campaignRetry)
@@ -255,7 +255,7 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 		}
 	}
 	now := s.cfg.Clock.Now()
-	sl.stage = leading
+	s.setPhase(sl, raising)
 	sl.election = r.election
 	sl.token = fencing.Token(r.election.Rev())
 	sl.leaderKey = r.election.Key()

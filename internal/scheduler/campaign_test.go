@@ -65,8 +65,8 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 
 	// Abandoned in line: idle at once, and its place is skipped.
 	s.abandonCampaign(line[0])
-	if line[0].stage != idle {
-		t.Fatalf("abandoned in line: %v, want idle", line[0].stage)
+	if line[0].phase != idle {
+		t.Fatalf("abandoned in line: %v, want idle", line[0].phase)
 	}
 	// A delayed campaign abandoned before its delay is over never joins the line.
 	delayed := line[slots-1]
@@ -76,8 +76,8 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 		t.Fatal("a delayed campaign has no timer")
 	}
 	s.abandonCampaign(delayed)
-	if delayed.stage != idle || delayed.campaignTimer != nil {
-		t.Fatalf("abandoned while delayed: %v, timer %v; want idle, none", delayed.stage, delayed.campaignTimer)
+	if delayed.phase != idle || delayed.campaignTimer != nil {
+		t.Fatalf("abandoned while delayed: %v, timer %v; want idle, none", delayed.phase, delayed.campaignTimer)
 	}
 
 	// A campaign due after a delay joins the back of the line when its timer
@@ -112,7 +112,7 @@ func TestCampaignsInLineHaveNoGoroutine(t *testing.T) {
 			t.Fatalf("slot %v started with no place free", sl.id)
 		}
 	}
-	if line[0].cancelCampaign != nil || line[0].stage != idle {
+	if line[0].cancelCampaign != nil || line[0].phase != idle {
 		t.Fatal("a campaign abandoned in line started")
 	}
 
@@ -138,7 +138,7 @@ func TestCarriedRecordsAreWrittenWhenLeadershipEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	sl := s.slots[id]
-	sl.stage, sl.election, sl.token, sl.leaderKey = leading, e, fencing.Token(e.Rev()), e.Key()
+	sl.phase, sl.election, sl.token, sl.leaderKey = leading, e, fencing.Token(e.Rev()), e.Key()
 	sl.leadCtx, sl.cancelLead = context.WithCancel(context.Background())
 	scheduled := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	sl.carried = append(sl.carried, history.Record{ExecutionID: jobs.ExecutionID("j", 0, scheduled), ScheduledTime: scheduled, Outcome: history.OutcomeSkipped})

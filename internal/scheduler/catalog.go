@@ -241,7 +241,7 @@ func (s *Scheduler) catalogUpdated(v member.View) {
 
 // dropIfRemoved forgets a slot of a removed job once nothing refers to it.
 func (s *Scheduler) dropIfRemoved(sl *slot) {
-	if sl.removed && sl.stage == idle && len(sl.runs) == 0 {
+	if sl.removed && sl.phase == idle && len(sl.runs) == 0 {
 		delete(s.slots, sl.id)
 	}
 }

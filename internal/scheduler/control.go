@@ -74,12 +74,12 @@ func (s *Scheduler) controlChanged(evs []controlEvent) {
 			s.oneOffCancelled(sl, ev.key)
 			triggerGone(sl, ev.key)
 		}
-		if ev.deleted || !ok || sl.stage != leading || s.triggering[ev.key] || startedTrigger(ev.value) {
+		if ev.deleted || !ok || !sl.held() || s.triggering[ev.key] || startedTrigger(ev.value) {
 			continue // the holder (or the next one, on acquisition) runs it
 		}
 		s.triggering[ev.key] = true
 		f := triggerFire(sl.id, ev.key, ev.createRev, ev.value)
-		if sl.raising {
+		if sl.phase == raising {
 			// Perhaps after the acquisition read the waiting triggers: it
 			// runs once the fences are raised (raiseEnded), or is left to
 			// the next holder.

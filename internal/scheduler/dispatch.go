@@ -198,7 +198,7 @@ func (s *Scheduler) execution(sl *slot, f fire) jobs.Execution {
 // the unfinished fire before it from the next holder
 // (TestQueuedFireOfAStoppingMemberIsLeftToTheNextHolder).
 func (s *Scheduler) startWaiting(sl *slot, now time.Time) {
-	if sl.stage != leading || sl.raising || len(sl.runs) > 0 || s.stopping && sl.job.limit.Limited() {
+	if sl.phase != leading || len(sl.runs) > 0 || s.stopping && sl.job.limit.Limited() {
 		return
 	}
 	if len(sl.owed.backlog) > 0 {

@@ -34,7 +34,6 @@ type raisedFence struct {
 // fence_command and the OnAcquire hook. The slot fires only when all that
 // succeeded (raiseEnded).
 func (s *Scheduler) raiseFences(sl *slot) {
-	s.setRaising(sl, true)
 	leadCtx := sl.leadCtx
 	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
 	dependent := sl.job.spec.Dependent()
@@ -62,19 +61,6 @@ func (s *Scheduler) raiseFences(sl *slot) {
 	}()
 }
 
-// setRaising marks the slot as taking over (its fence being raised: it
-// does not fire yet), or not, and counts such slots for TakingOver.
-func (s *Scheduler) setRaising(sl *slot, raising bool) {
-	if sl.raising != raising {
-		sl.raising = raising
-		if raising {
-			s.takingOver.Add(1)
-		} else {
-			s.takingOver.Add(-1)
-		}
-	}
-}
-
 // TakingOver is how many slots this member leads whose takeover has not
 // finished (their fence is being raised: their state, ring, triggers and
 // the journals read, the job's fence and OnAcquire run): they do not fire
@@ -83,10 +69,10 @@ func (s *Scheduler) TakingOver() int { return int(s.takingOver.Load()) }
 
 func (s *Scheduler) raiseEnded(r raisedFence) {
 	sl := s.slots[r.slot]
-	if sl.stage != leading || sl.token != r.token || !sl.raising {
+	if sl.phase != raising || sl.token != r.token {
 		return // the slot was given up meanwhile
 	}
-	s.setRaising(sl, false)
+	s.setPhase(sl, leading)
 	triggers := r.read.triggers
 	for _, f := range sl.owed.lateTriggers {
 		if !slices.ContainsFunc(triggers, func(g fire) bool { return g.triggerKey == f.triggerKey }) {

@@ -98,7 +98,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 	}
 	now := s.cfg.Clock.Now()
 	s.emit(Event{Kind: Finished, Slot: sl.id, Token: fr.exec.Token, Execution: fr.exec, Result: fr.res, Cause: fr.fire.cause, Attempt: fr.fire.attempt, StartedAt: fr.started, TraceID: fr.traceID, At: now})
-	if sl.stage == leading && sl.token == fr.exec.Token && !fr.withdrawn { // still the holder that started it
+	if sl.held() && sl.token == fr.exec.Token && !fr.withdrawn { // still the holder that started it
 		s.decideUndecided(sl, fr, now)
 		r := s.recordResult(sl, fr)
 		if fr.res.Outcome == jobs.Fenced {
@@ -112,7 +112,7 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 			s.notify(sl, r)
 		}
 	}
-	if sl.stage == leading && !sl.wanted && len(sl.runs) == 0 {
+	if sl.held() && !sl.wanted && len(sl.runs) == 0 {
 		s.endLeadership(sl, Released, "not preferred in the current view")
 		return
 	}

@@ -27,7 +27,6 @@ type resignedSlot struct {
 // or Lost). The slot's key is the caller's to release.
 func (s *Scheduler) dropLeadership(sl *slot, kind EventKind, reason string) {
 	s.unschedule(sl)
-	s.setRaising(sl, false)
 	s.forgetTriggers(sl.owed.clear())
 	sl.cancelLead()
 	delete(s.byKey, sl.leaderKey)
@@ -41,7 +40,8 @@ func (s *Scheduler) dropLeadership(sl *slot, kind EventKind, reason string) {
 func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	s.dropLeadership(sl, kind, reason)
 	if kind == Lost {
-		sl.stage, sl.ahead, sl.carried = idle, nil, nil // fenced out anyway
+		sl.ahead, sl.carried = nil, nil // fenced out anyway
+		s.setPhase(sl, idle)
 		return
 	}
 	if c := sl.takeCarried(); len(c) > 0 {
@@ -70,7 +70,8 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 // TestGracefulStopDuringARunUnderLoad (no replay after a handover).
 func (s *Scheduler) resignAsync(sl *slot, e *concurrency.Election, reason string, state ...clientv3.Op) {
 	sl.gen++
-	sl.stage, sl.resignRev = resigning, e.Rev()
+	sl.resignRev = e.Rev()
+	s.setPhase(sl, resigning)
 	id, gen := sl.id, sl.gen
 	done := make(chan error, 1)
 	claim := fencing.Claim{LeaderKey: e.Key(), Token: fencing.Token(e.Rev())} // the election's own: the slot's may be an older one
@@ -101,8 +102,8 @@ func resign(ctx context.Context, e *concurrency.Election) {
 
 func (s *Scheduler) resignEnded(r resignedSlot) {
 	sl := s.slots[r.slot]
-	if sl.stage == resigning && sl.gen == r.gen {
-		sl.stage = idle
+	if sl.phase == resigning && sl.gen == r.gen {
+		s.setPhase(sl, idle)
 		s.reconcile(sl)
 		s.dropIfRemoved(sl)
 	}
@@ -112,10 +113,10 @@ func (s *Scheduler) resignEnded(r resignedSlot) {
 func (s *Scheduler) lose(cause error) error {
 	s.cancelCleanup()
 	for _, sl := range s.slots {
-		switch sl.stage {
-		case leading:
+		switch sl.phase {
+		case raising, leading:
 			s.dropLeadership(sl, Lost, cause.Error())
-			sl.stage = idle
+			s.setPhase(sl, idle)
 		case campaigning:
 			s.abandonCampaign(sl)
 		}

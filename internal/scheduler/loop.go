@@ -132,7 +132,7 @@ func (s *Scheduler) viewChanged() error {
 // The same lease always campaigns with the same key, so only a delete after
 // our key's creation ends our current leadership.
 func (s *Scheduler) ownKeyDeleted(d deletedKey) {
-	if sl, ok := s.byKey[d.key]; ok && sl.stage == leading && d.rev > int64(sl.token) {
+	if sl, ok := s.byKey[d.key]; ok && sl.held() && d.rev > int64(sl.token) {
 		s.endLeadership(sl, Lost, "election key deleted")
 		s.reconcile(sl)
 	}
@@ -243,14 +243,14 @@ func (s *Scheduler) reconcile(sl *slot) {
 		return
 	}
 	switch {
-	case sl.wanted && sl.stage == idle:
+	case sl.wanted && sl.phase == idle:
 		s.startCampaign(sl, 0)
-	case sl.wanted && sl.stage == leading && sl.heapIndex < 0 && !sl.raising && sl.leadCtx.Err() == nil:
+	case sl.wanted && sl.phase == leading && sl.heapIndex < 0 && sl.leadCtx.Err() == nil:
 		// Wanted again while it was draining to resign: keep firing.
 		s.resume(sl)
-	case !sl.wanted && sl.stage == campaigning:
+	case !sl.wanted && sl.phase == campaigning:
 		s.abandonCampaign(sl)
-	case !sl.wanted && sl.stage == leading:
+	case !sl.wanted && sl.held():
 		s.unschedule(sl)
 		s.disarm(sl)
 		if len(sl.runs) == 0 {

@@ -77,7 +77,7 @@ func (s *Scheduler) fireOneOffs() {
 	for len(s.oneOffs) > 0 && !s.oneOffs[0].f.scheduled.After(now) {
 		o := heap.Pop(&s.oneOffs).(oneOff)
 		sl := o.sl
-		if sl.stage != leading || sl.token != o.token || sl.raising || !sl.owed.takeLater(o.f.triggerKey) {
+		if sl.phase != leading || sl.token != o.token || !sl.owed.takeLater(o.f.triggerKey) {
 			continue // given up (a later holder runs it), or cancelled
 		}
 		s.dispatch(sl, o.f, now)

@@ -87,7 +87,7 @@ func (s *Scheduler) redispatchAt(sl *slot, r retryFire, when time.Time) {
 
 func (s *Scheduler) retryDue(r retryFire) {
 	sl, ok := s.slots[r.slot]
-	if !ok || sl.stage != leading || sl.token != r.token {
+	if !ok || !sl.held() || sl.token != r.token {
 		return // retry only while the slot is still held
 	}
 	if r.wake {

@@ -74,7 +74,7 @@ func (s *Scheduler) startBackground() *background {
 // slots.
 func (s *Scheduler) stopFiring() {
 	for _, sl := range s.slots {
-		if sl.stage == campaigning {
+		if sl.phase == campaigning {
 			s.abandonCampaign(sl)
 		}
 		s.unschedule(sl)
@@ -100,7 +100,7 @@ func (s *Scheduler) runDraining() {
 		}
 		cancel()
 		for _, sl := range s.slots {
-			if sl.stage == leading && len(sl.runs) == 0 {
+			if sl.held() && len(sl.runs) == 0 {
 				s.endLeadership(sl, Released, "stopping")
 			}
 		}
@@ -115,7 +115,7 @@ func (s *Scheduler) runDraining() {
 // revision: one request, not one resign per slot.
 func (s *Scheduler) runClosing(graceful bool, bg *background) {
 	for _, sl := range s.slots {
-		if sl.stage != leading {
+		if !sl.held() {
 			continue
 		}
 		if graceful { // committed before the member leaves: the writer is flushed below
@@ -123,7 +123,7 @@ func (s *Scheduler) runClosing(graceful bool, bg *background) {
 			s.writeLastState(sl)
 		}
 		s.dropLeadership(sl, Released, "stopping")
-		sl.stage = idle
+		s.setPhase(sl, idle)
 	}
 	s.drain(0)
 	bg.stopWatches()
@@ -162,7 +162,7 @@ func (s *Scheduler) drain(grace time.Duration) {
 func (s *Scheduler) finishedDraining(handOver bool) {
 	for f := range s.finished.take() {
 		s.runEnded(f)
-		if sl, ok := s.slots[f.slot]; ok && handOver && sl.stage == leading && len(sl.runs) == 0 && s.running > 0 {
+		if sl, ok := s.slots[f.slot]; ok && handOver && sl.held() && len(sl.runs) == 0 && s.running > 0 {
 			s.endLeadership(sl, Released, "stopping")
 		}
 	}

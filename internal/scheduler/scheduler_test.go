@@ -504,7 +504,7 @@ var debugNodes = map[*testing.T][]*node{}
 func debugDump(t *testing.T) {
 	for _, n := range debugNodes[t] {
 		for id, sl := range n.sched.slots {
-			t.Logf("%s %s state=%s wanted=%v running=%d heap=%d token=%d view=%v", n.id[len(n.id)-4:], id, sl.stage, sl.wanted, len(sl.runs), sl.heapIndex, sl.token, n.views.Latest())
+			t.Logf("%s %s state=%s wanted=%v running=%d heap=%d token=%d view=%v", n.id[len(n.id)-4:], id, sl.phase, sl.wanted, len(sl.runs), sl.heapIndex, sl.token, n.views.Latest())
 		}
 	}
 }

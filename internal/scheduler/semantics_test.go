@@ -351,7 +351,7 @@ func TestFireDueAfterARefusedStartIsAMisfire(t *testing.T) {
 	if sl == nil || sl.job.spec.Overlap != config.OverlapSkip {
 		t.Fatalf("slot %+v; want tick/0 with overlap skip", sl)
 	}
-	sl.stage = leading
+	sl.phase = leading
 	sl.runs = map[uint64]context.CancelFunc{1: func() {}} // the run whose start etcd refused
 	sl.refused.Store(1)
 	f := fire{scheduled: sec(20), cause: history.CauseSchedule, attempt: 1, id: jobs.ExecutionID("tick", 0, sec(20))}
@@ -993,7 +993,7 @@ func TestRefusedStartIsNotOvertakenByTheNextFire(t *testing.T) {
 	t20 := time.Now().Truncate(10 * time.Second) // the last fire due, as the loop's clock sees it
 	t10, t30 := t20.Add(-10*time.Second), t20.Add(10*time.Second)
 	id20 := jobs.ExecutionID("tick", 0, t20)
-	sl.stage, sl.token, sl.wanted = leading, 7, true
+	sl.phase, sl.token, sl.wanted = leading, 7, true
 	sl.leadCtx, sl.cancelLead = context.WithCancel(context.Background())
 	t.Cleanup(sl.cancelLead)
 	sl.recorded = history.SlotState{Token: 7, Finished: t10, Started: t20, StartedID: id20, StartedAttempt: 1}

@@ -12,20 +12,6 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// stage is where a slot is in its life on this member (see doc.go).
-type stage int
-
-const (
-	idle        stage = iota
-	campaigning       // in line for a campaign, or a campaign goroutine is waiting to win
-	leading           // won; fires are in the timer heap unless draining
-	resigning         // a resign goroutine is deleting the key
-)
-
-func (s stage) String() string {
-	return [...]string{"idle", "campaigning", "leading", "resigning"}[s]
-}
-
 // slot is one slot's life on this member. The scheduler's loop goroutine
 // owns every field but three: unrecorded and refused, which its runs'
 // goroutines count, and an armed run's fate, which a compare-and-swap decides between
@@ -33,7 +19,7 @@ func (s stage) String() string {
 type slot struct {
 	id    shard.Slot
 	job   *job
-	stage stage
+	phase phase // changed only by setPhase
 	// gen identifies the current campaign, so a late result of an abandoned
 	// campaign is recognised.
 	gen            uint64
@@ -100,13 +86,14 @@ type slot struct {
 	// armed is the fire armed ahead of its time, from arming until its run
 	// ends or is withdrawn.
 	armed *armedRun
-	// raising is set while the fences are raised for a new token; the slot
-	// fires only after that succeeded.
-	raising bool
-	// backoff delays the next campaign after a failure to raise a fence.
+	// backoff delays the next campaign by campaignRetry: a fence, or Admit,
+	// refused the token this member won. It is what the next campaign
+	// waits, not a phase: set on the way out of raising or campaigning,
+	// cleared when the campaign is put in line (startCampaign).
 	backoff bool
-	// removed is set when the catalog no longer has the slot: it is released
-	// after its in-flight runs and then forgotten.
+	// removed is set when the catalog no longer has the slot, whatever its
+	// phase: the catalog's, not the life's. The slot is released after its
+	// in-flight runs and then forgotten (dropIfRemoved).
 	removed bool
 	// after is a dependent slot's decisions about its upstreams' fires (after.go).
 	after afterState

@@ -119,7 +119,7 @@ func (s *Scheduler) deleteJunkCandidacy(ctx context.Context, key string, rev int
 // (TestLateCreateEventLeavesAResigningKeyToItsResign).
 func (s *Scheduler) ownKeyCreated(c createdKey) {
 	sl, ok := s.slots[c.slot]
-	if ok && (sl.stage == campaigning || sl.stage == leading || sl.stage == resigning && sl.resignRev == c.rev) {
+	if ok && (sl.phase == campaigning || sl.held() || sl.phase == resigning && sl.resignRev == c.rev) {
 		return
 	}
 	s.cfg.Logger.Warn("deleting a candidacy key no campaign of ours owns", "slot", c.slot.String(), "revision", c.rev)
