@@ -98,8 +98,9 @@ type Config struct {
 const DefaultJournalEntries = fenced.DefaultJournalEntries
 
 // Scheduler runs, on one member, the slots the view assigns it (shard.Assign).
-// Its fields are grouped by owner: set once by New, the loop's inbox, the
-// loop's own state, what readers off the loop use, and what mu guards.
+// Its fields are grouped by owner: set once by New, then three types of
+// their own: the loop's inbox, the loop's own state, and what is shared
+// with goroutines off the loop.
 type Scheduler struct {
 	// Set by New and never changed: what the scheduler works with.
 	member   *member.Member
@@ -130,9 +131,16 @@ type Scheduler struct {
 	// renew the lease would make each of them wait out its timeout.
 	cleanupCtx    context.Context
 	cancelCleanup context.CancelFunc
+	wg            sync.WaitGroup // campaign, resign, execution and watch goroutines
 
-	// The loop's inbox: fed by the goroutines the loop owns (and by the
-	// catalog's and the control keys' watches), read only by the loop.
+	inbox
+	loopState
+	shared
+}
+
+// inbox is the loop's inbox: fed by the goroutines the loop owns (and by
+// the catalog's and the control keys' watches), read only by the loop.
+type inbox struct {
 	results chan campaignResult
 	// campaigning bounds the campaigns talking to etcd at once (see
 	// maxCampaigning); the others wait in line, in waiting.
@@ -147,8 +155,10 @@ type Scheduler struct {
 	control        chan []controlEvent
 	catalogChanged chan struct{}
 	stopped        chan struct{} // closed when Run no longer reads the channels above
+}
 
-	// Owned by the loop: read and written only by its goroutine.
+// loopState is owned by the loop: read and written only by its goroutine.
+type loopState struct {
 	jobs    map[string]*job
 	slots   map[shard.Slot]*slot
 	heap    slotHeap
@@ -177,10 +187,12 @@ type Scheduler struct {
 	// stopping is set when Run's loop has returned: nothing is campaigned for
 	// any more, whatever the view says.
 	stopping bool
+}
 
-	// For readers off the loop.
-	takingOver atomic.Int64   // the slots raising their fence (TakingOver)
-	wg         sync.WaitGroup // campaign, resign, execution and watch goroutines
+// shared is what goroutines off the loop read or write, each group with
+// its own guard.
+type shared struct {
+	takingOver atomic.Int64 // the slots raising their fence (TakingOver)
 
 	// The SetCatalog side, serialised by setMu: the jobs it prepared last,
 	// and the revision of their catalog.
@@ -248,26 +260,30 @@ func New(member *member.Member, views *member.Views, cat *config.Catalog, cfg Co
 	}
 	s := &Scheduler{
 		member: member, views: views, cli: member.Session().Client(), cfg: cfg,
-		jobs:           map[string]*job{},
-		results:        make(chan campaignResult),
-		campaigning:    make(chan struct{}, maxCampaigning),
-		campaignsDue:   &campaignBell{bell: make(chan struct{}, 1)},
-		finished:       newFinishedRuns(),
-		resigned:       make(chan resignedSlot),
-		deleted:        make(chan deletedKey, 64),
-		created:        make(chan createdKey, 64),
-		raised:         make(chan raisedFence),
-		retries:        make(chan retryFire),
-		control:        make(chan []controlEvent, 16),
-		writer:         fenced.NewWriter(member.Session().Client()),
-		paused:         map[string]bool{},
-		triggering:     map[string]bool{},
-		stopped:        make(chan struct{}),
-		slots:          map[shard.Slot]*slot{},
-		catalogChanged: make(chan struct{}, 1),
-		byKey:          map[string]*slot{},
-		snapshot:       map[shard.Slot]fencing.Token{},
-		unplaced:       map[string]bool{},
+		writer: fenced.NewWriter(member.Session().Client()),
+		inbox: inbox{
+			results:        make(chan campaignResult),
+			campaigning:    make(chan struct{}, maxCampaigning),
+			campaignsDue:   &campaignBell{bell: make(chan struct{}, 1)},
+			finished:       newFinishedRuns(),
+			resigned:       make(chan resignedSlot),
+			deleted:        make(chan deletedKey, 64),
+			created:        make(chan createdKey, 64),
+			raised:         make(chan raisedFence),
+			retries:        make(chan retryFire),
+			control:        make(chan []controlEvent, 16),
+			catalogChanged: make(chan struct{}, 1),
+			stopped:        make(chan struct{}),
+		},
+		loopState: loopState{
+			jobs:       map[string]*job{},
+			slots:      map[shard.Slot]*slot{},
+			byKey:      map[string]*slot{},
+			paused:     map[string]bool{},
+			triggering: map[string]bool{},
+			unplaced:   map[string]bool{},
+		},
+		shared: shared{snapshot: map[shard.Slot]fencing.Token{}},
 	}
 	s.writer.UseJournal(member.Cluster(), member.ID(), cfg.JournalEntries)
 	s.journals = journal.NewCache(s.cli, member.Cluster())
