@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/etcdclient"
 	"github.com/kira-scheduler/kira/internal/etcdnode"
 	"github.com/kira-scheduler/kira/internal/highwater"
@@ -150,7 +151,7 @@ func (c *cli) run(f runFlags) error {
 			Grace:          f.grace,
 			JournalEntries: f.journalEntries,
 			OnEvent:        r.onEvent,
-			Clock:          scheduler.OffsetClock{Base: scheduler.RealClock{}, Offset: f.clockOffset},
+			Clock:          clock.Offset{Base: clock.Real{}, Offset: f.clockOffset},
 			APIURL:         f.http.baseURL(),
 			Handlers:       jobs.Builtin(),
 		},

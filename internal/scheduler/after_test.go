@@ -14,6 +14,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/etcdtest"
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/history/upstream"
@@ -72,7 +73,7 @@ func runsOf(evs []Event, kind EventKind, job string, p int) []time.Time {
 
 // startLed starts n manual-clock members on cat and waits until each slot
 // is held, fences raised, by the member the assignment prefers.
-func startLed(t *testing.T, n int, cat *config.Catalog, rec *recorder, clock *ManualClock, h jobs.Handlers) []*node {
+func startLed(t *testing.T, n int, cat *config.Catalog, rec *recorder, clock *clock.Manual, h jobs.Handlers) []*node {
 	t.Helper()
 	cli := etcdtest.Start(t).Client(t)
 	var nodes []*node
@@ -107,7 +108,7 @@ func afterJobs(names ...string) []config.Upstream {
 // each fire of its upstream, only once all 3 partitions have ended, with
 // the upstream's scheduled time and the id a fire at that time has.
 func TestDependentFiresOncePerUpstreamFire(t *testing.T) {
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("after", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Partitions: 3, Handler: "a"}),
 		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "ok"}))
 	rec := newRecorder()
@@ -155,7 +156,7 @@ func TestDependentFiresOncePerUpstreamFire(t *testing.T) {
 // recorded skipped with the cause, and notified as its notify: says; the
 // next upstream fire runs it.
 func TestDependentSkipsWithTheCause(t *testing.T) {
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	hook := make(chan notify.Message, 10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var m notify.Message
@@ -201,7 +202,7 @@ func TestDependentSkipsWithTheCause(t *testing.T) {
 // once per logical time, each partition of b, and each only after every
 // run it depends on ended.
 func TestDependentChainAndFanIn(t *testing.T) {
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("afterchain", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Partitions: 2, Handler: "ok"}),
 		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Partitions: 2, Handler: "ok"}),
 		withDefaults(config.Job{Name: "c", After: afterJobs("b"), Handler: "ok"}),
@@ -244,7 +245,7 @@ func TestDependentChainAndFanIn(t *testing.T) {
 func TestDependentTakenOverRunsOnce(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	up, down := map[string]string{"role": "up"}, map[string]string{"role": "down"}
 	cat := catalog("aftertakeover", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "a", Placement: &config.Placement{Labels: up}}),
 		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "ok", Placement: &config.Placement{Labels: down}}))
@@ -295,7 +296,7 @@ func TestDependentTakenOverRunsOnce(t *testing.T) {
 // An upstream partition fails with a retry left: the dependent waits for
 // the retry, and runs once after it succeeded.
 func TestDependentWaitsForAnUpstreamRetry(t *testing.T) {
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("afterretry", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Partitions: 2, Handler: "a",
 		Retries: config.Retries{Max: 1, Backoff: time.Second, MaxBackoff: time.Second}}),
 		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "ok"}))
@@ -325,7 +326,7 @@ func TestDependentWaitsForAnUpstreamRetry(t *testing.T) {
 func TestDependentInDoubtRunRerunsUnderItsID(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	up, down := map[string]string{"role": "up"}, map[string]string{"role": "down"}
 	cat := catalog("afterdoubt", withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "ok", Placement: &config.Placement{Labels: up}}),
 		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "b", Placement: &config.Placement{Labels: down}}))
@@ -364,7 +365,7 @@ func TestDependentInDoubtRunRerunsUnderItsID(t *testing.T) {
 // kira trigger --cascade: the dependents run after the manual run, at its
 // requested time, down the chain; a plain manual run fires none of them.
 func TestCascadeRunsTheDependentsOfAManualRun(t *testing.T) {
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("aftercascade", withDefaults(config.Job{Name: "a", Schedule: "@hourly", Partitions: 2, Handler: "ok"}),
 		withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "ok"}),
 		withDefaults(config.Job{Name: "c", After: afterJobs("b"), Handler: "ok"}))
@@ -404,7 +405,7 @@ func TestCascadeRunsTheDependentsOfAManualRun(t *testing.T) {
 // at once, and fires after its upstream from then on: once per logical
 // time, never also by its old schedule.
 func TestJobBecomingADependentStopsItsSchedule(t *testing.T) {
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	a := withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "ok"})
 	cat := catalog("afterchange", a, withDefaults(config.Job{Name: "b", Schedule: "@every 10s", Handler: "ok"}))
 	rec := newRecorder()
@@ -495,7 +496,7 @@ func TestDependentTakeoverOwesAFireThatEndedJustBefore(t *testing.T) {
 func TestDependentDrainedInARebalanceRunsWhatItQueued(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	up, x, y := map[string]string{"role": "up"}, map[string]string{"role": "x"}, map[string]string{"role": "y"}
 	a := withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "ok", Placement: &config.Placement{Labels: up}})
 	b := withDefaults(config.Job{Name: "b", After: afterJobs("a"), Handler: "b", Misfire: config.MisfireSkip, Placement: &config.Placement{Labels: x}})

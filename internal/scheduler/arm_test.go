@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/kiratest"
 
 	"github.com/kira-scheduler/kira/config"
@@ -22,7 +23,7 @@ import (
 func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("arm", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "count"}))
 	rec := newRecorder()
 	armed := make(chan shard.Slot, 10)
@@ -88,7 +89,7 @@ func TestArmedFireStartsAtItsInstantAndGoesWithTheSlot(t *testing.T) {
 func TestAFireHandedOverBeforeItsTimeIsArmed(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("handarm", withDefaults(config.Job{Name: "split", Schedule: "@every 10s", Partitions: 6, Handler: "noop"}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": func(context.Context) error { return nil }}
@@ -139,7 +140,7 @@ func TestAFireHandedOverBeforeItsTimeIsArmed(t *testing.T) {
 // the order the gates were asked for in, and wakes every run waiting there;
 // it counts the runs that still wait in its starting count until they leave.
 func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	r := newGates(clock)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -184,7 +185,7 @@ func TestReleaserOpensGatesAtTheirInstants(t *testing.T) {
 // their instant, and before those of an earlier instant opened with them;
 // otherwise in the order the runs armed.
 func TestSlowStartsAreWokenFirst(t *testing.T) {
-	r := newGates(NewManualClock(t0))
+	r := newGates(clock.NewManual(t0))
 	a := r.wait(t0.Add(time.Second), false)
 	b := r.wait(t0.Add(2*time.Second), true)
 	c := r.wait(t0.Add(2*time.Second), false)
@@ -217,7 +218,7 @@ func TestSlowStartsAreWokenFirst(t *testing.T) {
 // (left their places), not before, or once the hold is over; a slow start
 // that left before its gate opened holds nobody up.
 func TestOthersWaitForTheSlowStarts(t *testing.T) {
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	r := newGates(clock)
 	r.firstHold = time.Hour
 	at := t0.Add(time.Second)

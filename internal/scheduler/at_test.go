@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/etcdtest"
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/ops"
@@ -20,7 +21,7 @@ import (
 func TestAtJobFiresOnceAndNeverAgain(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	at := t0.Add(20 * time.Second).Truncate(time.Second)
 	cat := catalog("at", withDefaults(config.Job{Name: "tick", Schedule: "@at " + at.Format(time.RFC3339), Handler: "noop"}))
 	rec := newRecorder()
@@ -67,7 +68,7 @@ func TestAtJobFiresOnceAndNeverAgain(t *testing.T) {
 func TestAtMissedWhileNobodyHeldTheSlot(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0.Add(30 * time.Second))
+	clock := clock.NewManual(t0.Add(30 * time.Second))
 	at := t0.Add(10 * time.Second)
 	spec := "@at " + at.Format(time.RFC3339Nano)
 	cat := catalog("atmissed", withDefaults(config.Job{Name: "late", Schedule: spec, Handler: "noop", Misfire: config.MisfireFireOnce}),

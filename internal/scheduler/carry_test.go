@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/etcdtest"
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/keyspace"
@@ -189,7 +190,7 @@ func TestSkipsWhileAStartIsUnrecordedGoWithTheNextWrite(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	ctx := context.Background()
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("carry", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop",
 		Misfire: config.MisfireSkip, Overlap: config.OverlapSkip}))
 	rec := newRecorder()
@@ -270,7 +271,7 @@ func TestSkipsWaitingForEtcdAreMerged(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	ctx := context.Background()
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("merge", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "block",
 		Misfire: config.MisfireSkip, Overlap: config.OverlapSkip}))
 	release := make(chan struct{})
@@ -341,7 +342,7 @@ func TestSkipsWhileTheWriterIsBehindGoWithTheRunsResult(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	ctx := context.Background()
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("behind",
 		withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "block", Misfire: config.MisfireSkip, Overlap: config.OverlapSkip}),
 		withDefaults(config.Job{Name: "other", Schedule: "@every 1h", Handler: "noop"}))

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/kiratest"
 
 	"github.com/kira-scheduler/kira/config"
@@ -18,7 +19,7 @@ import (
 func TestCatalogConvergesWithoutRestart(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	g := newGate()
 	old := withDefaults(config.Job{Name: "old", Schedule: "@every 10s", Handler: "block"})
 	kept := withDefaults(config.Job{Name: "kept", Schedule: "@every 10s", Handler: "noop"})
@@ -169,7 +170,7 @@ func TestAssignmentKeptWhenItsInputIsUnchanged(t *testing.T) {
 // prepared whole.
 func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	a := withDefaults(config.Job{Name: "a", Schedule: "@every 10s", Handler: "noop"})
 	b := withDefaults(config.Job{Name: "b", Schedule: "@every 10s", Handler: "noop"})
 	c := withDefaults(config.Job{Name: "c", Schedule: "@hourly", Partitions: 2, Handler: "noop"})

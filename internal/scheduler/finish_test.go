@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kira-scheduler/kira/internal/clock"
 )
 
 // BenchmarkReleaseFires is the fire path at the instant: n armed runs wait
@@ -17,7 +19,7 @@ import (
 func BenchmarkReleaseFires(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			r := newGates(RealClock{})
+			r := newGates(clock.Real{})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { r.run(ctx); close(done) }()

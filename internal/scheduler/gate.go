@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kira-scheduler/kira/internal/clock"
 )
 
 // gates are the gates that armed fires wait at, and their opener, which
@@ -21,7 +23,7 @@ import (
 // (at most once per spinEvery), so slots whose jitter spreads their fires
 // over every millisecond cost one timer wake each, not a busy core.
 type gates struct {
-	clock Clock
+	clock clock.Clock
 	added chan struct{} // rung (capacity one) when a gate is added
 	// firstHold is firstHold, but for tests.
 	firstHold time.Duration
@@ -166,7 +168,7 @@ const (
 	spinEvery  = 50 * time.Millisecond
 )
 
-func newGates(clock Clock) *gates {
+func newGates(clock clock.Clock) *gates {
 	return &gates{clock: clock, added: make(chan struct{}, 1), gates: map[int64]*gate{}, firstHold: firstHold,
 		starting: newStartCount(maxStartHold)}
 }
@@ -365,7 +367,7 @@ func (h *instants) Pop() any {
 
 // useGates returns new gates for a scheduler on clock, opening, and the
 // function that stops them when the scheduler stops.
-func useGates(clock Clock) (*gates, func()) {
+func useGates(clock clock.Clock) (*gates, func()) {
 	r := newGates(clock)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/etcdtest"
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/keyspace"
@@ -27,7 +28,7 @@ func TestJournalOfALeftMemberIsDeletedOnceItsSlotsAreTaken(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	ctx := context.Background()
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("sweep", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
@@ -151,7 +152,7 @@ func TestTakeoverCopiesEveryRecordOfTheLimit(t *testing.T) {
 	const limit = 150
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("copies", withDefaults(config.Job{Name: "tick", Schedule: "@every 1s", Handler: "noop", HistoryLimit: limit}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}

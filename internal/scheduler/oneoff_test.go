@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/etcdtest"
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/keyspace"
@@ -72,7 +73,7 @@ func waiting(t *testing.T, cli *clientv3.Client, cluster string) []ops.WaitingRu
 func TestOneOffRunsOnceAtItsTime(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	rec := newRecorder()
 	startNode(t, cli, oneOffCatalog("oneoff"), rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
@@ -117,7 +118,7 @@ func TestOneOffRunsOnceAtItsTime(t *testing.T) {
 func TestOneOffSurvivesAChangeOfHolder(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	rec := newRecorder()
 	first := startNode(t, cli, oneOffCatalog("handover"), rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
@@ -165,7 +166,7 @@ func TestOneOffSurvivesAChangeOfHolder(t *testing.T) {
 func TestCancelledOneOffNeverRuns(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	rec := newRecorder()
 	startNode(t, cli, oneOffCatalog("cancel"), rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
 	waitKind(t, rec, "ready", 1, func(e Event) bool { return e.Kind == Raised })
@@ -196,7 +197,7 @@ func TestCancelledOneOffNeverRuns(t *testing.T) {
 func TestCancelRacingTheStartHasOneAnswer(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	rec := newRecorder()
 	gk := newGatedKV()
 	n := startNode(t, cli, oneOffCatalog("race"), rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock, gate: gk})
@@ -249,7 +250,7 @@ func TestCancelRacingTheStartHasOneAnswer(t *testing.T) {
 func TestManualRunRetriesAfterARefusedStartRunOnce(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	rec := newRecorder()
 	cat := catalog("refusedtrigger", withDefaults(config.Job{Name: "tick", Schedule: "@every 1h", Handler: "noop",
 		Retries: config.Retries{Max: 1, Backoff: time.Second, MaxBackoff: time.Second}}))
@@ -283,7 +284,7 @@ func TestManualRunRetriesAfterARefusedStartRunOnce(t *testing.T) {
 func TestManualRunInDoubtRerunsWithSameID(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("indoubt", withDefaults(config.Job{Name: "tick", Schedule: "@every 1h", Handler: "block"}))
 	rec := newRecorder()
 	g := newGate()
@@ -330,7 +331,7 @@ func TestManualRunInDoubtRerunsWithSameID(t *testing.T) {
 func TestManualRunWhoseResultWriteFailedRunsOnce(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("failedresult", withDefaults(config.Job{Name: "tick", Schedule: "@every 1h", Handler: "block"}))
 	rec := newRecorder()
 	g := newGate()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/etcdtest"
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/history/journal"
@@ -388,7 +389,7 @@ func TestResignCarriesTheLastState(t *testing.T) {
 func TestSlotGivenUpDuringItsTakeoverWritesNoState(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("givenup", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
@@ -442,7 +443,7 @@ func TestLateCreateEventLeavesAResigningKeyToItsResign(t *testing.T) {
 			}
 		}
 	}()
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog(cluster, withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Partitions: 8, Handler: "noop"}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}

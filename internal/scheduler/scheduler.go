@@ -11,6 +11,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/history/journal"
 	"github.com/kira-scheduler/kira/internal/member"
 	"github.com/kira-scheduler/kira/internal/notify"
@@ -41,8 +42,8 @@ const TracerName = "github.com/kira-scheduler/kira/scheduler"
 type Config struct {
 	// Handlers resolves catalog jobs that name an in-process Go handler.
 	Handlers jobs.Handlers
-	// Clock defaults to RealClock.
-	Clock Clock
+	// Clock defaults to clock.Real.
+	Clock clock.Clock
 	// Grace bounds the wait for in-flight executions on a graceful stop; default DefaultGrace.
 	Grace time.Duration
 	// OnEvent, if set, is called for every event: from the scheduler's loop,
@@ -241,7 +242,7 @@ func New(member *member.Member, views *member.Views, cat *config.Catalog, cfg Co
 		return nil, err
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = RealClock{}
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.Grace == 0 {
 		cfg.Grace = DefaultGrace

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/etcdtest"
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/keyspace"
@@ -106,12 +107,12 @@ type node struct {
 type nodeOpts struct {
 	ttl       time.Duration
 	grace     time.Duration // default 5s
-	clock     Clock
+	clock     clock.Clock
 	memberNow func() time.Time
 	// manual runs the scheduler and the trust window on this clock, with a
 	// long lease TTL (trusted for 600s of manual time after its last real
 	// keepalive), so a test can move the clock by minutes.
-	manual *ManualClock
+	manual *clock.Manual
 	// gate, if set, stands in front of the state writer's KV: its commits
 	// wait at the gate (see gatedKV).
 	gate *gatedKV
@@ -425,7 +426,7 @@ func TestNothingStartsAfterLeaseDeadline(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 900_000_000, time.UTC)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("deadline", config.Job{Name: "once", Schedule: "@every 1s", Handler: "count"})
 	var mu sync.Mutex
 	var ran []time.Time

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/fencing"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/etcdtest"
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/keyspace"
@@ -49,7 +50,7 @@ func withDefaults(j config.Job) config.Job {
 
 // advance moves the clock by d and waits for what the member did about the
 // fire that fell due (started, skipped or queued).
-func advance(t *testing.T, rec *recorder, clock *ManualClock, d time.Duration) Event {
+func advance(t *testing.T, rec *recorder, clock *clock.Manual, d time.Duration) Event {
 	t.Helper()
 	clock.Advance(d)
 	now := clock.Now()
@@ -158,7 +159,7 @@ func TestFailoverCatchUp(t *testing.T) {
 		t.Run(string(policy), func(t *testing.T) {
 			etcd := etcdtest.Start(t)
 			cli := etcd.Client(t)
-			clock := NewManualClock(t0)
+			clock := clock.NewManual(t0)
 			cat := catalog("catchup", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: policy}))
 			rec := newRecorder()
 			h := jobs.Handlers{"noop": noop}
@@ -233,11 +234,11 @@ func TestFireDuringCatchUpJoinsTheBacklog(t *testing.T) {
 // catchingUp starts a member that takes over slot tick/0 (every 10 s,
 // fire-all) at 12:00:35.5 from a holder stopped after 12:00:10 ran, and
 // returns once the catch-up of 20 is running at the gate (30 waits).
-func catchingUp(t *testing.T) (*recorder, *ManualClock, *heldHandler, *node) {
+func catchingUp(t *testing.T) (*recorder, *clock.Manual, *heldHandler, *node) {
 	t.Helper()
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("catchup", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
 	rec := newRecorder()
 	a := startNode(t, cli, cat, rec, jobs.Handlers{"h": noop}, nodeOpts{manual: clock})
@@ -286,7 +287,7 @@ func TestFireAfterTheMisfiresIsAnOverlap(t *testing.T) {
 func TestFiresDueWhileEtcdStallsAreMisfires(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("stall", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: config.MisfireFireAll}))
 	rec := newRecorder()
 	g := newGate()
@@ -407,7 +408,7 @@ func fireDuringRetry(t *testing.T, misfire config.Misfire, at, step time.Duratio
 // takeOverUnfinished starts a member, its clock at t0+at, taking over slot
 // tick/0 (every 10 s, misfire) from a holder killed after 12:00:10 finished
 // and 12:00:20's start was recorded ahead; its runs wait at the gate.
-func takeOverUnfinished(t *testing.T, misfire config.Misfire, at time.Duration) (*recorder, *ManualClock, *heldHandler, *node) {
+func takeOverUnfinished(t *testing.T, misfire config.Misfire, at time.Duration) (*recorder, *clock.Manual, *heldHandler, *node) {
 	t.Helper()
 	cli := etcdtest.Start(t).Client(t)
 	st := history.SlotState{Token: 7, Member: "gone", Finished: sec(10), Started: sec(20), StartedID: jobs.ExecutionID("tick", 0, sec(20)), StartedAttempt: 1}
@@ -415,7 +416,7 @@ func takeOverUnfinished(t *testing.T, misfire config.Misfire, at time.Duration) 
 	if _, err := cli.Put(context.Background(), keyspace.State("unfinished", shard.Slot{Job: "tick"}), string(data)); err != nil {
 		t.Fatal(err)
 	}
-	clock := NewManualClock(t0.Add(at))
+	clock := clock.NewManual(t0.Add(at))
 	cat := catalog("unfinished", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "h", Misfire: misfire}))
 	rec := newRecorder()
 	g := newGate()
@@ -429,7 +430,7 @@ func takeOverUnfinished(t *testing.T, misfire config.Misfire, at time.Duration) 
 func TestNewOwnerDoesNotRerunFiresOfAnAheadClock(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	ahead, right := NewManualClock(t0.Add(30*time.Second)), NewManualClock(t0)
+	ahead, right := clock.NewManual(t0.Add(30*time.Second)), clock.NewManual(t0)
 	cat := catalog("skew", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: config.MisfireFireAll}))
 	rec := newRecorder()
 	h := jobs.Handlers{"noop": noop}
@@ -459,7 +460,7 @@ func TestNewOwnerDoesNotRerunFiresOfAnAheadClock(t *testing.T) {
 func TestStopWithRunInFlightHandsIdleSlotsOverAtOnce(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("drain",
 		withDefaults(config.Job{Name: "long", Schedule: "@every 10s", Handler: "gate"}),
 		withDefaults(config.Job{Name: "idle", Schedule: "@hourly", Handler: "noop", Partitions: 16}))
@@ -505,7 +506,7 @@ func TestStopWithRunInFlightHandsIdleSlotsOverAtOnce(t *testing.T) {
 func TestGracefulStopWritesTheLastDrainedSlotsState(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("lastdrain", withDefaults(config.Job{Name: "long", Schedule: "@every 10s", Handler: "gate"}))
 	rec := newRecorder()
 	g := newGate()
@@ -531,7 +532,7 @@ func TestGracefulStopWritesTheLastDrainedSlotsState(t *testing.T) {
 func TestUnfinishedFireRerunsWithSameID(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("rerun", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "block", Misfire: config.MisfireSkip}))
 	rec := newRecorder()
 	g := newGate()
@@ -565,11 +566,11 @@ func TestUnfinishedFireRerunsWithSameID(t *testing.T) {
 
 // overlapRun starts a node with a blocking job under policy, lets the 12:00:10
 // run block, and fires 12:00:20 and 12:00:30 while it does.
-func overlapRun(t *testing.T, policy config.Overlap) (*recorder, *heldHandler, *ManualClock, *node) {
+func overlapRun(t *testing.T, policy config.Overlap) (*recorder, *heldHandler, *clock.Manual, *node) {
 	t.Helper()
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("overlap", withDefaults(config.Job{Name: "slow", Schedule: "@every 10s", Handler: "block", Overlap: policy}))
 	rec := newRecorder()
 	g := newGate()
@@ -643,7 +644,7 @@ func TestOverlapPolicies(t *testing.T) {
 func TestRetries(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	j := withDefaults(config.Job{Name: "flaky", Schedule: "@every 1m", Handler: "flaky"})
 	j.Retries = config.Retries{Max: 2, Backoff: time.Second, MaxBackoff: 10 * time.Second}
 	cat := catalog("retries", j)
@@ -708,7 +709,7 @@ func TestJitterIsDeterministicPerSlot(t *testing.T) {
 func TestJitterDelaysTheStart(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	j := withDefaults(config.Job{Name: "spread", Schedule: "@every 1m", Handler: "noop", Jitter: 30 * time.Second})
 	cat := catalog("jitter", j)
 	offset := j.JitterOffset(shard.Slot{Job: "spread"})
@@ -729,7 +730,7 @@ func TestJitterDelaysTheStart(t *testing.T) {
 func TestPauseResumeTrigger(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("control", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
 	rec := newRecorder()
 	startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
@@ -785,7 +786,7 @@ func TestPauseResumeTrigger(t *testing.T) {
 func TestReleasedSlotRetractsItsAheadRecord(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("retract", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", Misfire: config.MisfireSkip}))
 	rec := newRecorder()
 	a := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
@@ -829,7 +830,7 @@ func TestHistoryKeepsItsLimitAndTrimsWhenLowered(t *testing.T) {
 	if _, err := cli.Put(ctx, keyspace.State("history", slot), string(data)); err != nil {
 		t.Fatal(err)
 	}
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("history", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", HistoryLimit: 3}))
 	rec := newRecorder()
 	a := startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
@@ -922,7 +923,7 @@ func TestTriggerWhileTheFenceIsRaisedRunsOnce(t *testing.T) {
 func TestFiresFallenBehindAreRecorded(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("behind", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop"}))
 	rec := newRecorder()
 	startNode(t, cli, cat, rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock})
@@ -957,7 +958,7 @@ func TestFiresFallenBehindAreRecorded(t *testing.T) {
 func TestFiresFallenBehindRunUnderFireAll(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("behindall", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop",
 		Misfire: config.MisfireFireAll, CatchupWindow: 26 * time.Second}))
 	rec := newRecorder()
@@ -1027,7 +1028,7 @@ func TestRefusedStartIsNotOvertakenByTheNextFire(t *testing.T) {
 func TestFiresDueWhileUnwantedAreHandledWhenWantedAgain(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	cat := catalog("wantedagain", withDefaults(config.Job{Name: "slow", Schedule: "@every 10s", Partitions: 2, Handler: "block", Overlap: config.OverlapAllow}))
 	rec := newRecorder()
 	release := make(chan struct{})
@@ -1076,10 +1077,10 @@ func TestFiresDueWhileUnwantedAreHandledWhenWantedAgain(t *testing.T) {
 // handler is "h") in cluster, waits until its first fire, at 12:00:10, has
 // its start recorded ahead in etcd, and then closes the gate in front of
 // its writer: etcd's leader dies, and its commits hang until commitTimeout.
-func heldBeforeItsFirstFire(t *testing.T, cluster string, job config.Job) (*node, *recorder, *ManualClock, *gatedKV) {
+func heldBeforeItsFirstFire(t *testing.T, cluster string, job config.Job) (*node, *recorder, *clock.Manual, *gatedKV) {
 	t.Helper()
 	cli := etcdtest.Start(t).Client(t)
-	clock := NewManualClock(t0)
+	clock := clock.NewManual(t0)
 	rec := newRecorder()
 	gk := newGatedKV()
 	n := startNode(t, cli, catalog(cluster, withDefaults(job)), rec, jobs.Handlers{"h": noop}, nodeOpts{manual: clock, gate: gk})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/internal/chaos"
+	"github.com/kira-scheduler/kira/internal/clock"
 	"github.com/kira-scheduler/kira/internal/etcdtest"
 	"github.com/kira-scheduler/kira/internal/keyspace"
 	"github.com/kira-scheduler/kira/internal/kiratest"
@@ -234,7 +235,7 @@ func (t *answerLosingTxn) Commit() (*clientv3.TxnResponse, error) {
 func TestALostAnswerLeavesAFinishedFireFinished(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	cli := etcd.Client(t)
-	clock := NewManualClock(t0) // 12:00:00.5
+	clock := clock.NewManual(t0) // 12:00:00.5
 	cat := catalog("lostanswer",
 		withDefaults(config.Job{Name: "main", Schedule: "@every 1m", Handler: "log"}),
 		withDefaults(config.Job{Name: "noise", Schedule: "@every 1s", Handler: "noop"}))

@@ -1,4 +1,8 @@
-package scheduler
+// Package clock is the scheduling clock: the source of time the scheduler
+// reads and arms its timers on. Real is the wall clock; Manual moves only
+// when a test tells it to; Offset is another clock read ahead or behind,
+// for fault injection (kira run --clock-offset).
+package clock
 
 import (
 	"sync"
@@ -6,7 +10,7 @@ import (
 )
 
 // Clock is the scheduler's source of time. Timing logic is tested with a
-// ManualClock; the lease itself is never faked (tests use short real TTLs).
+// Manual clock; the lease itself is never faked (tests use short real TTLs).
 type Clock interface {
 	Now() time.Time
 	NewTimer(d time.Duration) Timer
@@ -21,12 +25,12 @@ type Timer interface {
 	Stop()
 }
 
-// RealClock is the wall clock with Go's monotonic readings.
-type RealClock struct{}
+// Real is the wall clock with Go's monotonic readings.
+type Real struct{}
 
-func (RealClock) Now() time.Time { return time.Now() }
+func (Real) Now() time.Time { return time.Now() }
 
-func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
 type realTimer struct{ t *time.Timer }
 
@@ -36,25 +40,25 @@ func (r realTimer) ResetAt(when time.Time) { r.t.Reset(time.Until(when)) }
 
 func (r realTimer) Stop() { r.t.Stop() }
 
-// ManualClock is a Clock that moves only when told to, for tests.
-type ManualClock struct {
+// Manual is a Clock that moves only when told to, for tests.
+type Manual struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*manualTimer
 }
 
-// NewManualClock returns a clock reading now.
-func NewManualClock(now time.Time) *ManualClock { return &ManualClock{now: now} }
+// NewManual returns a clock reading now.
+func NewManual(now time.Time) *Manual { return &Manual{now: now} }
 
 // Now returns the clock's reading.
-func (c *ManualClock) Now() time.Time {
+func (c *Manual) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
 // Advance moves the clock forward and fires every timer that falls due.
-func (c *ManualClock) Advance(d time.Duration) {
+func (c *Manual) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
@@ -63,7 +67,7 @@ func (c *ManualClock) Advance(d time.Duration) {
 	}
 }
 
-func (c *ManualClock) NewTimer(d time.Duration) Timer {
+func (c *Manual) NewTimer(d time.Duration) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &manualTimer{clock: c, ch: make(chan time.Time, 1)}
@@ -73,7 +77,7 @@ func (c *ManualClock) NewTimer(d time.Duration) Timer {
 }
 
 type manualTimer struct {
-	clock  *ManualClock
+	clock  *Manual
 	ch     chan time.Time
 	when   time.Time
 	active bool
@@ -113,20 +117,20 @@ func (t *manualTimer) Stop() {
 	t.active = false
 }
 
-// OffsetClock is Base read Offset ahead (or behind, if negative): a member
-// whose wall clock is wrong. It exists for fault injection (kira run
+// Offset is a clock that reads Base Offset ahead (or behind, if negative):
+// a member whose wall clock is wrong. It exists for fault injection (kira run
 // --clock-offset): Kira's safety must not depend on members' clocks agreeing,
 // and the chaos suite proves it with a member 30 s off.
-type OffsetClock struct {
+type Offset struct {
 	Base   Clock
 	Offset time.Duration
 }
 
 // Now returns Base's reading plus Offset.
-func (c OffsetClock) Now() time.Time { return c.Base.Now().Add(c.Offset) }
+func (c Offset) Now() time.Time { return c.Base.Now().Add(c.Offset) }
 
 // NewTimer returns a timer of Base whose ResetAt takes this clock's times.
-func (c OffsetClock) NewTimer(d time.Duration) Timer {
+func (c Offset) NewTimer(d time.Duration) Timer {
 	return offsetTimer{Timer: c.Base.NewTimer(d), offset: c.Offset}
 }
 

@@ -1,15 +1,19 @@
-package scheduler
+package clock
 
 import (
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
-// An OffsetClock reads ahead of its base, and its timers fire when the offset
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// An Offset clock reads ahead of its base, and its timers fire when the offset
 // clock reaches the time they were set for, not when the base does.
 func TestOffsetClock(t *testing.T) {
-	base := NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	c := OffsetClock{Base: base, Offset: 30 * time.Second}
+	base := NewManual(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	c := Offset{Base: base, Offset: 30 * time.Second}
 	if got, want := c.Now(), base.Now().Add(30*time.Second); !got.Equal(want) {
 		t.Fatalf("Now = %v; want %v", got, want)
 	}
