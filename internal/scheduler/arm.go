@@ -3,6 +3,8 @@ package scheduler
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/kira-scheduler/kira/internal/scheduler/internal/gate"
 )
 
 // arm starts the slot's next fire ahead of its time if nothing could change
@@ -58,7 +60,7 @@ type armedRun struct {
 	run   uint64
 	ahead *aheadRecord // consumed by the run; given back on withdrawal
 	at    time.Time    // the fire's instant
-	place *place
+	place *gate.Place
 	// fate is armedWaiting until the loop disarms the run or its
 	// goroutine starts it, whichever swaps first.
 	fate atomic.Int32

@@ -54,7 +54,7 @@ func (s *Scheduler) recordStart(sl *slot, f fire, at time.Time, slow bool) (chan
 		if at.IsZero() {
 			return a.done, nil
 		}
-		sl.armed = &armedRun{run: sl.runSeq + 1, ahead: a, at: at, place: s.gates.wait(at, slow)}
+		sl.armed = &armedRun{run: sl.runSeq + 1, ahead: a, at: at, place: s.gates.Wait(at, slow)}
 		return a.done, sl.armed
 	}
 	if f.triggerKey == "" && !f.scheduled.Before(sl.recorded.Started) {
@@ -110,7 +110,7 @@ type run struct {
 	fire       fire
 	exec       jobs.Execution
 	executor   jobs.Executor
-	slow       bool // a command: woken first at its instant, see gates.wait
+	slow       bool // a command: woken first at its instant, see gate.Gates.Wait
 	timeout    time.Duration
 	limit      config.Limit  // its job's concurrency limit: it waits for a permit (permits.go)
 	due        time.Time     // scheduled time + jitter: lateness counts from here
@@ -180,8 +180,8 @@ func (r *run) run() {
 // context ends), then claims it against the loop's disarm: false means the
 // loop took it back, and the run has ended without starting.
 func (r *run) waitForInstant() bool {
-	r.stopWaking = context.AfterFunc(r.ctx, r.armed.place.wake)
-	<-r.armed.place.woken
+	r.stopWaking = context.AfterFunc(r.ctx, r.armed.place.Wake)
+	<-r.armed.place.Woken()
 	if r.armed.fate.CompareAndSwap(armedWaiting, armedStarted) {
 		return true
 	}
@@ -197,7 +197,7 @@ func (r *run) waitForInstant() bool {
 func (r *run) leave() {
 	if r.armed != nil && !r.left {
 		r.left = true
-		r.s.gates.leave(r.armed.place)
+		r.s.gates.Leave(r.armed.place)
 	}
 }
 
@@ -251,7 +251,7 @@ func (r *run) startRecorded(fr *finishedRun, err error) {
 		pm.Release()
 		// The rest is bookkeeping: let the fires whose gate opened with this one
 		// start first.
-		<-r.s.gates.starting.settled()
+		<-r.s.gates.Settled()
 		r.stopWaking() // off the instant: it locks the run's context
 	}
 }
@@ -284,7 +284,7 @@ func (r *run) endSpan(res jobs.Result) {
 }
 
 // slowStart reports whether an execution by ex is slow to start, so that its
-// fire goes first at its instant (gates.wait): a command forks and execs.
+// fire goes first at its instant (gate.Gates.Wait): a command forks and execs.
 func slowStart(ex jobs.Executor) bool {
 	_, command := ex.(*jobs.Command)
 	return command

@@ -100,9 +100,9 @@ func (s *Scheduler) nextWake() time.Time {
 
 // finishedOrSettled returns the channels the loop waits on for results:
 // finished runs, unless fires whose gate opened are still starting
-// (see gates.starting), in which case settled says when they have.
+// (see gate.Gates.Settled), in which case settled says when they have.
 func (s *Scheduler) finishedOrSettled() (finished, settled <-chan struct{}) {
-	if c := s.gates.starting.settled(); !isClosed(c) {
+	if c := s.gates.Settled(); !isClosed(c) {
 		return nil, c
 	}
 	return s.finished.bell, nil

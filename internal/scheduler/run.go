@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"time"
+
+	"github.com/kira-scheduler/kira/internal/scheduler/internal/gate"
 )
 
 // Run campaigns for the preferred slots and runs their fires until ctx ends
@@ -56,7 +58,7 @@ func (s *Scheduler) startBackground() *background {
 	go s.sweepJournals(watchCtx, s.cfg.JournalSweep)
 	go func() { defer s.wg.Done(); s.reads.run(watchCtx) }()
 	go func() { defer s.wg.Done(); s.candidacies.run(watchCtx) }()
-	g, giveGates := useGates(s.cfg.Clock)
+	g, giveGates := gate.Start(s.cfg.Clock)
 	s.gates = g
 	writerCtx, abandonWrites := context.WithCancel(context.Background())
 	bg := &background{stopWatches: stopWatches, giveGates: giveGates, stopWriter: make(chan struct{}),

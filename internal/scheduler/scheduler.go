@@ -17,6 +17,7 @@ import (
 	"github.com/kira-scheduler/kira/internal/notify"
 	"github.com/kira-scheduler/kira/internal/permit"
 	"github.com/kira-scheduler/kira/internal/scheduler/internal/fenced"
+	"github.com/kira-scheduler/kira/internal/scheduler/internal/gate"
 	"github.com/kira-scheduler/kira/internal/shard"
 	"github.com/kira-scheduler/kira/jobs"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -115,7 +116,7 @@ type Scheduler struct {
 	upstreams   *upstreamRead
 	reads       *takeoverReads // the reads of the slots taken over, batched
 	candidacies *candidacies   // the campaigns' first transactions, batched
-	gates       *gates
+	gates       *gate.Gates
 	notifier    *notify.Notifier
 	// permits are the member's permits of the jobs' concurrency limits;
 	// stopWaiting ends when the member stops firing, and with it every wait

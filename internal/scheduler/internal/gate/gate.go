@@ -1,4 +1,11 @@
-package scheduler
+// Package gate holds the gates a scheduler's armed fires wait at, and their
+// opener, which opens each at its instant: one goroutine and one timer per
+// scheduler, however many fires share an instant. A fire armed ahead of its
+// instant (the scheduler's Config.ArmAhead) waits at its instant's gate
+// (Gates.Wait) and leaves it once it started or gave up (Gates.Leave); the
+// fires of an opened gate that have not started yet hold back the
+// scheduler's other work until they have (Gates.Settled).
+package gate
 
 import (
 	"container/heap"
@@ -11,9 +18,10 @@ import (
 	"github.com/kira-scheduler/kira/internal/clock"
 )
 
-// gates are the gates that armed fires wait at, and their opener, which
-// opens each at its instant (see Config.ArmAhead): one goroutine and one
-// timer per scheduler, however many fires share an instant.
+// Gates are the gates that armed fires wait at, and their opener, which
+// opens each at its instant (see the scheduler's Config.ArmAhead): one
+// goroutine and one timer per scheduler, however many fires share an
+// instant.
 //
 // Go's timers wake a parked process up to a millisecond late (the runtime
 // sleeps in epoll_wait, whose timeout is in milliseconds), and a timer kept
@@ -22,16 +30,16 @@ import (
 // goroutines become runnable together, at the instant. Spinning is rationed
 // (at most once per spinEvery), so slots whose jitter spreads their fires
 // over every millisecond cost one timer wake each, not a busy core.
-type gates struct {
+type Gates struct {
 	clock clock.Clock
 	added chan struct{} // rung (capacity one) when a gate is added
 	// firstHold is firstHold, but for tests.
 	firstHold time.Duration
 	// starting counts the fires whose gate opened at their instant that
 	// have not started yet. While there are any, the scheduler's loop puts
-	// off recording results and started runs put off their bookkeeping: a
-	// second's worth of fires is woken at once, and that work would
-	// otherwise run between their starts.
+	// off recording results and started runs put off their bookkeeping
+	// (Settled): a second's worth of fires is woken at once, and that work
+	// would otherwise run between their starts.
 	starting *startCount
 
 	mu    sync.Mutex
@@ -40,16 +48,16 @@ type gates struct {
 }
 
 type gate struct {
-	first   []*place // woken before places: see wait
-	places  []*place
+	first   []*Place // woken before places: see Wait
+	places  []*Place
 	waiters int // armed runs waiting here
 }
 
-// A place is one armed run's wait at its instant's gate. Each has a channel
+// A Place is one armed run's wait at its instant's gate. Each has a channel
 // of its own, so the run waits with a plain receive: a select on a channel
 // shared by every run of the instant would have each of them lock it again
 // on waking, at the instant.
-type place struct {
+type Place struct {
 	at     int64 // the instant, Unix ns
 	woken  chan struct{}
 	once   sync.Once
@@ -66,7 +74,7 @@ type place struct {
 // timer does after the gates' firstHold.
 type firstStarts struct {
 	n     atomic.Int64
-	rest  []*place
+	rest  []*Place
 	timer *time.Timer
 	once  sync.Once
 }
@@ -83,19 +91,22 @@ func (f *firstStarts) started() {
 func (f *firstStarts) wakeRest() {
 	f.once.Do(func() {
 		for _, p := range f.rest {
-			p.wake()
+			p.Wake()
 		}
 	})
 }
 
 // firstHold bounds how long the other runs of an instant wait for its slow
-// starts (see gates.open): a fork and exec alone took 1.4 ms (p50, kira
+// starts (see Gates.open): a fork and exec alone took 1.4 ms (p50, kira
 // bench --sh-probe), and many commands at one instant must not hold up the
 // others for longer.
 const firstHold = 5 * time.Millisecond
 
-// wake ends the wait: the gate opened, or the run's context ended.
-func (p *place) wake() { p.once.Do(func() { close(p.woken) }) }
+// Wake ends the wait: the gate opened, or the run's context ended.
+func (p *Place) Wake() { p.once.Do(func() { close(p.woken) }) }
+
+// Woken is closed once the wait ended (Wake).
+func (p *Place) Woken() <-chan struct{} { return p.woken }
 
 // maxStartHold bounds how long the fires of one opened gate hold up other work
 // (settled): a fire whose start waits on etcd must not hold up everything.
@@ -163,20 +174,35 @@ func (c *startCount) Load() int64 { return c.n.Load() }
 // fires starting have held up other work for the count's hold.
 func (c *startCount) settled() <-chan struct{} { return *c.quiet.Load() }
 
+// Settled returns a channel closed once no fire whose gate opened is still
+// starting, or once the fires starting have held up other work for
+// maxStartHold.
+func (r *Gates) Settled() <-chan struct{} { return r.starting.settled() }
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 const (
 	spinWindow = time.Millisecond
 	spinEvery  = 50 * time.Millisecond
 )
 
-func newGates(clock clock.Clock) *gates {
-	return &gates{clock: clock, added: make(chan struct{}, 1), gates: map[int64]*gate{}, firstHold: firstHold,
+// New returns gates on clock, with no gate yet; Run opens them.
+func New(clock clock.Clock) *Gates {
+	return &Gates{clock: clock, added: make(chan struct{}, 1), gates: map[int64]*gate{}, firstHold: firstHold,
 		starting: newStartCount(maxStartHold)}
 }
 
-// wait registers an armed run for the instant at and returns its place,
-// woken at (or soon after) at. The run calls leave once it started, or gave
+// Wait registers an armed run for the instant at and returns its place,
+// woken at (or soon after) at. The run calls Leave once it started, or gave
 // up, whether or not the gate opened; whatever else ends its wait (its
-// context) calls the place's wake.
+// context) calls the place's Wake.
 //
 // The places of runs whose start is slow (first: a command's fork and exec)
 // are woken before the others of their instant. Go runs the goroutines made
@@ -184,9 +210,9 @@ func newGates(clock clock.Clock) *gates {
 // worth of fires takes milliseconds to go through: a process started last
 // would come out late by that and by its own fork. Held by
 // TestSlowStartsAreWokenFirst.
-func (r *gates) wait(at time.Time, first bool) *place {
+func (r *Gates) Wait(at time.Time, first bool) *Place {
 	k := at.UnixNano()
-	p := &place{at: k, woken: make(chan struct{})}
+	p := &Place{at: k, woken: make(chan struct{})}
 	r.mu.Lock()
 	g, ok := r.gates[k]
 	if !ok {
@@ -202,15 +228,18 @@ func (r *gates) wait(at time.Time, first bool) *place {
 	g.waiters++
 	r.mu.Unlock()
 	if !ok {
-		ringBell(r.added)
+		select { // a bell already rung and not yet answered says the same
+		case r.added <- struct{}{}:
+		default:
+		}
 	}
 	return p
 }
 
-// leave ends an armed run's wait at its place. Once the gate is open, the
+// Leave ends an armed run's wait at its place. Once the gate is open, the
 // run was counted in starting (open counts before it wakes anyone): no
 // lock then, since a second's worth of runs leave together.
-func (r *gates) leave(p *place) {
+func (r *Gates) Leave(p *Place) {
 	if p.opened.Load() {
 		r.started(p)
 		return
@@ -225,14 +254,14 @@ func (r *gates) leave(p *place) {
 	r.gates[p.at].waiters-- // left before its gate opened
 }
 
-func (r *gates) started(p *place) {
+func (r *Gates) started(p *Place) {
 	if p.first != nil {
 		p.first.started()
 	}
 	r.starting.Add(-1)
 }
 
-func (r *gates) earliest() (time.Time, bool) {
+func (r *Gates) earliest() (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.order) == 0 {
@@ -248,13 +277,13 @@ func (r *gates) earliest() (time.Time, bool) {
 // the CPU a new process needs for its exec. The opener does not wait for
 // them: the last slow start to start wakes the
 // others (see firstStarts).
-func (r *gates) open(now time.Time) {
+func (r *Gates) open(now time.Time) {
 	first, rest := r.due(now)
 	for _, p := range first {
-		p.wake()
+		p.Wake()
 	}
 	for _, p := range rest {
-		p.wake()
+		p.Wake()
 	}
 }
 
@@ -262,7 +291,7 @@ func (r *gates) open(now time.Time) {
 // starting, and returns the places to wake now, in order: the first
 // places of all those gates, then the others unless a slow start is among
 // the first (they are then its firstStarts').
-func (r *gates) due(now time.Time) (first, rest []*place) {
+func (r *Gates) due(now time.Time) (first, rest []*Place) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var opened []*gate
@@ -302,9 +331,9 @@ func (r *gates) due(now time.Time) (first, rest []*place) {
 	return first, rest
 }
 
-// run opens gates until ctx ends. Fires still waiting then are the
+// Run opens gates until ctx ends. Fires still waiting then are the
 // scheduler's to cancel (their contexts end with their slots').
-func (r *gates) run(ctx context.Context) {
+func (r *Gates) Run(ctx context.Context) {
 	timer := r.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	var lastSpin time.Time
@@ -365,12 +394,12 @@ func (h *instants) Pop() any {
 	return x
 }
 
-// useGates returns new gates for a scheduler on clock, opening, and the
+// Start returns new gates for a scheduler on clock, opening, and the
 // function that stops them when the scheduler stops.
-func useGates(clock clock.Clock) (*gates, func()) {
-	r := newGates(clock)
+func Start(clock clock.Clock) (*Gates, func()) {
+	r := New(clock)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { r.run(ctx); close(done) }()
+	go func() { r.Run(ctx); close(done) }()
 	return r, func() { cancel(); <-done }
 }
