@@ -7,10 +7,8 @@ import (
 
 	"github.com/kira-scheduler/kira/fencing"
 	"github.com/kira-scheduler/kira/internal/keyspace"
-	"github.com/kira-scheduler/kira/internal/member"
 	"github.com/kira-scheduler/kira/internal/shard"
 	"github.com/kira-scheduler/kira/jobs"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -133,7 +131,7 @@ func (s *Scheduler) runCampaign(sl *slot) {
 		})
 		t := time.AfterFunc(campaignHold, leave)
 		_, span := s.slotSpan(ctx, "slot.acquire", id)
-		e, err := campaign(ctx, s.candidacies, session, prefix, s.member.ID())
+		e, err := s.candidacies.Campaign(ctx, session, prefix, s.member.ID())
 		if err == nil {
 			span.SetAttributes(attribute.Int64("kira.fencing_token", e.Rev()))
 		}
@@ -157,22 +155,6 @@ func (s *Scheduler) runCampaign(sl *slot) {
 	}()
 }
 
-// campaign wins the election of prefix for session, or fails. It stands
-// in one transaction shared with other slots (standFirst); a slot with an
-// earlier candidate campaigns as concurrency.Election does, waits for the
-// earlier keys to go, and confirms it still holds its key.
-func campaign(ctx context.Context, c *candidacies, session *concurrency.Session, prefix, value string) (*concurrency.Election, error) {
-	e, err := c.standFirst(ctx, session, prefix, value)
-	if err != nil || e != nil {
-		return e, err
-	}
-	e = concurrency.NewElection(session, prefix)
-	if err := e.Campaign(ctx, value); err != nil {
-		return nil, err
-	}
-	return e, confirmLeadership(ctx, session, e)
-}
-
 // abandonCampaign cancels a campaign. One still in line (or waiting out its
 // delay) has talked to nobody: the slot is idle at once. Otherwise the slot
 // waits in resigning until the campaign goroutine has reported (and
@@ -190,25 +172,6 @@ func (s *Scheduler) abandonCampaign(sl *slot) {
 	}
 	sl.cancelCampaign()
 	s.setPhase(sl, resigning)
-}
-
-// confirmLeadership guards against phantom leadership: Campaign can return
-// after the session's lease already expired, so check the session and that
-// our key still exists with the revision we were elected at.
-func confirmLeadership(ctx context.Context, session *concurrency.Session, e *concurrency.Election) error {
-	select {
-	case <-session.Done():
-		return member.ErrSessionLost
-	default:
-	}
-	resp, err := session.Client().Get(ctx, e.Key())
-	if err != nil {
-		return err
-	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.Rev() || clientv3.LeaseID(resp.Kvs[0].Lease) != session.Lease() {
-		return concurrency.ErrElectionNotLeader
-	}
-	return nil
 }
 
 // deleteCandidacy deletes this member's candidacy for a slot. A campaign cancelled

@@ -57,7 +57,7 @@ func (s *Scheduler) startBackground() *background {
 	go s.watchControl(watchCtx)
 	go s.sweepJournals(watchCtx, s.cfg.JournalSweep)
 	go func() { defer s.wg.Done(); s.reads.run(watchCtx) }()
-	go func() { defer s.wg.Done(); s.candidacies.run(watchCtx) }()
+	go func() { defer s.wg.Done(); s.candidacies.Run(watchCtx) }()
 	g, giveGates := gate.Start(s.cfg.Clock)
 	s.gates = g
 	writerCtx, abandonWrites := context.WithCancel(context.Background())

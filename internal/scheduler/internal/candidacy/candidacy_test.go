@@ -1,4 +1,4 @@
-package scheduler
+package candidacy
 
 import (
 	"context"
@@ -11,17 +11,20 @@ import (
 	"github.com/kira-scheduler/kira/internal/kiratest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // runCandidacies commits the candidacies of campaigns on cli until the
 // test ends; hold, if not nil, keeps them queued until it is closed.
-func runCandidacies(t *testing.T, cli *clientv3.Client, hold chan struct{}) *candidacies {
+func runCandidacies(t *testing.T, cli *clientv3.Client, hold chan struct{}) *Queue {
 	t.Helper()
-	c := newCandidacies(cli)
+	c := New(cli, 256) // the scheduler's maxCampaigning
 	c.queue.Hold = hold
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { c.run(ctx); close(done) }()
+	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() {
 		cancel()
 		kiratest.Receive(t, done, 10*time.Second, "the candidacies to stop")
@@ -55,7 +58,7 @@ func TestCandidacyWonInOneTransaction(t *testing.T) {
 	const slots = 20
 	won := make([]*concurrency.Election, slots)
 	for p := range slots {
-		e, err := campaign(ctx, c, session, fmt.Sprintf("/e/%d", p), "m")
+		e, err := c.Campaign(ctx, session, fmt.Sprintf("/e/%d", p), "m")
 		if err != nil {
 			t.Fatalf("slot %d: %v", p, err)
 		}
@@ -86,7 +89,7 @@ func TestCandidacyWonInOneTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := campaign(ctx, c, session, "/e/stale", "m")
+	e, err := c.Campaign(ctx, session, "/e/stale", "m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,13 +113,13 @@ func TestCandidacyBehindAnotherWaits(t *testing.T) {
 	first, second := testSession(t, cli), testSession(t, cli)
 	c := runCandidacies(t, cli, nil)
 
-	held, err := campaign(ctx, c, first, "/e/x", "a")
+	held, err := c.Campaign(ctx, first, "/e/x", "a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	campaigned := make(chan *concurrency.Election, 1)
 	go func() {
-		e, err := campaign(ctx, c, second, "/e/x", "b")
+		e, err := c.Campaign(ctx, second, "/e/x", "b")
 		if err != nil {
 			t.Errorf("the campaign behind: %v", err)
 		}
@@ -145,7 +148,7 @@ func TestCandidacyBehindAnotherWaits(t *testing.T) {
 	if _, err := cli.Revoke(ctx, ended.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	if e, err := campaign(ctx, c, ended, "/e/y", "c"); err == nil {
+	if e, err := c.Campaign(ctx, ended, "/e/y", "c"); err == nil {
 		t.Fatalf("a campaign under an ended lease won at %d", e.Rev())
 	}
 	if resp, err := cli.Get(ctx, "/e/y/", clientv3.WithPrefix()); err != nil || len(resp.Kvs) != 0 {
@@ -165,7 +168,7 @@ func TestCandidaciesShareTransactions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	session, other := testSession(t, cli), testSession(t, cli)
-	held, err := campaign(ctx, runCandidacies(t, cli, nil), other, "/e/held", "other")
+	held, err := runCandidacies(t, cli, nil).Campaign(ctx, other, "/e/held", "other")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +187,7 @@ func TestCandidaciesShareTransactions(t *testing.T) {
 			prefix = "/e/held"
 		}
 		go func() {
-			e, err := campaign(ctx, c, session, prefix, "m")
+			e, err := c.Campaign(ctx, session, prefix, "m")
 			results <- result{p, e, err}
 		}()
 	}
@@ -192,7 +195,7 @@ func TestCandidaciesShareTransactions(t *testing.T) {
 	gaveUp := make(chan error, 1)
 	kiratest.WaitUntil(t, "every candidacy queued", 10*time.Second, func() bool { return c.queue.Queued() == slots })
 	go func() {
-		_, err := campaign(abandoned, c, session, "/e/abandoned", "m")
+		_, err := c.Campaign(abandoned, session, "/e/abandoned", "m")
 		gaveUp <- err
 	}()
 	kiratest.WaitUntil(t, "the last candidacy queued", 10*time.Second, func() bool { return c.queue.Queued() == slots+1 })

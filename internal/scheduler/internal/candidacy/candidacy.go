@@ -1,4 +1,8 @@
-package scheduler
+// Package candidacy runs a member's campaigns for slots: a slot nobody else
+// stands in is won in one etcd request, shared with the campaigns of other
+// slots queued at the same time, and a slot with an earlier candidate is
+// campaigned for as concurrency.Election does (Queue.Campaign).
+package candidacy
 
 import (
 	"context"
@@ -41,16 +45,12 @@ import (
 // transaction may hold 128 less its parent's).
 const maxStandsPerTxn = 64
 
-// maxStandTxns bounds the candidacy transactions in flight: together they
-// hold as many candidacies as maxCampaigning campaigns.
-const maxStandTxns = maxCampaigning / maxStandsPerTxn
-
 // standTimeout bounds a candidacy transaction; a campaign whose
-// transaction failed is retried (campaignRetry).
+// transaction failed is retried (the scheduler's campaignRetry).
 const standTimeout = 10 * time.Second
 
-// candidacies queues the first transactions of campaigns and commits them.
-type candidacies struct {
+// Queue queues the first transactions of campaigns and commits them.
+type Queue struct {
 	kv    clientv3.KV
 	queue *batch.Queue[*candidacy]
 }
@@ -65,23 +65,63 @@ type candidacy struct {
 	done               chan struct{} // closed once answered
 }
 
-func newCandidacies(kv clientv3.KV) *candidacies {
-	c := &candidacies{kv: kv}
-	c.queue = batch.New(maxStandsPerTxn, maxStandTxns, c.commit)
+// New returns a queue that commits candidacies on kv, with at most
+// inFlight of them in flight at once: the candidacy transactions in flight
+// together hold as many candidacies as the campaigns that may talk to etcd
+// at once (the scheduler's maxCampaigning).
+func New(kv clientv3.KV, inFlight int) *Queue {
+	c := &Queue{kv: kv}
+	c.queue = batch.New(maxStandsPerTxn, max(inFlight/maxStandsPerTxn, 1), c.commit)
 	return c
 }
 
-// run commits the queued candidacies until ctx ends.
-func (c *candidacies) run(ctx context.Context) { c.queue.Run(ctx) }
+// Run commits the queued candidacies until ctx ends.
+func (c *Queue) Run(ctx context.Context) { c.queue.Run(ctx) }
+
+// Campaign wins the election of prefix for session, or fails. It stands
+// in one transaction shared with other slots (standFirst); a slot with an
+// earlier candidate campaigns as concurrency.Election does, waits for the
+// earlier keys to go, and confirms it still holds its key. An error may
+// leave the member's key put: the caller deletes it.
+func (c *Queue) Campaign(ctx context.Context, session *concurrency.Session, prefix, value string) (*concurrency.Election, error) {
+	e, err := c.standFirst(ctx, session, prefix, value)
+	if err != nil || e != nil {
+		return e, err
+	}
+	e = concurrency.NewElection(session, prefix)
+	if err := e.Campaign(ctx, value); err != nil {
+		return nil, err
+	}
+	return e, confirmLeadership(ctx, session, e)
+}
+
+// confirmLeadership guards against phantom leadership: Campaign can return
+// after the session's lease already expired, so check the session and that
+// our key still exists with the revision we were elected at.
+func confirmLeadership(ctx context.Context, session *concurrency.Session, e *concurrency.Election) error {
+	select {
+	case <-session.Done():
+		return member.ErrSessionLost
+	default:
+	}
+	resp, err := session.Client().Get(ctx, e.Key())
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.Rev() || clientv3.LeaseID(resp.Kvs[0].Lease) != session.Lease() {
+		return concurrency.ErrElectionNotLeader
+	}
+	return nil
+}
 
 // standFirst puts session's candidacy in the election of prefix (without
 // its trailing "/") with value, and returns the election won, or nil when
 // the key is not the first of its election (or stands with another
 // value): the caller campaigns on. An error may leave the key put; the
-// caller deletes it (deleteCandidacy). When ctx ends first, a candidacy
+// caller deletes it (the scheduler's deleteCandidacy). When ctx ends first, a candidacy
 // still queued is withdrawn; one already sent is waited for, so that the
 // caller's delete follows its put.
-func (c *candidacies) standFirst(ctx context.Context, session *concurrency.Session, prefix, value string) (*concurrency.Election, error) {
+func (c *Queue) standFirst(ctx context.Context, session *concurrency.Session, prefix, value string) (*concurrency.Election, error) {
 	lease := session.Lease()
 	q := &candidacy{prefix: prefix, key: keyspace.CandidacyIn(prefix, int64(lease)), value: value, lease: lease, done: make(chan struct{})}
 	c.queue.Put(q)
@@ -109,7 +149,7 @@ func (c *candidacies) standFirst(ctx context.Context, session *concurrency.Sessi
 }
 
 // commit sends b's candidacies in one transaction, and answers each.
-func (c *candidacies) commit(ctx context.Context, b []*candidacy) {
+func (c *Queue) commit(ctx context.Context, b []*candidacy) {
 	ctx, cancel := context.WithTimeout(ctx, standTimeout)
 	defer cancel()
 	ops := make([]clientv3.Op, len(b))
