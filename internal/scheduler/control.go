@@ -9,7 +9,6 @@ import (
 	"github.com/kira-scheduler/kira/internal/shard"
 	"github.com/kira-scheduler/kira/jobs"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // triggerFire is the fire of a manual run request (kira trigger, written by
@@ -36,13 +35,8 @@ func triggerFire(s shard.Slot, key string, createRev int64, value []byte) fire {
 	return f
 }
 
-// triggersOp reads the manual triggers waiting for slot s, oldest first.
-func triggersOp(cluster string, s shard.Slot, opts ...clientv3.OpOption) clientv3.Op {
-	opts = append([]clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}, opts...)
-	return clientv3.OpGet(keyspace.Triggers(cluster, s), opts...)
-}
-
-// triggersFrom turns what triggersOp read into fires.
+// triggersFrom turns the manual triggers a takeover read (oldest first,
+// takeoverread.Slot.Triggers) into fires.
 func triggersFrom(s shard.Slot, kvs []*mvccpb.KeyValue) []fire {
 	var out []fire
 	for _, kv := range kvs {

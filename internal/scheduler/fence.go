@@ -19,7 +19,7 @@ import (
 // once queues their reads for longer than that, and giving them up for it
 // only starts their campaigns over
 // (TestAQueuedTakeoverReadOutlastsTheRaiseTimeout). A variable for that
-// test only.
+// test only; the takeover reads take it when the scheduler is made (New).
 var raiseTimeout = 30 * time.Second
 
 type raisedFence struct {

@@ -20,6 +20,7 @@ import (
 	"github.com/kira-scheduler/kira/internal/keyspace"
 	"github.com/kira-scheduler/kira/internal/kiratest"
 	"github.com/kira-scheduler/kira/internal/ops"
+	"github.com/kira-scheduler/kira/internal/scheduler/internal/takeoverread"
 	"github.com/kira-scheduler/kira/internal/shard"
 	"github.com/kira-scheduler/kira/jobs"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -209,10 +210,10 @@ func TestOldMembersKeepRecordsReadable(t *testing.T) {
 // readAcquired reads what a new holder of slot s would take as its state,
 // with a journal read of its own.
 func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.Slot) (st history.SlotState, unreadable error, triggers []fire, err error) {
-	reads := newTakeoverReads(kv, cluster, journal.NewCache(kv, cluster))
+	reads := takeoverread.New(kv, cluster, journal.NewCache(kv, cluster), raiseTimeout)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { reads.run(runCtx); close(done) }()
+	go func() { reads.Run(runCtx); close(done) }()
 	defer func() {
 		stop()
 		select {
@@ -273,10 +274,10 @@ func TestTakeoverReadsTheJournalsAfterItsWin(t *testing.T) {
 		t.Fatal(err)
 	}
 	entry(1, history.SlotState{Started: at, StartedID: id, StartedAttempt: 1, Finished: at, Outcome: "succeeded"}) // its result
-	reads := newTakeoverReads(cli, "fresh", journals)
+	reads := takeoverread.New(cli, "fresh", journals, raiseTimeout)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { reads.run(runCtx); close(done) }()
+	go func() { reads.Run(runCtx); close(done) }()
 	defer func() { stop(); kiratest.Receive(t, done, 10*time.Second, "the takeover reads to stop") }()
 	r, err := readTakeover(ctx, reads, slot, false)
 	if err != nil {

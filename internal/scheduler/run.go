@@ -56,7 +56,7 @@ func (s *Scheduler) startBackground() *background {
 	go s.watchElections(watchCtx)
 	go s.watchControl(watchCtx)
 	go s.sweepJournals(watchCtx, s.cfg.JournalSweep)
-	go func() { defer s.wg.Done(); s.reads.run(watchCtx) }()
+	go func() { defer s.wg.Done(); s.reads.Run(watchCtx) }()
 	go func() { defer s.wg.Done(); s.candidacies.Run(watchCtx) }()
 	g, giveGates := gate.Start(s.cfg.Clock)
 	s.gates = g

@@ -19,6 +19,7 @@ import (
 	"github.com/kira-scheduler/kira/internal/scheduler/internal/candidacy"
 	"github.com/kira-scheduler/kira/internal/scheduler/internal/fenced"
 	"github.com/kira-scheduler/kira/internal/scheduler/internal/gate"
+	"github.com/kira-scheduler/kira/internal/scheduler/internal/takeoverread"
 	"github.com/kira-scheduler/kira/internal/shard"
 	"github.com/kira-scheduler/kira/jobs"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -115,8 +116,8 @@ type Scheduler struct {
 	upstream *upstreamReader // what dependent slots learn of their upstreams (upstreams.go)
 	// upstreams is the newest read of the upstream jobs the loop took.
 	upstreams   *upstreamRead
-	reads       *takeoverReads   // the reads of the slots taken over, batched
-	candidacies *candidacy.Queue // the campaigns' first transactions, batched
+	reads       *takeoverread.Queue // the reads of the slots taken over, batched
+	candidacies *candidacy.Queue    // the campaigns' first transactions, batched
 	gates       *gate.Gates
 	notifier    *notify.Notifier
 	// permits are the member's permits of the jobs' concurrency limits;
@@ -290,7 +291,7 @@ func New(member *member.Member, views *member.Views, cat *config.Catalog, cfg Co
 	}
 	s.writer.UseJournal(member.Cluster(), member.ID(), cfg.JournalEntries)
 	s.journals = journal.NewCache(s.cli, member.Cluster())
-	s.reads = newTakeoverReads(s.cli, member.Cluster(), s.journals)
+	s.reads = takeoverread.New(s.cli, member.Cluster(), s.journals, raiseTimeout)
 	s.candidacies = candidacy.New(s.cli, maxCampaigning)
 	s.upstream = newUpstreamReader()
 	s.catalogRev = cfg.CatalogRevision

@@ -161,7 +161,7 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 		t.Fatal(err)
 	}
 	s.armedHook = o.armed
-	s.reads.queue.Hold = o.holdReads
+	s.reads.Hold(o.holdReads)
 	if o.writerKV != nil {
 		s.writer = fenced.NewWriter(o.writerKV(s.cli))
 		s.writer.UseJournal(s.member.Cluster(), s.member.ID(), s.cfg.JournalEntries)

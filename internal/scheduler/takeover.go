@@ -9,6 +9,7 @@ import (
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/keyspace"
 	"github.com/kira-scheduler/kira/internal/scheduler/internal/fenced"
+	"github.com/kira-scheduler/kira/internal/scheduler/internal/takeoverread"
 	"github.com/kira-scheduler/kira/internal/shard"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -45,7 +46,7 @@ type acquiredRead struct {
 // readTakeover reads what a new holder needs of slot s: its records in
 // journals, then its state key, its ring and the manual triggers waiting
 // for it (and, for a dependent, when its last record ended), all at one revision (shared with the slots taken over at the
-// same time, takeoverReads). The read comes after the win, so after every
+// same time, package takeoverread). The read comes after the win, so after every
 // write the previous holders' claims let commit: the previous holder's
 // newest state is in the state key. A record can move from a
 // journal to the ring while the slot is read (fenced.Record): at one
@@ -57,21 +58,21 @@ type acquiredRead struct {
 // A state that cannot be read (corrupt, or written by hand) is returned as
 // unreadable with the zero state: the slot is treated as never run, rather
 // than never fired again. Held by TestJunkInEtcdLeavesEverySlotFiring.
-func readTakeover(ctx context.Context, reads *takeoverReads, s shard.Slot, dependent bool) (acquiredRead, error) {
-	q, err := reads.read(ctx, s)
+func readTakeover(ctx context.Context, reads *takeoverread.Queue, s shard.Slot, dependent bool) (acquiredRead, error) {
+	q, err := reads.Read(ctx, s)
 	if err != nil {
 		return acquiredRead{}, err
 	}
-	placed := q.journaled
-	r := acquiredRead{triggers: triggersFrom(s, q.triggers), journaled: len(placed) > 0}
-	r.state, r.unreadable = history.NewestState(s, q.state, q.ring, placed)
+	placed := q.Journaled
+	r := acquiredRead{triggers: triggersFrom(s, q.Triggers), journaled: len(placed) > 0}
+	r.state, r.unreadable = history.NewestState(s, q.State, q.Ring, placed)
 	if r.unreadable != nil {
 		r.state = history.SlotState{}
 		return r, nil
 	}
-	r.copies = journalOnly(s, r.state, q.ring, placed)
+	r.copies = journalOnly(s, r.state, q.Ring, placed)
 	if dependent {
-		r.lastEnded = lastEnded(s, q.ring, placed)
+		r.lastEnded = lastEnded(s, q.Ring, placed)
 	}
 	return r, nil
 }

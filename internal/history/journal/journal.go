@@ -16,10 +16,11 @@
 //     leader key.
 //  3. Read by a new holder. scheduler.readTakeover reads the journals
 //     through a Cache (SlotsNow), after the win, and the slot's state key,
-//     ring and triggers at the same revision (internal/scheduler/takeoverreads.go);
-//     history.NewestState picks the state (the state key's, unless an
-//     earlier version's record carries a newer one), and the new holder's
-//     first write copies the records found only in journals to the ring
+//     ring and triggers at the same revision
+//     (internal/scheduler/internal/takeoverread); history.NewestState
+//     picks the state (the state key's, unless an earlier version's
+//     record carries a newer one), and the new holder's first write
+//     copies the records found only in journals to the ring
 //     (internal/scheduler/takeover.go).
 //  4. Read for history. kira history, kira jobs and the API read rings and
 //     journals (package ops); history.Gather keeps each record once.

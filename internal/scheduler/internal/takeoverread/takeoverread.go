@@ -1,7 +1,13 @@
-package scheduler
+// Package takeoverread reads the slots a member takes over: each slot's
+// records in the journals, its state key, its ring and its manual
+// triggers, at one revision, in transactions shared with the other slots
+// taken over at the same time. What a new holder makes of what it read is
+// the scheduler's (readTakeover).
+package takeoverread
 
 import (
 	"context"
+	"time"
 
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/history/journal"
@@ -31,35 +37,44 @@ const maxSlotsPerRead = 42
 // maxReadTxns bounds the read transactions in flight.
 const maxReadTxns = 2
 
-// takeoverReads queues the reads of slots taken over and commits them.
-type takeoverReads struct {
+// Queue queues the reads of slots taken over and commits them.
+type Queue struct {
 	kv       clientv3.KV
 	cluster  string
 	journals *journal.Cache
-	queue    *batch.Queue[*slotRead]
+	timeout  time.Duration
+	queue    *batch.Queue[*Slot]
 }
 
-// slotRead is a slot's state key, ring, triggers and records in journals,
+// Slot is a slot's state key, ring, triggers and records in journals,
 // once read, and the revision they were read at.
-type slotRead struct {
+type Slot struct {
 	slot                  shard.Slot
-	state, ring, triggers []*mvccpb.KeyValue
-	journaled             []history.Slotted
-	revision              int64
+	State, Ring, Triggers []*mvccpb.KeyValue
+	Journaled             []history.Slotted
+	Revision              int64
 	err                   error
 	done                  chan struct{} // closed once read
 }
 
-func newTakeoverReads(kv clientv3.KV, cluster string, journals *journal.Cache) *takeoverReads {
-	r := &takeoverReads{kv: kv, cluster: cluster, journals: journals}
+// New returns a queue that reads the slots of cluster on kv, their records
+// in journals first. Each transaction is bounded by timeout (the
+// scheduler's raiseTimeout, as long as its takeovers wait); a read waiting
+// its turn in the queue is not.
+func New(kv clientv3.KV, cluster string, journals *journal.Cache, timeout time.Duration) *Queue {
+	r := &Queue{kv: kv, cluster: cluster, journals: journals, timeout: timeout}
 	r.queue = batch.New(maxSlotsPerRead, maxReadTxns, r.commit)
 	return r
 }
 
-// read is slot s's state key, ring and triggers, read in one transaction
+// Hold, called (by tests) before Run, keeps the reads queued until c is
+// closed.
+func (r *Queue) Hold(c chan struct{}) { r.queue.Hold = c }
+
+// Read is slot s's state key, ring and triggers, read in one transaction
 // with the other slots queued; it gives up when ctx ends.
-func (r *takeoverReads) read(ctx context.Context, s shard.Slot) (*slotRead, error) {
-	q := &slotRead{slot: s, done: make(chan struct{})}
+func (r *Queue) Read(ctx context.Context, s shard.Slot) (*Slot, error) {
+	q := &Slot{slot: s, done: make(chan struct{})}
 	r.queue.Put(q)
 	select {
 	case <-q.done:
@@ -69,13 +84,13 @@ func (r *takeoverReads) read(ctx context.Context, s shard.Slot) (*slotRead, erro
 	}
 }
 
-// run commits the queued reads until ctx ends.
-func (r *takeoverReads) run(ctx context.Context) { r.queue.Run(ctx) }
+// Run commits the queued reads until ctx ends.
+func (r *Queue) Run(ctx context.Context) { r.queue.Run(ctx) }
 
 // commit reads b's slots' records in journals, then their keys in one
 // transaction at the journals' revision, and answers each.
-func (r *takeoverReads) commit(ctx context.Context, b []*slotRead) {
-	ctx, cancel := context.WithTimeout(ctx, raiseTimeout) // as long as its takeovers wait
+func (r *Queue) commit(ctx context.Context, b []*Slot) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	slots := make([]shard.Slot, len(b))
 	for i, q := range b {
@@ -96,11 +111,17 @@ func (r *takeoverReads) commit(ctx context.Context, b []*slotRead) {
 		if err != nil {
 			q.err = err
 		} else {
-			q.revision, q.journaled = rev, journaled[q.slot]
-			q.state = resp.Responses[3*i].GetResponseRange().Kvs
-			q.ring = resp.Responses[3*i+1].GetResponseRange().Kvs
-			q.triggers = resp.Responses[3*i+2].GetResponseRange().Kvs
+			q.Revision, q.Journaled = rev, journaled[q.slot]
+			q.State = resp.Responses[3*i].GetResponseRange().Kvs
+			q.Ring = resp.Responses[3*i+1].GetResponseRange().Kvs
+			q.Triggers = resp.Responses[3*i+2].GetResponseRange().Kvs
 		}
 		close(q.done)
 	}
+}
+
+// triggersOp reads the manual triggers waiting for slot s, oldest first.
+func triggersOp(cluster string, s shard.Slot, opts ...clientv3.OpOption) clientv3.Op {
+	opts = append([]clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}, opts...)
+	return clientv3.OpGet(keyspace.Triggers(cluster, s), opts...)
 }

@@ -1,4 +1,4 @@
-package scheduler
+package takeoverread
 
 import (
 	"context"
@@ -12,7 +12,10 @@ import (
 	"github.com/kira-scheduler/kira/internal/keyspace"
 	"github.com/kira-scheduler/kira/internal/kiratest"
 	"github.com/kira-scheduler/kira/internal/shard"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The reads of 100 slots queued together go in three transactions (42,
 // 42 and 16 slots), each slot answered with its own keys; a read queued
@@ -29,14 +32,14 @@ func TestTakeoverReadsShareTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reads := newTakeoverReads(cli, "c", journal.NewCache(cli, "c"))
+	reads := New(cli, "c", journal.NewCache(cli, "c"), 30*time.Second)
 	var wg sync.WaitGroup
 	errs := make(chan error, slots+1)
 	readOne := func(p int) {
 		defer wg.Done()
-		q, err := reads.read(ctx, shard.Slot{Job: "j", Partition: p})
-		if err == nil && (len(q.state) != 1 || string(q.state[0].Value) != fmt.Sprint(p)) {
-			err = fmt.Errorf("partition %d read %v", p, q.state)
+		q, err := reads.Read(ctx, shard.Slot{Job: "j", Partition: p})
+		if err == nil && (len(q.State) != 1 || string(q.State[0].Value) != fmt.Sprint(p)) {
+			err = fmt.Errorf("partition %d read %v", p, q.State)
 		}
 		errs <- err
 	}
@@ -49,7 +52,7 @@ func TestTakeoverReadsShareTransactions(t *testing.T) {
 	})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { reads.run(runCtx); close(done) }()
+	go func() { reads.Run(runCtx); close(done) }()
 	wg.Wait()
 	wg.Add(1)
 	readOne(7)
