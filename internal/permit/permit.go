@@ -37,6 +37,12 @@ import (
 // expired or somebody deleted it.
 var ErrLost = errors.New("permit: the waiting key is gone (its lease expired, or it was deleted)")
 
+// recheck is how long a waiter waits for its pool's watch before it reads
+// its place again anyway: a watch stream that the network broke without
+// closing it misses deletes, and a fire must not wait for good on one it
+// missed. A variable for TestAWaiterGetsAPermitItsWatchMissed.
+var recheck = 5 * time.Second
+
 // Pools are one member's permits: every key they put is bound to its lease.
 // Fires waiting in one pool share one watch of the pool's prefix.
 type Pools struct {
@@ -91,10 +97,15 @@ func (p *Pools) Acquire(ctx context.Context, l config.Limit, value string) (*Per
 	defer done()
 	ch := changed()
 	rev, held, err := pm.put(ctx, l, value)
+	again := time.NewTimer(recheck)
+	defer again.Stop()
 	for err == nil && !held {
 		select {
 		case <-ch:
 			ch = changed()
+			held, err = pm.held(ctx, l, rev)
+		case <-again.C: // a delete the watch missed
+			again.Reset(recheck)
 			held, err = pm.held(ctx, l, rev)
 		case <-ctx.Done():
 			err = ctx.Err()

@@ -200,3 +200,42 @@ func TestPermitOfARevokedLeaseIsFreed(t *testing.T) {
 		t.Fatalf("got %v, want ErrLost", err)
 	}
 }
+
+// A waiter whose pool's watch has stopped (as a stream the network broke
+// without closing it) still gets the permit once the holder's key is gone:
+// it reads its place again every recheck.
+func TestAWaiterGetsAPermitItsWatchMissed(t *testing.T) {
+	defer func(d time.Duration) { recheck = d }(recheck)
+	recheck = 200 * time.Millisecond
+	cli := etcdtest.Start(t).Client(t)
+	ps, _ := pools(t, cli, 2, 10, true)
+	l := config.Limit{Pool: "missed", N: 1}
+	first, err := ps[0].Acquire(context.Background(), l, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		pm, err := ps[1].Acquire(context.Background(), l, "second")
+		if err == nil {
+			pm.Release()
+		}
+		got <- err
+	}()
+	kiratest.WaitUntil(t, "the second waits in the pool", 5*time.Second, func() bool { return keys(t, cli, "missed") == 2 })
+	ps[1].mu.Lock()
+	ps[1].pools["missed"].stop() // its watch ends: no delete will ring it
+	ps[1].mu.Unlock()
+	if _, err := cli.Delete(context.Background(), first.Key()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter never read its place again after its watch stopped")
+	}
+	first.Release()
+}
