@@ -219,7 +219,7 @@ func Check(history []Attempt, spec Spec) Report {
 					rep.Overlapped++
 					continue
 				}
-				if j.Misfire != config.MisfireFireAll && (inDropWindow(spec.Faults, t) || lives.excused(spec.Faults, slot, t, nextAcceptedAt(accepted, slot, sched, t), spec.Recovery, spec.OnTime)) {
+				if j.Misfire != config.MisfireFireAll && (inDropWindow(spec.Faults, t) || lives.excused(spec.Faults, slot, t, nextAcceptedAt(accepted, slot, sched, t, spec.To), spec.Recovery, spec.OnTime)) {
 					rep.Dropped[j.Misfire]++
 					continue
 				}
@@ -441,12 +441,12 @@ func nextAccepted(accepted map[key][]Attempt, slot string, sched config.Schedule
 }
 
 // nextAcceptedAt is when the slot's first fire after t that was accepted
-// was (zero: none was).
-func nextAcceptedAt(accepted map[key][]Attempt, slot string, sched config.Schedule, t time.Time) time.Time {
+// was, or none if none was.
+func nextAcceptedAt(accepted map[key][]Attempt, slot string, sched config.Schedule, t, none time.Time) time.Time {
 	if as := nextAccepted(accepted, slot, sched, sched.Next(t)); len(as) > 0 {
 		return as[0].At
 	}
-	return time.Time{}
+	return none
 }
 
 // inDropWindow reports whether t falls in a fault's window of allowed drops.

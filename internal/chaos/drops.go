@@ -49,8 +49,8 @@ func newSlotLives(ordered []Attempt, states []StateWrite) slotLives {
 // by what happened rather than by a wider window, which would hide real
 // drops. Only a policy that drops missed fires (fire-once, skip) may use it:
 //   - cut off in flight: a state key recorded t started, by a member a
-//     fault put in doubt (Fault.InDoubt) before the slot's next fire was
-//     accepted (next; zero: none was);
+//     fault put in doubt (Fault.InDoubt) before next: when the slot's next
+//     fire was accepted, or the window's end if none was;
 //   - no ready holder: a fault put the slot's holder in doubt, and t fell
 //     due after the fault began and before the next holder raised the
 //     fence, which it did within recovery of the fault's window.
@@ -60,9 +60,6 @@ func (l slotLives) excused(faults []Fault, slot string, t, next time.Time, recov
 	s := l[slot]
 	if s == nil {
 		return false
-	}
-	if next.IsZero() {
-		next = t.Add(24 * time.Hour)
 	}
 	for _, f := range faults {
 		if token, ok := s.started[t.UnixNano()]; ok && f.putsInDoubt(s.holder[token], t, next, slack) {
