@@ -19,7 +19,13 @@
 //
 // Write actions need authentication (Auth): a bearer token compared in
 // constant time, or a client certificate verified by the server's TLS. With
-// neither configured they are refused (403), never open. A write a browser
+// neither configured they are refused (403), never open. The caller's
+// identity, a token's name or a certificate's subject, is in the request's
+// context (Caller). A credential with a scope (a credentials file,
+// LoadCredentials) may act only on the jobs its names and labels select,
+// with the verbs it lists, and never replace the whole catalog: outside
+// its scope a write is refused (403) naming the caller and what it lacks
+// (authorize, allowJob). Every write is logged with its caller (audit). A write a browser
 // sends from another site is refused (403) whatever its credentials
 // (sameSite). An anonymous reader sees a job's spec with its secrets
 // redacted (redactSpec). Errors are JSON: {"error": "…"} with a 4xx or 5xx
@@ -33,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -56,12 +63,18 @@ const requestTimeout = 10 * time.Second
 // Auth says who may do what.
 type Auth struct {
 	// Token, if set, lets a request that says "Authorization: Bearer
-	// <Token>" write (trigger, pause, resume).
+	// <Token>" do every write: the unscoped token named LegacyTokenName
+	// (kira run --http-token-file).
 	Token []byte
 	// ClientCerts lets a request write when it came over TLS with a
 	// client certificate the server verified (its tls.Config requires and
-	// verifies them against a CA: kira run --http-client-ca).
+	// verifies them against a CA: kira run --http-client-ca). Unless
+	// Credentials lists the certificate's subject or refuses unlisted
+	// ones, it is unscoped.
 	ClientCerts bool
+	// Credentials, if set, are named tokens and certificate subjects, each
+	// with its scope (kira run --http-credentials).
+	Credentials *Credentials
 	// ProtectReads applies the same rule to the read endpoints; by default
 	// they are open.
 	ProtectReads bool
@@ -82,31 +95,35 @@ type Config struct {
 	// GET /v1/health names a slot two members each say they lead
 	// (ops.ReadClaims); without it that is not checked.
 	Peers *http.Client
+	// Logger, if set, gets a line for every write request: who sent it,
+	// what, and its status or why it was refused (audit); without it none.
+	Logger *slog.Logger
 }
 
-// route is one endpoint: its pattern (as http.ServeMux reads it), whether
-// it writes, its handler, and the limit of its body (0: MaxBodyBytes).
+// route is one endpoint: its pattern (as http.ServeMux reads it), the
+// verb a caller's scope needs for it ("" for a read), its handler, and the
+// limit of its body (0: MaxBodyBytes).
 type route struct {
 	pattern string
-	writes  bool
+	verb    verb
 	handle  func(*server) handler
 	body    int64
 }
 
 var routes = []route{
-	{"GET /v1/status", false, func(s *server) handler { return s.status }, 0},
-	{"GET /v1/jobs", false, func(s *server) handler { return s.jobs }, 0},
-	{"GET /v1/jobs/{job}", false, func(s *server) handler { return s.jobDetail }, 0},
-	{"GET /v1/jobs/{job}/executions", false, func(s *server) handler { return s.executions }, 0},
-	{"GET /v1/jobs/{job}/executions/{id}", false, func(s *server) handler { return s.execution }, 0},
-	{"POST /v1/jobs/{job}/trigger", true, func(s *server) handler { return s.trigger }, 0},
-	{"DELETE /v1/jobs/{job}/trigger/{id}", true, func(s *server) handler { return s.cancelRun }, 0},
-	{"POST /v1/jobs/{job}/pause", true, func(s *server) handler { return s.pause }, 0},
-	{"POST /v1/jobs/{job}/resume", true, func(s *server) handler { return s.resume }, 0},
-	{"PUT /v1/catalog", true, func(s *server) handler { return s.putCatalog }, config.MaxCatalogBytes},
-	{"GET /v1/timeline", false, func(s *server) handler { return s.timeline }, 0},
-	{"GET /v1/health", false, func(s *server) handler { return s.health }, 0},
-	{"GET /v1/members", false, func(s *server) handler { return s.members }, 0},
+	{"GET /v1/status", "", func(s *server) handler { return s.status }, 0},
+	{"GET /v1/jobs", "", func(s *server) handler { return s.jobs }, 0},
+	{"GET /v1/jobs/{job}", "", func(s *server) handler { return s.jobDetail }, 0},
+	{"GET /v1/jobs/{job}/executions", "", func(s *server) handler { return s.executions }, 0},
+	{"GET /v1/jobs/{job}/executions/{id}", "", func(s *server) handler { return s.execution }, 0},
+	{"POST /v1/jobs/{job}/trigger", verbTrigger, func(s *server) handler { return s.trigger }, 0},
+	{"DELETE /v1/jobs/{job}/trigger/{id}", verbTrigger, func(s *server) handler { return s.cancelRun }, 0},
+	{"POST /v1/jobs/{job}/pause", verbPause, func(s *server) handler { return s.pause }, 0},
+	{"POST /v1/jobs/{job}/resume", verbPause, func(s *server) handler { return s.resume }, 0},
+	{"PUT /v1/catalog", verbCatalog, func(s *server) handler { return s.putCatalog }, config.MaxCatalogBytes},
+	{"GET /v1/timeline", "", func(s *server) handler { return s.timeline }, 0},
+	{"GET /v1/health", "", func(s *server) handler { return s.health }, 0},
+	{"GET /v1/members", "", func(s *server) handler { return s.members }, 0},
 }
 
 // Routes are the API's endpoints as "METHOD /path" patterns; openapi.yaml
@@ -129,8 +146,8 @@ func Handler(cfg Config) http.Handler {
 		if limit == 0 {
 			limit = MaxBodyBytes
 		}
-		if r.writes {
-			mux.Handle(r.pattern, cfg.Auth.require(s.serve(r.handle(s), limit)))
+		if r.verb != "" {
+			mux.Handle(r.pattern, cfg.Auth.require(s.serve(s.authorize(r.verb, r.handle(s)), limit)))
 		} else {
 			mux.Handle(r.pattern, cfg.Auth.Reads(s.boundAnonymous(s.serve(r.handle(s), limit))))
 		}
@@ -141,7 +158,11 @@ func Handler(cfg Config) http.Handler {
 	// Answers over 1 KB go gzipped to a client that accepts it: the
 	// dashboard's timeline of thousands of slots shrinks tenfold or more
 	// (TestTimelineIsGzipped).
-	return gzhttp.GzipHandler(sameSite(mux))
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return gzhttp.GzipHandler(audit(log, sameSite(mux)))
 }
 
 type server struct {

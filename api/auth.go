@@ -1,40 +1,135 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"strconv"
 )
 
-// authenticated reports whether r carries credentials a accepts: a client
-// certificate the server's TLS verified, or the bearer token.
-func (a Auth) authenticated(r *http.Request) bool {
-	if a.ClientCerts && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		return true
-	}
-	return a.Token != nil && bearer(r, a.Token)
+// Identity is who sent a request: the name of its bearer token, or the
+// subject of its client certificate. Its scope limits what it may write
+// (allowJob); with none it may do everything.
+type Identity struct {
+	// Name is the token's name (LegacyTokenName for --http-token-file's),
+	// or the certificate's subject as Go prints it (CN=deployer,O=Acme).
+	Name string
+	// Certificate says Name is a certificate subject, not a token name.
+	Certificate bool
+	scope       *scope
 }
 
-// require lets a request through only if it is authenticated: with no
-// credentials configured, never (403).
+// Scoped reports whether the identity's scope limits it.
+func (id Identity) Scoped() bool { return id.scope != nil }
+
+// Manager is the identity as the catalog records who wrote a job:
+// "api:" and its name.
+func (id Identity) Manager() string { return "api:" + id.Name }
+
+// String is the identity as messages and the log name it: token "name",
+// or certificate "subject".
+func (id Identity) String() string {
+	if id.Certificate {
+		return "certificate " + strconv.Quote(id.Name)
+	}
+	return "token " + strconv.Quote(id.Name)
+}
+
+type callerKey struct{}
+
+// Caller is the identity that sent the request ctx belongs to; false for a
+// request without credentials (an anonymous read). Every write route's
+// context has one (TestCallerIsInTheContext).
+func Caller(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(callerKey{}).(Identity)
+	return id, ok
+}
+
+// identify is the identity r's credentials prove, if any: a bearer token a
+// accepts, else a client certificate the server's TLS verified (listed, or
+// unlisted when the credentials file lets those in).
+func (a Auth) identify(r *http.Request) (Identity, bool) {
+	if token, ok := bearer(r); ok {
+		if id, ok := a.tokenIdentity(token); ok {
+			return id, true
+		}
+	}
+	if !a.ClientCerts || r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return Identity{}, false
+	}
+	subject := r.TLS.VerifiedChains[0][0].Subject.String()
+	id := Identity{Name: subject, Certificate: true}
+	if a.Credentials == nil {
+		return id, true
+	}
+	key, err := canonicalSubject(subject)
+	if err != nil {
+		return Identity{}, false
+	}
+	s, listed := a.Credentials.certs[key]
+	if !listed && a.Credentials.refuseUnlisted {
+		return Identity{}, false
+	}
+	id.scope = s
+	return id, true
+}
+
+// tokenIdentity is the token whose secret is token. Every secret is
+// compared, in constant time, whichever matches.
+func (a Auth) tokenIdentity(token []byte) (Identity, bool) {
+	var id Identity
+	found := 0
+	if a.Token != nil && subtle.ConstantTimeCompare(token, a.Token) == 1 {
+		id, found = Identity{Name: LegacyTokenName}, 1
+	}
+	if a.Credentials != nil {
+		for _, t := range a.Credentials.tokens {
+			if subtle.ConstantTimeCompare(token, t.secret) == 1 {
+				id, found = Identity{Name: t.name, scope: t.scope}, found+1
+			}
+		}
+	}
+	return id, found == 1
+}
+
+// configured reports whether a accepts any credentials at all.
+func (a Auth) configured() bool {
+	return a.Token != nil || a.ClientCerts || (a.Credentials != nil && len(a.Credentials.tokens) > 0)
+}
+
+// authenticated reports whether r carries credentials a accepts.
+func (a Auth) authenticated(r *http.Request) bool {
+	_, ok := a.identify(r)
+	return ok
+}
+
+// require lets a request through only if it is authenticated, with its
+// identity in its context (Caller): with no credentials configured, never
+// (403).
 func (a Auth) require(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case a.Token == nil && !a.ClientCerts:
-			writeError(w, http.StatusForbidden, "this action needs authentication, and none is configured: start kira run with --http-token-file FILE (or KIRA_HTTP_TOKEN), or with --http-tls-cert, --http-tls-key and --http-client-ca")
-		case a.authenticated(r):
-			next.ServeHTTP(w, r)
-		default:
+		if !a.configured() {
+			noteRefused(r.Context(), "no credentials are configured")
+			writeError(w, http.StatusForbidden, "this action needs authentication, and none is configured: start kira run with --http-credentials FILE, --http-token-file FILE (or KIRA_HTTP_TOKEN), or with --http-tls-cert, --http-tls-key and --http-client-ca")
+			return
+		}
+		id, ok := a.identify(r)
+		if !ok {
+			noteRefused(r.Context(), "missing or wrong credentials")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kira"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong credentials: send Authorization: Bearer <token>, or a client certificate")
+			return
 		}
+		noteCaller(r.Context(), id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, id)))
 	})
 }
 
 // Reads guards a read endpoint with the API's rule for reads: open by
-// default, with ProtectReads the credentials write actions need. The
-// member's /metrics is guarded with it too (TestWritesAreNeverOpen,
-// TestMetricsNeedTheReadAuth in cmd/kira).
+// default, with ProtectReads the credentials write actions need, any
+// scope. The member's /metrics is guarded with it too
+// (TestWritesAreNeverOpen, TestMetricsNeedTheReadAuth in cmd/kira).
 func (a Auth) Reads(next http.Handler) http.Handler {
 	if !a.ProtectReads {
 		return next
@@ -42,14 +137,33 @@ func (a Auth) Reads(next http.Handler) http.Handler {
 	return a.require(next)
 }
 
-// bearer reports whether r carries token, compared in constant time.
-func bearer(r *http.Request, token []byte) bool {
+// Check says what is wrong with a's credentials together: a credentials
+// file's token with the secret of --http-token-file's, or certificates
+// listed where no client certificate can arrive.
+func (a Auth) Check() error {
+	c := a.Credentials
+	if c == nil {
+		return nil
+	}
+	for _, t := range c.tokens {
+		if a.Token != nil && subtle.ConstantTimeCompare(t.secret, a.Token) == 1 {
+			return fmt.Errorf("%s: token %q has the same secret as --http-token-file's (KIRA_HTTP_TOKEN): give each its own", t.at, t.name)
+		}
+	}
+	if (len(c.certs) > 0 || c.refuseUnlisted) && !a.ClientCerts {
+		return fmt.Errorf("%s: certificates are listed (or unlisted_certificates set), but no client certificate is verified: add --http-client-ca, with --http-tls-cert and --http-tls-key", c.file)
+	}
+	return nil
+}
+
+// bearer is r's bearer token, if it sends one.
+func bearer(r *http.Request) ([]byte, bool) {
 	const prefix = "Bearer "
 	h := r.Header.Get("Authorization")
 	if len(h) < len(prefix) || h[:len(prefix)] != prefix {
-		return false
+		return nil, false
 	}
-	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), token) == 1
+	return []byte(h[len(prefix):]), true
 }
 
 // sameSite refuses (403) a write (POST, PUT, PATCH, DELETE) a browser sends
@@ -62,6 +176,7 @@ func bearer(r *http.Request, token []byte) bool {
 func sameSite(next http.Handler) http.Handler {
 	p := http.NewCrossOriginProtection()
 	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noteRefused(r.Context(), "a browser sent it from another site")
 		writeError(w, http.StatusForbidden, fmt.Sprintf("%s %s refused: a browser sent it from another site (Origin %q, Sec-Fetch-Site %q); write from the dashboard this member serves, or from a client that sends neither header (curl, kira)",
 			r.Method, r.URL.Path, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site")))
 	}))

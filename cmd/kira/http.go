@@ -27,6 +27,7 @@ const EnvHTTPToken = "KIRA_HTTP_TOKEN"
 // API (package api), and who may use the API's write actions.
 type httpFlags struct {
 	addr, tokenFile        string
+	credentials            string
 	tlsCert, tlsKey, useCA string
 	readAuth               bool
 	traceURL               string
@@ -35,6 +36,7 @@ type httpFlags struct {
 func (h *httpFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&h.addr, "http", "", "serve /healthz, /metrics and the API (/v1) on this address; a bare port, such as 8080, binds 127.0.0.1; empty disables")
 	fs.StringVar(&h.tokenFile, "http-token-file", "", "file whose first line is the bearer token the API's write actions require (also $"+EnvHTTPToken+")")
+	fs.StringVar(&h.credentials, "http-credentials", "", "YAML file of named bearer tokens and client-certificate subjects, each with an optional scope of jobs, labels and verbs (docs/security.md); beside --http-token-file's token, which stays unscoped")
 	fs.StringVar(&h.tlsCert, "http-tls-cert", "", "serve HTTPS with this certificate")
 	fs.StringVar(&h.tlsKey, "http-tls-key", "", "key of --http-tls-cert")
 	fs.StringVar(&h.useCA, "http-client-ca", "", "CA bundle: a client certificate it verifies may use the API's write actions (needs --http-tls-cert)")
@@ -90,7 +92,8 @@ func (h httpFlags) baseURL() string {
 	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
-// auth reads the token and says which credentials the API accepts.
+// auth reads the token and the credentials file and says which
+// credentials the API accepts.
 func (h httpFlags) auth() (api.Auth, error) {
 	a := api.Auth{ClientCerts: h.useCA != "", ProtectReads: h.readAuth}
 	token := os.Getenv(EnvHTTPToken)
@@ -107,6 +110,16 @@ func (h httpFlags) auth() (api.Auth, error) {
 	}
 	if token != "" {
 		a.Token = []byte(token)
+	}
+	if h.credentials != "" {
+		c, err := api.LoadCredentials(h.credentials)
+		if err != nil {
+			return a, fmt.Errorf("kira run: --http-credentials: %w", err)
+		}
+		a.Credentials = c
+	}
+	if err := a.Check(); err != nil {
+		return a, fmt.Errorf("kira run: --http-credentials: %w", err)
 	}
 	return a, nil
 }
@@ -183,7 +196,7 @@ func (r *runner) httpMux(h httpFlags, auth api.Auth, cli *clientv3.Client, clust
 	mux.HandleFunc("/readyz", r.ready)
 	mux.HandleFunc("/healthz", r.ready)
 	mux.Handle("/metrics", auth.Reads(promhttp.HandlerFor(r.metrics.registry, promhttp.HandlerOpts{})))
-	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth, Leases: cli, Maintenance: cli, Peers: peerClient(h, auth)}))
+	mux.Handle("/v1/", api.Handler(api.Config{KV: cli, Cluster: cluster, Auth: auth, Leases: cli, Maintenance: cli, Peers: peerClient(h, auth), Logger: r.logger}))
 	mux.Handle("/", dashboard.Handler(dashboard.Config{TraceURL: h.traceURL}))
 	return mux
 }
