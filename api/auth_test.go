@@ -22,10 +22,18 @@ import (
 // as a browser holding it does on every request to the server.
 func clientCertServer(t *testing.T, cfg Config) (*httptest.Server, *http.Client) {
 	t.Helper()
+	srv, clients := clientCertServerFor(t, Handler(cfg), "operator")
+	return srv, clients["operator"]
+}
+
+// clientCertServerFor serves h over TLS, verifying client certificates
+// of its CA, and returns a client for each common name, presenting a
+// certificate of that subject (CN=name).
+func clientCertServerFor(t *testing.T, h http.Handler, names ...string) (*httptest.Server, map[string]*http.Client) {
+	t.Helper()
 	ca := kiratest.NewCA(t, t.TempDir(), "ca")
 	serverCert, serverKey := ca.Issue(t, "api", true)
-	clientCert, clientKey := ca.Issue(t, "operator", false)
-	srv := httptest.NewUnstartedServer(Handler(cfg))
+	srv := httptest.NewUnstartedServer(h)
 	pool := x509.NewCertPool()
 	pem, _ := os.ReadFile(ca.File)
 	pool.AppendCertsFromPEM(pem)
@@ -36,13 +44,18 @@ func clientCertServer(t *testing.T, cfg Config) (*httptest.Server, *http.Client)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	mine, err := tls.LoadX509KeyPair(clientCert, clientKey)
-	if err != nil {
-		t.Fatal(err)
+	clients := map[string]*http.Client{}
+	for _, name := range names {
+		clientCert, clientKey := ca.Issue(t, name, false)
+		mine, err := tls.LoadX509KeyPair(clientCert, clientKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{mine}}}}
+		t.Cleanup(c.CloseIdleConnections)
+		clients[name] = c
 	}
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{mine}}}}
-	t.Cleanup(c.CloseIdleConnections)
-	return srv, c
+	return srv, clients
 }
 
 // send makes one request with the given headers and returns its status and body.

@@ -103,3 +103,20 @@ func TestCredentialsFileErrors(t *testing.T) {
 		}
 	}
 }
+
+// A file's token may not share its secret with --http-token-file's: the
+// error names the file, line and token, never the secret.
+func TestCredentialsBesideTheOldToken(t *testing.T) {
+	file := writeCredentials(t, "tokens:\n  - name: a\n    secret_file: a.token\n")
+	c, err := LoadCredentials(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Auth{Token: []byte(secretA), Credentials: c}.Check()
+	if err == nil || !strings.Contains(err.Error(), file+`:3:18: tokens[0].secret_file: token "a" has the same secret as --http-token-file's`) || strings.Contains(err.Error(), secretA) {
+		t.Fatalf("%v; want an error naming the line, not the secret", err)
+	}
+	if err := (Auth{Token: []byte(secretB), Credentials: c}).Check(); err != nil {
+		t.Fatal(err)
+	}
+}
