@@ -5,46 +5,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
-	"strconv"
 )
-
-// Identity is who sent a request: the name of its bearer token, or the
-// subject of its client certificate. Its scope limits what it may write
-// (allowJob); with none it may do everything.
-type Identity struct {
-	// Name is the token's name (LegacyTokenName for --http-token-file's),
-	// or the certificate's subject as Go prints it (CN=deployer,O=Acme).
-	Name string
-	// Certificate says Name is a certificate subject, not a token name.
-	Certificate bool
-	scope       *scope
-}
-
-// Scoped reports whether the identity's scope limits it.
-func (id Identity) Scoped() bool { return id.scope != nil }
-
-// Manager is the identity as the catalog records who wrote a job:
-// "api:" and its name.
-func (id Identity) Manager() string { return "api:" + id.Name }
-
-// String is the identity as messages and the log name it: token "name",
-// or certificate "subject".
-func (id Identity) String() string {
-	if id.Certificate {
-		return "certificate " + strconv.Quote(id.Name)
-	}
-	return "token " + strconv.Quote(id.Name)
-}
-
-type callerKey struct{}
-
-// Caller is the identity that sent the request ctx belongs to; false for a
-// request without credentials (an anonymous read). Every write route's
-// context has one (TestCallerIsInTheContext).
-func Caller(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(callerKey{}).(Identity)
-	return id, ok
-}
 
 // identify is the identity r's credentials prove, if any: a bearer token a
 // accepts, else a client certificate the server's TLS verified (listed, or
@@ -73,6 +34,18 @@ func (a Auth) identify(r *http.Request) (Identity, bool) {
 	}
 	id.scope = s
 	return id, true
+}
+
+// unlisted is the subject of r's verified client certificate when the
+// credentials file does not list it and refuses such certificates.
+func (a Auth) unlisted(r *http.Request) (string, bool) {
+	if !a.ClientCerts || a.Credentials == nil || !a.Credentials.refuseUnlisted || r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return "", false
+	}
+	subject := r.TLS.VerifiedChains[0][0].Subject.String()
+	key, err := canonicalSubject(subject)
+	_, listed := a.Credentials.certs[key]
+	return subject, err != nil || !listed
 }
 
 // tokenIdentity is the token whose secret is token. Every secret is
@@ -115,6 +88,12 @@ func (a Auth) require(next http.Handler) http.Handler {
 			return
 		}
 		id, ok := a.identify(r)
+		if subject, unlisted := a.unlisted(r); !ok && unlisted {
+			msg := fmt.Sprintf("certificate %q is not listed in the credentials file, and it refuses certificates not listed (unlisted_certificates: refused)", subject)
+			noteRefused(r.Context(), msg)
+			writeError(w, http.StatusForbidden, msg)
+			return
+		}
 		if !ok {
 			noteRefused(r.Context(), "missing or wrong credentials")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kira"`)

@@ -17,7 +17,7 @@ import (
 // --http-credentials FILE): bearer tokens, each with its name and secret,
 // and client-certificate subjects, each with an optional scope. A
 // credential without a scope is unscoped. Secrets are never in an error,
-// a log line or a String (TestCredentialsFileErrors).
+// a log line or a String (TestCredentialsFileErrors, TestCredentialsFile).
 type Credentials struct {
 	file   string
 	tokens []namedToken
@@ -27,6 +27,19 @@ type Credentials struct {
 	// otherwise it is unscoped, as without a credentials file.
 	refuseUnlisted bool
 }
+
+// String names the file and its credentials, never a secret: what a log
+// line or an error may show of them (TestCredentialsFile).
+func (c Credentials) String() string {
+	names := make([]string, len(c.tokens))
+	for i, t := range c.tokens {
+		names[i] = t.name
+	}
+	return fmt.Sprintf("credentials of %s: tokens [%s], %d certificates", c.file, strings.Join(names, " "), len(c.certs))
+}
+
+// GoString is String: %#v shows no secret either.
+func (c Credentials) GoString() string { return c.String() }
 
 // namedToken is one bearer token: at is where its secret is named in the
 // file, for errors.

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,6 +62,13 @@ certificates:
 	}
 	if s, ok := c.certs["CN=root"]; !ok || s != nil {
 		t.Fatalf("certificates %+v", c.certs)
+	}
+	var log bytes.Buffer
+	slog.New(slog.NewTextHandler(&log, nil)).Info("loaded", "credentials", c, "value", *c)
+	for _, shown := range []string{fmt.Sprint(c), fmt.Sprintf("%+v", *c), fmt.Sprintf("%#v", c), log.String()} {
+		if strings.Contains(shown, secretA) || strings.Contains(shown, secretB) || !strings.Contains(shown, "tokens [customers admin], 2 certificates") {
+			t.Errorf("credentials shown as %s", shown)
+		}
 	}
 }
 

@@ -61,7 +61,8 @@ func TestCallerIsInTheContext(t *testing.T) {
 
 // A listed certificate's subject has the scope listed; one not listed is
 // unscoped, as without a credentials file, unless the file says
-// unlisted_certificates: refused (then 401).
+// unlisted_certificates: refused (then 403 naming
+// its subject, unless a token says who it is).
 func TestCertificateScopes(t *testing.T) {
 	cli := storedYAML(t, scopedYAML)
 	names := []string{"deployer", "root", "stranger"}
@@ -90,8 +91,13 @@ func TestCertificateScopes(t *testing.T) {
 
 	auth := Auth{ClientCerts: true, Credentials: certCredentials(t, "unlisted_certificates: refused\n")}
 	srv, c = clientCertServerFor(t, Handler(Config{KV: cli, Cluster: "c", Auth: auth}), names...)
-	if code := call(t, c["stranger"], "POST", srv.URL+"/v1/jobs/billing-run/pause", "", "", nil); code != http.StatusUnauthorized {
-		t.Errorf("an unlisted certificate with unlisted_certificates: refused: %d, want 401", code)
+	var e Error
+	if code := call(t, c["stranger"], "POST", srv.URL+"/v1/jobs/billing-run/pause", "", "", &e); code != http.StatusForbidden ||
+		!strings.Contains(e.Error, `certificate "CN=stranger" is not listed in the credentials file`) {
+		t.Errorf("an unlisted certificate with unlisted_certificates: refused: %d %q, want 403 naming it", code, e.Error)
+	}
+	if code := call(t, c["stranger"], "POST", srv.URL+"/v1/jobs/customer-a/pause", secretA, "", nil); code != 200 {
+		t.Errorf("an unlisted certificate with a token: %d, want 200", code)
 	}
 	if code := call(t, c["deployer"], "POST", srv.URL+"/v1/jobs/customer-a/resume", "", "", nil); code != 200 {
 		t.Errorf("a listed certificate with unlisted_certificates: refused: %d, want 200", code)
