@@ -25,9 +25,9 @@
 // LoadCredentials) may act only on the jobs its names and labels select,
 // with the verbs it lists, and never replace the whole catalog: outside
 // its scope a write is refused (403) naming the caller and what it lacks
-// (authorize, allowJob). Every write is logged with its caller (audit). A write a browser
-// sends from another site is refused (403) whatever its credentials
-// (sameSite). An anonymous reader sees a job's spec with its secrets
+// (authorize, allowJob). Every write is logged with its caller (audit).
+// A write a browser sends from another site is refused (403) whatever its
+// credentials (sameSite). An anonymous reader sees a job's spec with its secrets
 // redacted (redactSpec). Errors are JSON: {"error": "…"} with a 4xx or 5xx
 // status.
 package api

@@ -11,8 +11,10 @@ import (
 // authorize checks that the caller's scope allows the route's verb before
 // h runs: on the job in the path for trigger and pause (its stored labels
 // when the scope has a label selector), an unscoped caller for a
-// whole-catalog write. A write route's handler completes the check with
-// allowJob once it has the new definition (TestScopedTokens).
+// whole-catalog write. For a route of verb write it checks the verb and
+// the name in the path only: the route's handler must complete the check
+// with allowJob, given the stored and the new definition
+// (TestScopedTokens, TestAllowJob).
 func (s *server) authorize(v verb, h handler) handler {
 	return func(ctx context.Context, r *http.Request) (any, error) {
 		var err error
