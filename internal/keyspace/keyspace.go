@@ -7,6 +7,8 @@
 //	catalog-head                               the per-job catalog's generation  none
 //	catalogs/<generation>/settings             its settings           none
 //	catalogs/<generation>/jobs/<job>           one of its jobs        none
+//	catalogs/<generation>/refs/<up>/<dep>      job dep runs after up  none
+//	catalog-change                             the last single-job change  none
 //	catalog-generations                        names new generations  none
 //	election/<job>/<partition>/<lease id hex>  candidacy (concurrency.Election)  member's lease
 //	state/<job>/<partition>                    the slot's state       none, fenced writes
@@ -77,8 +79,34 @@ func CatalogJobs(cluster string, g int64) string { return CatalogGeneration(clus
 // CatalogJob is one job of a generation.
 func CatalogJob(cluster string, g int64, job string) string { return CatalogJobs(cluster, g) + job }
 
+// CatalogRefs is the prefix of the references to job upstream in a
+// generation: one key per job that runs after it (after:), so that a delete
+// of upstream can be refused, in the transaction that deletes it, while one
+// exists (config.DeleteJob).
+func CatalogRefs(cluster string, g int64, upstream string) string {
+	return CatalogGeneration(cluster, g) + "refs/" + upstream + "/"
+}
+
+// CatalogRef is the reference of job dependent to its upstream.
+func CatalogRef(cluster string, g int64, upstream, dependent string) string {
+	return CatalogRefs(cluster, g, upstream) + dependent
+}
+
+// IsCatalogRef reports whether key is a reference key (CatalogRef) of a
+// generation.
+func IsCatalogRef(cluster, key string) bool {
+	rest, found := strings.CutPrefix(key, CatalogGenerationsRoot(cluster))
+	return found && len(rest) > 17 && rest[16] == '/' && strings.HasPrefix(rest[17:], "refs/")
+}
+
+// CatalogChange records the last single-job change of the catalog (who, which
+// job, what); written in that change's transaction, it describes the
+// catalog revision its mod revision is.
+func CatalogChange(cluster string) string { return Cluster(cluster) + "catalog-change" }
+
 // ParseCatalogKey reads the generation of a key under CatalogGenerationsRoot
-// and the job it holds ("" for its settings); false for any other key.
+// and the job it holds ("" for its settings); false for any other key, the
+// reference keys (CatalogRef) among them.
 func ParseCatalogKey(cluster, key string) (g int64, job string, ok bool) {
 	rest, found := strings.CutPrefix(key, CatalogGenerationsRoot(cluster))
 	if !found || len(rest) < 17 || rest[16] != '/' {

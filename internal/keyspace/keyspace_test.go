@@ -73,3 +73,23 @@ func FuzzParseControl(f *testing.F) {
 		}
 	})
 }
+
+// A generation's reference keys are not jobs or settings: ParseCatalogKey
+// refuses them, IsCatalogRef knows them, and no job or settings key is one.
+func TestParseCatalogKeyIgnoresRefs(t *testing.T) {
+	ref := CatalogRef("c", 7, "extract", "load")
+	if g, job, ok := ParseCatalogKey("c", ref); ok {
+		t.Errorf("ParseCatalogKey(%q) = %d %q, want refused", ref, g, job)
+	}
+	if !IsCatalogRef("c", ref) || !IsCatalogRef("c", CatalogRefs("c", 7, "extract")) {
+		t.Errorf("IsCatalogRef(%q) is false", ref)
+	}
+	for _, k := range []string{CatalogJob("c", 7, "refs"), CatalogSettings("c", 7), CatalogHead("c"), CatalogChange("c")} {
+		if IsCatalogRef("c", k) {
+			t.Errorf("IsCatalogRef(%q) is true", k)
+		}
+	}
+	if g, job, ok := ParseCatalogKey("c", CatalogJob("c", 7, "refs")); !ok || g != 7 || job != "refs" {
+		t.Errorf("a job named refs parsed as %d %q %v", g, job, ok)
+	}
+}
