@@ -143,6 +143,7 @@ func (v *validator) graph(cat *Catalog) {
 		for k, u := range j.After {
 			if _, ok := index[u.Job]; !ok {
 				v.addf(afterField(i, k), "job %q runs after %q, which is not a job of the catalog", j.Name, u.Job)
+				v.unresolved = append(v.unresolved, unresolvedAfter{upstream: u.Job, problem: v.problems[len(v.problems)-1]})
 			}
 		}
 	}

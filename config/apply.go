@@ -19,6 +19,17 @@ type Applied struct {
 	DryRun   bool  `json:"dry_run"`
 }
 
+// ApplyOptions are Apply's: DryRun writes nothing; Force stores even if
+// the stored catalog changed since cat was compared against it; the
+// WholeOptions say what becomes of the jobs of other managers
+// (kira apply --force-conflicts, --prune-others;
+// PUT /v1/catalog?force_conflicts=&prune_others=).
+type ApplyOptions struct {
+	DryRun bool
+	Force  bool
+	WholeOptions
+}
+
 // Apply stores cat (stored by src) unless it is the stored one, dryRun
 // says not to, or the stored catalog is no longer the one cat was compared
 // against, and force is not given: cat's Revision (its revision: field), else
@@ -31,24 +42,38 @@ type Applied struct {
 // replaced only with force, and the changes say so first; without force it
 // is an error and nothing is written (TestForcedApplyReplacesAnUnreadableCatalog).
 func Apply(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, dryRun, force bool) (*Applied, error) {
-	stored, replaced, err := applyOver(ctx, kv, cat.Cluster, force)
+	return ApplyWith(ctx, kv, cat, src, ApplyOptions{DryRun: dryRun, Force: force})
+}
+
+// ApplyWith is Apply with options. The jobs of other managers (api:<name>,
+// cli:<name>) that cat lacks are kept, and its Changes say so ("kept 3
+// jobs managed by api:signup"); a job of cat another manager holds is a
+// *ManagerConflictError naming it, its manager and where cat has it, unless
+// ForceConflicts takes it over (TestApplyKeepsJobsOfOtherManagers).
+func ApplyWith(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, opt ApplyOptions) (*Applied, error) {
+	stored, replaced, err := applyOver(ctx, kv, cat.Cluster, opt.Force)
+	if err != nil {
+		return nil, err
+	}
+	wh, err := combine(cat, src, stored, opt.WholeOptions)
 	if err != nil {
 		return nil, err
 	}
 	var prev *Catalog
-	res := &Applied{Cluster: cat.Cluster, Changes: replaced, DryRun: dryRun}
+	res := &Applied{Cluster: cat.Cluster, Changes: replaced, DryRun: opt.DryRun}
 	if stored != nil {
 		prev, res.Revision = stored.Catalog, stored.Revision
 	}
-	for _, ch := range Diff(prev, cat) {
+	for _, ch := range Diff(prev, wh.cat) {
 		res.Changes = append(res.Changes, ch.String())
 	}
-	if len(res.Changes) == 0 {
+	if len(res.Changes) == 0 && len(wh.taken) == 0 {
 		return res, nil
 	}
+	res.Changes = append(res.Changes, wh.notes()...)
 	expected := res.Revision
 	switch {
-	case force:
+	case opt.Force:
 		expected = Force
 	case cat.Revision != 0 && cat.Revision != res.Revision:
 		current, err := Read(ctx, kv, cat.Cluster, 0)
@@ -57,10 +82,10 @@ func Apply(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, dryRun
 		}
 		return nil, &ConflictError{Expected: cat.Revision, Current: current}
 	}
-	if dryRun {
+	if opt.DryRun {
 		return res, nil
 	}
-	if res.Revision, err = putOver(ctx, kv, cat, src, expected, stored); err != nil {
+	if res.Revision, err = putOver(ctx, kv, cat, src, expected, stored, opt.WholeOptions); err != nil {
 		return nil, err
 	}
 	res.Written = true

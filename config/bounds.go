@@ -32,12 +32,12 @@ const (
 	MaxHeaderValueBytes = 128 << 10
 )
 
-// storedValues encodes cat as the per-job layout stores it over the stored
-// positions (nil: none) and calls put with each value, the settings first
+// storedValues encodes cat as the per-job layout stores it with meta (nil:
+// every job apply's, positioned in order) and calls put with each value, the settings first
 // (job ""), one at a time. It stops at the first bound a value or the
 // running total passes, with a *tooLargeError: the store and the validator
 // both check through it, and the validator keeps no value.
-func storedValues(cat *Catalog, stored map[string]int64, put func(job string, value []byte)) error {
+func storedValues(cat *Catalog, meta []jobMeta, put func(job string, value []byte)) error {
 	sets, err := json.Marshal(settingsOf(cat))
 	if err != nil {
 		return err
@@ -47,9 +47,11 @@ func storedValues(cat *Catalog, stored map[string]int64, put func(job string, va
 		return &tooLargeError{index: -1, field: settingsField(cat), size: len(sets), limit: MaxTxnBytes}
 	}
 	put("", sets)
-	pos := positions(cat.Jobs, stored)
+	if meta == nil {
+		meta = metaOf(cat.Jobs, nil, ManagerApply)
+	}
 	for i, j := range cat.Jobs {
-		v, err := json.Marshal(storedJob{Position: pos[i], Job: j})
+		v, err := json.Marshal(storedJob{Position: meta[i].pos, Job: j, Manager: meta[i].manager})
 		if err != nil {
 			return err
 		}

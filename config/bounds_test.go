@@ -44,7 +44,7 @@ func wholeSize(cat *Catalog, last int) int {
 	sets, _ := json.Marshal(settingsOf(cat))
 	n := len(keyspace.CatalogSettings("c", 0)) + len(sets)
 	for i, j := range cat.Jobs[:last+1] {
-		v, _ := json.Marshal(storedJob{Position: int64(i+1) * positionStride, Job: j})
+		v, _ := json.Marshal(storedJob{Position: int64(i+1) * positionStride, Job: j, Manager: ManagerApply})
 		n += len(keyspace.CatalogJob("c", 0, j.Name)) + len(v)
 	}
 	return n

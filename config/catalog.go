@@ -103,6 +103,10 @@ type Catalog struct {
 	// Generation is the file's generation:, which orders the --catalog
 	// files of members (StoreFile). 0: none.
 	Generation int64 `json:"-"`
+	// unresolved are the after: targets a catalog read from files lacks,
+	// which a whole write resolves against the stored jobs it keeps
+	// (UnresolvedCatalog); none in a valid catalog.
+	unresolved []unresolvedAfter
 }
 
 // Membership holds the settings of every member's etcd session.

@@ -73,14 +73,7 @@ func LintDir(dir string) (*Catalog, []Problem, error) {
 		return nil, nil, &Error{Problems: problems}
 	}
 	v := validator{locate: locate, now: time.Now()}
-	cat := v.catalog(raw)
-	if len(v.problems) == 0 {
-		v.stored(cat)
-	}
-	if len(v.problems) > 0 {
-		return nil, v.warnings, &Error{Problems: v.problems}
-	}
-	return cat, v.warnings, nil
+	return v.checked(v.catalog(raw))
 }
 
 // catalogFiles lists the *.yaml and *.yml files directly in dir, by name.
@@ -188,8 +181,12 @@ func (l locator) resolve(p fieldPath) (int, fieldPath) {
 	return -1, p
 }
 
-// problem is a Problem at the field p of the merged catalog.
+// problem is a Problem at the field p of the merged catalog; without
+// files (a catalog combined with stored jobs), at no position.
 func (l locator) problem(p fieldPath, message string) Problem {
+	if len(l.parts) == 0 && l.dir == "" {
+		return Problem{Field: p.String(), Message: message}
+	}
 	i, local := l.resolve(p)
 	if i < 0 {
 		return Problem{File: l.dir, Field: p.String(), Message: message}

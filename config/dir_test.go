@@ -100,7 +100,7 @@ func TestDirConflicts(t *testing.T) {
 		{File: c, Line: 2, Column: 10, Field: "cluster", Message: "cluster is also set in " + a + ":1:10 (cluster): set each catalog setting in one file of the directory"},
 	}
 	if !reflect.DeepEqual(problems, want) {
-		t.Fatalf("problems:\n%v\nwant:\n%v", &Error{problems}, &Error{want})
+		t.Fatalf("problems:\n%v\nwant:\n%v", &Error{Problems: problems}, &Error{Problems: want})
 	}
 	// With the setting in one file, the duplicate job is what is left.
 	os.Remove(c)
@@ -109,7 +109,7 @@ func TestDirConflicts(t *testing.T) {
 		{File: b, Line: 5, Column: 11, Field: "jobs[1].name", Message: `duplicate job name "report" (first defined at ` + a + ":3:11 (jobs[0].name))"},
 	}
 	if !reflect.DeepEqual(problems, want) {
-		t.Fatalf("problems:\n%v\nwant:\n%v", &Error{problems}, &Error{want})
+		t.Fatalf("problems:\n%v\nwant:\n%v", &Error{Problems: problems}, &Error{Problems: want})
 	}
 }
 

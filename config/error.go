@@ -32,6 +32,9 @@ func (p Problem) String() string {
 // Error is returned when a catalog is invalid; it lists every problem found.
 type Error struct {
 	Problems []Problem
+	// open is the catalog when its only problems are after: targets it
+	// lacks (UnresolvedCatalog).
+	open *Catalog
 }
 
 func (e *Error) Error() string {

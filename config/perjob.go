@@ -2,10 +2,12 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kira-scheduler/kira/internal/keyspace"
 
@@ -63,19 +65,39 @@ func settingsOf(cat *Catalog) storedSettings {
 	return storedSettings{Cluster: cat.Cluster, Membership: cat.Membership, Notify: cat.Notify, NotifyOnce: len(cat.Notify) > 0, Pools: cat.Pools}
 }
 
-// head is catalog-head's value.
+// head is catalog-head's value. Refs says the generation's reference keys
+// (keyspace.CatalogRef) are complete: every write of this version keeps
+// them; a generation an older version stored has none, and a single-job
+// delete there reads the generation's jobs instead (dependentsOf).
 type head struct {
 	Generation int64 `json:"generation"`
+	Refs       bool  `json:"refs,omitempty"`
 }
 
-// storedJob is a job's value in the per-job layout: the job and its
-// position, which orders the catalog's jobs as its file did. A job that has
-// the catalog's notify default is stored with NotifyDefault and without
-// the rules, which the settings hold once (TestNotifyDefaultIsStoredOnce).
+// storedJob is a job's value in the per-job layout: the job, its manager
+// (manager.go; none: stored by an older version, apply's) and its
+// position, which orders the catalog's jobs as its file did; a job PutJob
+// created has position 0, and orders after every positioned job, by name
+// (byPosition). A job that has the catalog's notify default is stored with
+// NotifyDefault and without the rules, which the settings hold once
+// (TestNotifyDefaultIsStoredOnce).
 type storedJob struct {
-	Position      int64 `json:"position"`
-	Job           Job   `json:"job"`
-	NotifyDefault bool  `json:"notify_default,omitempty"`
+	Position      int64   `json:"position"`
+	Job           Job     `json:"job"`
+	NotifyDefault bool    `json:"notify_default,omitempty"`
+	Manager       Manager `json:"manager,omitempty"`
+}
+
+// byPosition orders stored jobs: by position, the unpositioned (0) last,
+// then by name (TestJobsPutOneByOneOrderAfterTheFile).
+func byPosition(a, b storedJob) int {
+	switch {
+	case a.Position != b.Position && a.Position != 0 && b.Position != 0:
+		return cmp.Compare(a.Position, b.Position)
+	case a.Position != b.Position:
+		return cmp.Compare(b.Position, a.Position) // 0 last
+	}
+	return strings.Compare(a.Job.Name, b.Job.Name)
 }
 
 // MarshalJSON writes s as stored: the notify default as a mark, not a copy.
@@ -131,12 +153,30 @@ func positions(jobs []Job, stored map[string]int64) []int64 {
 	return out
 }
 
-// encodeJobs is cat as the per-job layout stores it over the stored
-// positions (nil: none): its settings and each job's value, by name, within
-// the bounds of what is stored (storedValues).
-func encodeJobs(cat *Catalog, stored map[string]int64) (sets []byte, jobs map[string][]byte, err error) {
+// jobMeta is what the store records of a job beside it: its position and
+// its manager.
+type jobMeta struct {
+	pos     int64
+	manager Manager
+}
+
+// metaOf gives each of cat's jobs, all managed by m, a position over the
+// stored ones (positions).
+func metaOf(jobs []Job, stored map[string]int64, m Manager) []jobMeta {
+	pos := positions(jobs, stored)
+	meta := make([]jobMeta, len(jobs))
+	for i := range meta {
+		meta[i] = jobMeta{pos: pos[i], manager: m}
+	}
+	return meta
+}
+
+// encodeJobs is cat as the per-job layout stores it with meta (one per job):
+// its settings and each job's value, by name, within the bounds of what is
+// stored (storedValues).
+func encodeJobs(cat *Catalog, meta []jobMeta) (sets []byte, jobs map[string][]byte, err error) {
 	jobs = make(map[string][]byte, len(cat.Jobs))
-	err = storedValues(cat, stored, func(job string, v []byte) {
+	err = storedValues(cat, meta, func(job string, v []byte) {
 		if job == "" {
 			sets = v
 		} else {
@@ -156,14 +196,23 @@ func encodeJobs(cat *Catalog, stored map[string]int64) (sets []byte, jobs map[st
 // within MaxTxnOps and MaxTxnBytes it is one transaction of the changes
 // against the stored generation; beyond them, a stage under a new
 // generation that one transaction makes current. It returns the new
-// catalog revision.
+// catalog revision. The stored jobs of other managers are kept, and a job
+// of cat that another manager holds is a *ManagerConflictError
+// (PutJobsWith, combine).
 func PutJobs(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64) (int64, error) {
-	return putOver(ctx, kv, cat, src, expected, nil)
+	return PutJobsWith(ctx, kv, cat, src, expected, WholeOptions{})
 }
 
-// putOver is PutJobs whose first attempt takes read, the stored catalog
-// its caller has just read (nil: read it), rather than read it again.
-func putOver(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64, read *Stored) (int64, error) {
+// PutJobsWith is PutJobs with what to do with the stored jobs of other
+// managers (WholeOptions).
+func PutJobsWith(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64, opt WholeOptions) (int64, error) {
+	return putOver(ctx, kv, cat, src, expected, nil, opt)
+}
+
+// putOver is PutJobsWith whose first attempt takes read, the stored
+// catalog its caller has just read (nil: read it), rather than read it
+// again.
+func putOver(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expected int64, read *Stored, opt WholeOptions) (int64, error) {
 	if err := encode(cat); err != nil {
 		return 0, err
 	}
@@ -190,15 +239,15 @@ func putOver(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expe
 		if expected != Force && expected != at {
 			return 0, &ConflictError{Expected: expected, Current: cur}
 		}
-		var stored map[string]int64
-		if cur != nil && cur.perJob != nil {
-			stored = cur.perJob.positions
-		}
-		sets, jobs, err := encodeJobs(cat, stored)
+		wh, err := combine(cat, src, cur, opt)
 		if err != nil {
 			return 0, err
 		}
-		w := jobsWrite{kv: kv, cluster: cat.Cluster, cur: cur, sets: sets, jobs: jobs, source: source}
+		sets, jobs, err := encodeJobs(wh.cat, wh.meta)
+		if err != nil {
+			return 0, err
+		}
+		w := jobsWrite{kv: kv, cluster: cat.Cluster, cur: cur, sets: sets, jobs: jobs, refs: refsOf(wh.cat), source: source}
 		rev, ok, err := w.store(ctx)
 		if err != nil || ok {
 			return rev, err
@@ -224,6 +273,7 @@ type jobsWrite struct {
 	cur     *Stored
 	sets    []byte
 	jobs    map[string][]byte
+	refs    map[ref]bool
 	source  []byte
 }
 
@@ -290,13 +340,28 @@ func (w *jobsWrite) delta() (ops []clientv3.Op, size int) {
 			size += len(keyspace.CatalogJob(w.cluster, g, name))
 		}
 	}
+	var had map[ref]bool
+	if w.cur.perJob.refs {
+		had = refsOf(w.cur.Catalog)
+	}
+	for r := range w.refs {
+		if !had[r] {
+			put(r.key(w.cluster, g), nil)
+		}
+	}
+	for r := range had {
+		if !w.refs[r] {
+			ops = append(ops, clientv3.OpDelete(r.key(w.cluster, g)))
+			size += len(r.key(w.cluster, g))
+		}
+	}
 	return ops, size + 2*len(w.source) // catalog-head and catalog-source, at most
 }
 
 // commit makes generation g current in one transaction with ops, guarded;
 // the first per-job store also replaces the single key with legacyMarker.
 func (w *jobsWrite) commit(ctx context.Context, g int64, ops []clientv3.Op) (int64, bool, error) {
-	h, _ := json.Marshal(head{Generation: g})
+	h, _ := json.Marshal(head{Generation: g, Refs: true})
 	ops = append(ops, clientv3.OpPut(keyspace.CatalogHead(w.cluster), string(h)), clientv3.OpPut(keyspace.CatalogSource(w.cluster), string(w.source)))
 	if w.cur == nil || w.cur.perJob == nil {
 		ops = append(ops, clientv3.OpPut(keyspace.Catalog(w.cluster), legacyMarker(w.cluster)))
@@ -323,6 +388,9 @@ func (w *jobsWrite) staged(ctx context.Context) (int64, bool, error) {
 	puts = append(puts, clientv3.OpPut(keyspace.CatalogSettings(w.cluster, g), string(w.sets)))
 	for name, v := range w.jobs {
 		puts = append(puts, clientv3.OpPut(keyspace.CatalogJob(w.cluster, g, name), string(v)))
+	}
+	for r := range w.refs {
+		puts = append(puts, clientv3.OpPut(r.key(w.cluster, g), ""))
 	}
 	if err := w.writeStage(ctx, puts); err != nil {
 		// Best effort: a stage left here goes with the next staged store.

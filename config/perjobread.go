@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,8 +29,13 @@ type perJobState struct {
 	generation int64
 	settings   []byte
 	decoded    storedSettings
-	// positions is every stored job's position, by name.
+	// refs says the generation's reference keys are complete (head.Refs).
+	refs bool
+	// positions is every stored job's position, by name; managers its
+	// manager (none recorded: apply's), revisions its key's mod revision.
 	positions map[string]int64
+	managers  map[string]Manager
+	revisions map[string]int64
 	// fresh are the definitions put since built was built.
 	fresh map[string]Job
 
@@ -46,7 +50,7 @@ type perJobState struct {
 }
 
 func newPerJobState(generation int64) *perJobState {
-	return &perJobState{generation: generation, positions: map[string]int64{}, fresh: map[string]Job{}}
+	return &perJobState{generation: generation, positions: map[string]int64{}, managers: map[string]Manager{}, revisions: map[string]int64{}, fresh: map[string]Job{}}
 }
 
 // job is the stored job of that name.
@@ -56,9 +60,9 @@ func (s *perJobState) job(name string) (storedJob, bool) {
 		return storedJob{}, false
 	}
 	if j, ok := s.fresh[name]; ok {
-		return storedJob{Position: pos, Job: j}, true
+		return storedJob{Position: pos, Job: j, Manager: s.managers[name]}, true
 	}
-	return storedJob{Position: pos, Job: s.built.Jobs[s.at[name]]}, true
+	return storedJob{Position: pos, Job: s.built.Jobs[s.at[name]], Manager: s.managers[name]}, true
 }
 
 // catalog is the state as a Catalog, its jobs in the order of their
@@ -85,12 +89,7 @@ func (s *perJobState) catalog() (cat *Catalog, replaced []int, err error) {
 		j, _ := s.job(name)
 		order = append(order, j)
 	}
-	slices.SortFunc(order, func(a, b storedJob) int {
-		if a.Position != b.Position {
-			return cmp.Compare(a.Position, b.Position)
-		}
-		return strings.Compare(a.Job.Name, b.Job.Name)
-	})
+	slices.SortFunc(order, byPosition)
 	cat = &Catalog{Cluster: s.decoded.Cluster, Membership: s.decoded.Membership, Notify: s.decoded.Notify, Pools: s.decoded.Pools, Jobs: make([]Job, len(order))}
 	at := make(map[string]int, len(order))
 	for i, j := range order {
@@ -123,6 +122,8 @@ func (s *perJobState) copied(j Job) bool {
 // remove deletes job from the state.
 func (s *perJobState) remove(job string) {
 	delete(s.positions, job)
+	delete(s.managers, job)
+	delete(s.revisions, job)
 	delete(s.fresh, job)
 	s.whole = true
 }
@@ -145,6 +146,8 @@ func strict(key string, data []byte, v any) error {
 func (s *perJobState) put(cluster string, kv *mvccpb.KeyValue) error {
 	_, job, ok := keyspace.ParseCatalogKey(cluster, string(kv.Key))
 	switch {
+	case !ok && keyspace.IsCatalogRef(cluster, string(kv.Key)):
+		// An index for writers (DeleteJob), not part of the catalog.
 	case !ok:
 		return fmt.Errorf("%w: %s is not a key of the catalog (written by hand?)", ErrUnreadableCatalog, kv.Key)
 	case job == "":
@@ -168,6 +171,7 @@ func (s *perJobState) put(cluster string, kv *mvccpb.KeyValue) error {
 			s.whole = true
 		}
 		s.positions[job], s.fresh[job] = j.Position, j.Job
+		s.managers[job], s.revisions[job] = intern(j.Manager), kv.ModRevision
 	}
 	return nil
 }
@@ -206,6 +210,10 @@ func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stor
 	}
 	if s.perJob, err = readGeneration(ctx, kv, cluster, h.Generation, at); err != nil {
 		return s, err
+	}
+	s.perJob.refs = h.Refs
+	if s.Change, err = readChange(ctx, kv, cluster, at, s.Revision); err != nil {
+		return nil, err
 	}
 	s.Catalog, _, err = s.perJob.catalog()
 	return s, err
@@ -367,6 +375,7 @@ func (w *jobsWatch) revision(ctx context.Context, r int64, evs []*clientv3.Event
 		if w.state == nil || w.stale || h.Generation != w.state.generation {
 			return w.reload(ctx, r)
 		}
+		w.state.refs = h.Refs
 		since := w.from
 		w.from = r
 		if err := w.changes(r, evs); err != nil {

@@ -33,6 +33,9 @@ type Stored struct {
 	// Source is nil when not recorded: stored by an older version of Kira,
 	// which wrote no source, or by hand.
 	Source *Source
+	// Change is the single-job write that made this revision (PutJob,
+	// DeleteJob); nil for a whole write, whose Source says who made it.
+	Change *JobChange
 	data   []byte
 	// perJob is the catalog as the per-job layout stores it; nil for the
 	// single key, and for a per-job catalog that cannot be read.
@@ -125,11 +128,19 @@ func Store(ctx context.Context, kv clientv3.KV, cat *Catalog) (rev int64, change
 	if err := encode(cat); err != nil {
 		return 0, false, err
 	}
-	if cur, err := Read(ctx, kv, cat.Cluster, 0); err == nil && sameStored(cur, cat) {
+	src := Source{By: ByApply, At: time.Now().UTC()}
+	if cur, err := Read(ctx, kv, cat.Cluster, 0); err == nil && storedAlready(cur, cat, src) {
 		return cur.Revision, false, nil
 	}
-	rev, err = Put(ctx, kv, cat, Source{By: ByApply, At: time.Now().UTC()}, Force)
+	rev, err = Put(ctx, kv, cat, src, Force)
 	return rev, err == nil, err
+}
+
+// storedAlready reports whether cur is what a whole write of cat (as src)
+// would store: cat and the jobs of other managers it keeps.
+func storedAlready(cur *Stored, cat *Catalog, src Source) bool {
+	wh, err := combine(cat, src, cur, WholeOptions{})
+	return err == nil && len(wh.taken) == 0 && sameStored(cur, wh.cat)
 }
 
 // LoadStored reads a cluster's catalog and its revision.
@@ -175,6 +186,36 @@ func readSource(ctx context.Context, kv clientv3.KV, cluster string, at, rev int
 		return nil, fmt.Errorf("config: load catalog source: %w", err)
 	}
 	return SourceOf(src.Kvs, rev), nil
+}
+
+// readChange reads the catalog-change key at revision at: the single-job
+// write that made the catalog of revision rev, nil if none did.
+func readChange(ctx context.Context, kv clientv3.KV, cluster string, at, rev int64) (*JobChange, error) {
+	resp, err := kv.Get(ctx, keyspace.CatalogChange(cluster), clientv3.WithRev(at))
+	if err != nil {
+		return nil, fmt.Errorf("config: load catalog change: %w", err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != rev {
+		return nil, nil
+	}
+	var c JobChange
+	if json.Unmarshal(resp.Kvs[0].Value, &c) != nil || c.Job == "" {
+		return nil, nil
+	}
+	return &c, nil
+}
+
+// JobMeta is what the store records of one job of s beside it: its
+// manager and revision (its key's mod revision); false when s has no such
+// job or is not in the per-job layout.
+func (s *Stored) JobMeta(name string) (m Manager, rev int64, ok bool) {
+	if s.perJob == nil {
+		return "", 0, false
+	}
+	if _, ok := s.perJob.positions[name]; !ok {
+		return "", 0, false
+	}
+	return Manager(s.perJob.managers[name].String()), s.perJob.revisions[name], true
 }
 
 // SourceOf decodes the source key if the catalog of revision rev was
@@ -228,7 +269,10 @@ type FileOutcome struct {
 
 // StoreFile stores a member's --catalog file (cat, read as src) when no
 // catalog is stored, or when FileVerdict allows it over the stored one; a
-// store made meanwhile is re-read and decided again, never overwritten.
+// store made meanwhile is re-read and decided again, never overwritten. It
+// keeps the jobs of other managers and never takes one over: a job of the
+// file that another manager holds refuses the file, with the conflict
+// (TestStoreFileRefusesAJobOfAnotherManager).
 func StoreFile(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source) (FileOutcome, error) {
 	if err := encode(cat); err != nil {
 		return FileOutcome{}, err
@@ -240,7 +284,7 @@ func StoreFile(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source) (F
 		case errors.Is(err, ErrNoCatalog):
 		case err != nil:
 			return FileOutcome{}, err
-		case sameStored(cur, cat):
+		case storedAlready(cur, cat, src):
 			return FileOutcome{Unchanged: true, Revision: cur.Revision, Current: cur}, nil
 		default:
 			if why := FileVerdict(cur.Source, src); why != "" {
@@ -250,8 +294,13 @@ func StoreFile(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source) (F
 		}
 		rev, err := Put(ctx, kv, cat, src, expected)
 		var conflict *ConflictError
-		if errors.As(err, &conflict) {
+		var managed *ManagerConflictError
+		var located *Error
+		switch {
+		case errors.As(err, &conflict):
 			continue
+		case errors.As(err, &managed), errors.As(err, &located):
+			return FileOutcome{Refused: err.Error(), Revision: expected, Current: cur}, nil
 		}
 		if err != nil {
 			return FileOutcome{}, err

@@ -46,7 +46,7 @@ func TestValidatorRefusesWhatStoreRefuses(t *testing.T) {
 		t.Fatalf("a job over the stored limit passed validation: %v", err)
 	}
 	cat := unchecked(t, data)
-	size := storedSize(t, storedJob{Position: 2 * positionStride, Job: cat.Jobs[1]})
+	size := storedSize(t, storedJob{Position: 2 * positionStride, Job: cat.Jobs[1], Manager: ManagerApply})
 	want := fmt.Sprintf("jobs[1]: job large is %d bytes as stored, over the limit of %d (etcd refuses larger requests)", size, MaxTxnBytes)
 	if got := invalid.Problems[0].String(); !strings.HasPrefix(got, "large.yaml:4:") || !strings.HasSuffix(got, want) {
 		t.Fatalf("validation said\n%s\nwant\n%s", got, want)

@@ -51,14 +51,25 @@ func lint(file string, data []byte, now time.Time) (*Catalog, []Problem, error) 
 		return nil, nil, err
 	}
 	v := validator{locate: doc.locator(file), now: now}
-	cat := v.catalog(raw)
-	if len(v.problems) == 0 {
+	return v.checked(v.catalog(raw))
+}
+
+// checked is lint's answer for cat, which v validated: with v's problems,
+// an *Error; when they are only after: targets cat lacks, the Error holds
+// cat for a write that resolves them against stored jobs
+// (UnresolvedCatalog).
+func (v *validator) checked(cat *Catalog) (*Catalog, []Problem, error) {
+	if len(v.problems) == len(v.unresolved) {
 		v.stored(cat)
 	}
-	if len(v.problems) > 0 {
-		return nil, v.warnings, &Error{Problems: v.problems}
+	if len(v.problems) == 0 {
+		return cat, v.warnings, nil
 	}
-	return cat, v.warnings, nil
+	e := &Error{Problems: v.problems}
+	if len(v.problems) == len(v.unresolved) {
+		cat.unresolved, e.open = v.unresolved, cat
+	}
+	return nil, v.warnings, e
 }
 
 // LoadLint is Lint of the file at path.
@@ -75,6 +86,8 @@ type validator struct {
 	locate   locator
 	problems []Problem
 	warnings []Problem
+	// unresolved are the problems of after: targets the catalog lacks.
+	unresolved []unresolvedAfter
 }
 
 // warnf records a warning at path.
