@@ -205,16 +205,22 @@ func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stor
 	if err := strict(keyspace.CatalogHead(cluster), resp.Kvs[0].Value, &h); err != nil {
 		return s, err
 	}
-	if s.Source, err = readSource(ctx, kv, cluster, at, s.Revision); err != nil {
+	if s.Change, err = readChange(ctx, kv, cluster, at, s.Revision); err != nil {
+		return nil, err
+	}
+	// A single-job write leaves catalog-source to the whole write before
+	// it, whose source the catalog still has (FileVerdict reads it).
+	srcRev := s.Revision
+	if s.Change != nil {
+		srcRev = 0
+	}
+	if s.Source, err = readSource(ctx, kv, cluster, at, srcRev); err != nil {
 		return nil, err
 	}
 	if s.perJob, err = readGeneration(ctx, kv, cluster, h.Generation, at); err != nil {
 		return s, err
 	}
 	s.perJob.refs = h.Refs
-	if s.Change, err = readChange(ctx, kv, cluster, at, s.Revision); err != nil {
-		return nil, err
-	}
 	s.Catalog, _, err = s.perJob.catalog()
 	return s, err
 }

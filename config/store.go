@@ -179,11 +179,14 @@ func readSingle(ctx context.Context, kv clientv3.KV, cluster string, rev int64) 
 }
 
 // readSource reads the source key at revision at, for the catalog of
-// revision rev (SourceOf).
+// revision rev (SourceOf; 0: whatever revision the key has).
 func readSource(ctx context.Context, kv clientv3.KV, cluster string, at, rev int64) (*Source, error) {
 	src, err := kv.Get(ctx, keyspace.CatalogSource(cluster), clientv3.WithRev(at))
 	if err != nil {
 		return nil, fmt.Errorf("config: load catalog source: %w", err)
+	}
+	if rev == 0 && len(src.Kvs) > 0 {
+		rev = src.Kvs[0].ModRevision
 	}
 	return SourceOf(src.Kvs, rev), nil
 }
