@@ -214,3 +214,36 @@ func (l locator) at(i int, p fieldPath) string {
 	line, col := l.parts[i].doc.position(p)
 	return fmt.Sprintf("%s:%d:%d (%s)", l.parts[i].file, line, col, p)
 }
+
+// WhereJob names where the catalog file or directory at path defines job,
+// as file:line, for a message about it (WholeOptions.Where); "" when it
+// cannot tell (standard input, a file gone).
+func WhereJob(path, job string) string {
+	info, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	files := []string{path}
+	if info.IsDir() {
+		if files, err = catalogFiles(path); err != nil {
+			return ""
+		}
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return ""
+		}
+		raw, doc, err := decode(f, data)
+		if err != nil {
+			continue
+		}
+		for i, rj := range raw.Jobs {
+			if rj.Name == job {
+				line, _ := doc.position(root("jobs").index(i).child("name"))
+				return fmt.Sprintf("%s:%d", f, line)
+			}
+		}
+	}
+	return ""
+}

@@ -56,9 +56,10 @@ func (c *cli) catalogCmd() *cobra.Command {
 						Revision int64           `json:"revision"`
 						Source   *config.Source  `json:"source"`
 						Catalog  json.RawMessage `json:"catalog"`
-					}{cat.Cluster, s.Revision, s.Source, doc}, nil)
+						Jobs     []jobMeta       `json:"jobs"`
+					}{cat.Cluster, s.Revision, s.Source, doc, jobMetas(s)}, nil)
 				}
-				fmt.Fprintf(c.stdout, "# cluster %s, stored at etcd revision %d; source: %s\n%s", cat.Cluster, s.Revision, s.Source, text)
+				fmt.Fprintf(c.stdout, "# cluster %s, stored at etcd revision %d; source: %s\n%s%s", cat.Cluster, s.Revision, s.Source, managedBy(s), text)
 				return nil
 			})
 		},
@@ -70,10 +71,43 @@ func (c *cli) catalogCmd() *cobra.Command {
 	return cmd
 }
 
+// jobMeta is a stored job's manager and revision, for kira catalog.
+type jobMeta struct {
+	Job      string         `json:"job"`
+	Manager  config.Manager `json:"manager"`
+	Revision int64          `json:"revision"`
+}
+
+// jobMetas is every job of s with its manager and revision.
+func jobMetas(s *config.Stored) []jobMeta {
+	out := []jobMeta{}
+	for _, j := range s.Catalog.Jobs {
+		m, rev, _ := s.JobMeta(j.Name)
+		out = append(out, jobMeta{Job: j.Name, Manager: config.Manager(m.String()), Revision: rev})
+	}
+	return out
+}
+
+// managedBy is a comment line for each job of s that a single-job writer
+// manages (the others are the file's or kira apply's, as the source says):
+// its manager and revision.
+func managedBy(s *config.Stored) string {
+	var b strings.Builder
+	for _, m := range jobMetas(s) {
+		if !m.Manager.Family() {
+			fmt.Fprintf(&b, "# job %s: managed by %s, revision %d (kira apply keeps it unless --prune-others)\n", m.Job, m.Manager, m.Revision)
+		}
+	}
+	return b.String()
+}
+
 // historyEntry is one change of the stored catalog, for kira catalog --history.
 type historyEntry struct {
 	Revision int64          `json:"revision"`
 	Source   *config.Source `json:"source"`
+	// Change is the single-job write that made the revision; absent for a
+	// whole write, which Source describes.
+	Change *config.JobChange `json:"change,omitempty"`
 	// Changes are against the entry before it; absent for the oldest listed.
 	Changes []string `json:"changes"`
 }
@@ -92,7 +126,7 @@ func (c *cli) catalogHistory(ctx context.Context, cli *clientv3.Client, out outp
 	}
 	entries := []historyEntry{}
 	for i, s := range stored[:min(len(stored), historyDepth)] {
-		e := historyEntry{Revision: s.Revision, Source: s.Source}
+		e := historyEntry{Revision: s.Revision, Source: s.Source, Change: s.Change}
 		switch {
 		case s.Catalog == nil || i+1 < len(stored) && stored[i+1].Catalog == nil:
 			e.Changes = []string{"(a version this Kira cannot read)"}
@@ -115,7 +149,11 @@ func (c *cli) catalogHistory(ctx context.Context, cli *clientv3.Client, out outp
 			if e.Changes != nil {
 				changes = orNone(strings.Join(e.Changes, "; "))
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\n", e.Revision, e.Source, changes)
+			by := e.Source.String()
+			if e.Change != nil {
+				by = e.Change.String()
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", e.Revision, by, changes)
 		}
 		if compacted {
 			fmt.Fprintln(tw, "…\tolder changes were compacted away by etcd\t")

@@ -208,8 +208,13 @@ func printHistory(w io.Writer, recs []history.Record) error {
 }
 
 // catalogFile is the -f flag of apply and diff: a file, a directory of
-// them (config.LintDir), or - for standard input.
-type catalogFile struct{ path string }
+// them (config.LintDir), or - for standard input. open takes a catalog
+// whose after: names jobs it lacks, for apply to resolve against the
+// stored jobs of other managers (config.UnresolvedCatalog).
+type catalogFile struct {
+	path string
+	open bool
+}
 
 func (f *catalogFile) register(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "catalog YAML file, a directory whose *.yaml and *.yml files make one catalog, or - for standard input (required)")
@@ -233,6 +238,11 @@ func (f *catalogFile) load(c *cli, cmd *cobra.Command) (*config.Catalog, error) 
 		cat, warnings, err = config.LoadLintPath(f.path)
 	}
 	printWarnings(c.stderr, warnings)
+	if open, ok := config.UnresolvedCatalog(err); ok && f.open {
+		// after: targets the files lack: the write resolves them against
+		// the stored jobs of other managers, or refuses with these problems.
+		cat, err = open, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -256,8 +266,9 @@ func (c *cli) stored(ctx context.Context, cli *clientv3.Client) (*config.Catalog
 }
 
 func (c *cli) applyCmd() *cobra.Command {
-	var file catalogFile
+	file := catalogFile{open: true}
 	var dryRun, force bool
+	var whole config.WholeOptions
 	var out output
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR",
@@ -265,7 +276,9 @@ func (c *cli) applyCmd() *cobra.Command {
 		Long: "Stores the catalog of FILE (or of DIR: its *.yaml and *.yml files merged), as kira apply's, if the stored\n" +
 			"catalog is still the one it compared against:\n" +
 			"the file's revision: (as kira catalog -o yaml writes it), or, without one, the stored catalog read\n" +
-			"just before. Otherwise nothing is written, and it exits 1 with what changed meanwhile; --force stores anyway.",
+			"just before. Otherwise nothing is written, and it exits 1 with what changed meanwhile; --force stores anyway.\n" +
+			"Jobs written one by one by others (managers api:NAME, cli:NAME) are kept unless --prune-others;\n" +
+			"a job of FILE that one of them holds is a conflict, unless --force-conflicts takes it over.",
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cat, err := file.load(c, cmd)
@@ -273,7 +286,7 @@ func (c *cli) applyCmd() *cobra.Command {
 				return err
 			}
 			return c.withCluster(func(ctx context.Context, cli *clientv3.Client) error {
-				res, err := c.apply(ctx, cli, cat, dryRun, force)
+				res, err := c.apply(ctx, cli, cat, config.ApplyOptions{DryRun: dryRun, Force: force, WholeOptions: whole})
 				if err != nil {
 					return err
 				}
@@ -284,6 +297,9 @@ func (c *cli) applyCmd() *cobra.Command {
 	file.register(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change, write nothing")
 	cmd.Flags().BoolVar(&force, "force", false, "store even if the stored catalog changed since the file was read (overwrites the change made meanwhile)")
+	cmd.Flags().BoolVar(&whole.ForceConflicts, "force-conflicts", false, "take over the jobs of the file that another manager (api:NAME, cli:NAME) holds")
+	cmd.Flags().BoolVar(&whole.PruneOthers, "prune-others", false, "delete the stored jobs of other managers that the file lacks (kept without it)")
+	whole.Where = func(job string) string { return config.WhereJob(file.path, job) }
 	out.register(cmd.Flags())
 	return cmd
 }
@@ -292,8 +308,8 @@ func (c *cli) applyCmd() *cobra.Command {
 type applied config.Applied
 
 // apply stores cat as config.Apply does, its conflict told as kira apply's.
-func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, dryRun, force bool) (*applied, error) {
-	res, err := config.Apply(ctx, cli, cat, config.Source{By: config.ByApply, At: time.Now().UTC()}, dryRun, force)
+func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catalog, opt config.ApplyOptions) (*applied, error) {
+	res, err := config.ApplyWith(ctx, cli, cat, config.Source{By: config.ByApply, At: time.Now().UTC()}, opt)
 	var conflict *config.ConflictError
 	if errors.As(err, &conflict) {
 		return nil, fmt.Errorf("kira apply: %v; nothing written.\n%sRead the catalog again (kira catalog -o yaml > FILE), make your change there and apply it; or apply with --force to overwrite the change made meanwhile.",
@@ -301,6 +317,11 @@ func (c *cli) apply(ctx context.Context, cli *clientv3.Client, cat *config.Catal
 	}
 	if errors.Is(err, config.ErrUnreadableCatalog) {
 		return nil, fmt.Errorf("kira apply: %v (kira apply --force replaces it)", err)
+	}
+	var managed *config.ManagerConflictError
+	var invalid *config.Error
+	if errors.As(err, &managed) || errors.As(err, &invalid) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, c.unreachable(err)

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/internal/ops"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,7 +37,16 @@ func (c *cli) jobsCmd() *cobra.Command {
 					if err != nil {
 						return c.unreachable(err)
 					}
-					return out.print(c.stdout, d, func(w io.Writer) error { return printJob(w, d) })
+					// Its manager and revision; none for a catalog an older
+					// version stored in a single key.
+					stored, _ := config.GetJob(ctx, cli, c.cluster, args[0])
+					return out.print(c.stdout, d, func(w io.Writer) error {
+						if err := printJob(w, d); err != nil || stored == nil {
+							return err
+						}
+						_, err := fmt.Fprintf(w, "\nmanaged by %s, job revision %d\n", stored.Manager, stored.Revision)
+						return err
+					})
 				}
 				js, err := ops.ReadJobs(ctx, cli, nil, nil, c.cluster, time.Now())
 				if err != nil {
