@@ -15,7 +15,7 @@ import (
 // opt.Manager, under opt's conditions, and returns the new catalog
 // revision: ErrNoJob when it is not stored, a *DependentsError while jobs
 // run after it. What it reads and guards is job.go's
-// (TestSingleJobWrites, TestDeleteOfAnUpstreamIsRefused).
+// (TestSingleJobWrites, TestSingleJobRulesAcrossJobs).
 func DeleteJob(ctx context.Context, kv clientv3.KV, cluster, name string, opt DeleteJobOptions) (rev int64, err error) {
 	if err := opt.Manager.ValidateSingle(); err != nil {
 		return 0, err

@@ -89,7 +89,7 @@ type storedJob struct {
 }
 
 // byPosition orders stored jobs: by position, the unpositioned (0) last,
-// then by name (TestJobsPutOneByOneOrderAfterTheFile).
+// then by name (TestConcurrentPutsOfDifferentJobs).
 func byPosition(a, b storedJob) int {
 	switch {
 	case a.Position != b.Position && a.Position != 0 && b.Position != 0:
