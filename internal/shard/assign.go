@@ -17,8 +17,15 @@ type Job struct {
 }
 
 // Assignment is the preferred owner of every slot of a catalog in one view.
+// Place and Remove change it in place: it is not shared while they run.
 type Assignment struct {
 	owners map[string][]string
+	// totals is how many slots each member is preferred for, slots the
+	// slots of jobs with members and members every member id seen: what
+	// Place bounds a member's total by, as Assign does.
+	totals  map[string]int
+	slots   int
+	members map[string]bool
 }
 
 // Assign computes the preferred owner of every slot of jobs. It is a pure
@@ -30,7 +37,7 @@ func Assign(jobs []Job) (*Assignment, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Assignment{owners: make(map[string][]string, len(js))}
+	a := &Assignment{owners: make(map[string][]string, len(js)), totals: map[string]int{}, members: map[string]bool{}}
 	members := index(js)
 	slots := 0
 	for _, j := range js {
@@ -38,12 +45,21 @@ func Assign(jobs []Job) (*Assignment, error) {
 		if len(j.members) > 0 {
 			slots += j.partitions
 		}
+		for _, m := range j.members {
+			a.members[m.id] = true
+		}
 	}
 	limit := 0 // a member takes leftovers while its total is at most the average
 	if members > 0 {
 		limit = slots/members + 1
 	}
-	place(js, a.owners, members, limit)
+	totals := place(js, a.owners, members, limit)
+	for _, j := range js {
+		for _, m := range j.members {
+			a.totals[m.id] = totals[m.at]
+		}
+	}
+	a.slots = slots
 	return a, nil
 }
 
