@@ -79,8 +79,8 @@ func TestPerJobLayout(t *testing.T) {
 	}
 	readJobs(t, cli, 0, one)
 	w.reaches(t, rev2, one)
-	if u := w.lastUpdate(); u.Since != rev1 || !slices.Equal(u.Replaced, []int{42}) {
-		t.Fatalf("a change of one job came to the watcher as replacing %v since %d, want [42] since %d", u.Replaced, u.Since, rev1)
+	if u := w.lastUpdate(); u.Since != rev1 || !slices.Equal(names(u.Replaced), []string{"customer-00042"}) || len(u.Added)+len(u.Removed) != 0 {
+		t.Fatalf("a change of one job came to the watcher as replacing %v since %d, want customer-00042 since %d", names(u.Replaced), u.Since, rev1)
 	}
 
 	fewer := clone(one)
@@ -95,8 +95,8 @@ func TestPerJobLayout(t *testing.T) {
 	}
 	readJobs(t, cli, 0, fewer)
 	w.reaches(t, rev3, fewer)
-	if u := w.lastUpdate(); u.Since != 0 {
-		t.Fatalf("a job removed and one added came to the watcher as replacing %v since %d: only jobs replaced in place may", u.Replaced, u.Since)
+	if u := w.lastUpdate(); u.Since != rev2 || !slices.Equal(names(u.Added), []string{"zz-new"}) || !slices.Equal(u.Removed, []string{"customer-00007"}) || len(u.Replaced) != 0 {
+		t.Fatalf("a job removed and one added came to the watcher as adding %v and removing %v since %d, want zz-new and customer-00007 since %d", names(u.Added), u.Removed, u.Since, rev2)
 	}
 
 	all := clone(fewer)
@@ -178,18 +178,23 @@ func storeSingle(t *testing.T, cli *clientv3.Client, cat *Catalog) int64 {
 	return resp.Header.Revision
 }
 
-// catalogWatch is a member's view through WatchStored. Every Update that
-// says it replaced jobs is checked against the one before it.
+// catalogWatch is a member's view through WatchStored: it applies every
+// Update as a scheduler does, a whole catalog or the changes it names to
+// the catalog of the revision it says it follows, and checks each change
+// against what it runs (a job added is new, one replaced or removed is
+// there, the settings stay).
 type catalogWatch struct {
 	mu      sync.Mutex
-	cat     *Catalog
+	sets    *Catalog
+	jobs    map[string]Job
 	rev     int64
 	last    Update
 	refusal int
 }
 
 func watchJobs(t *testing.T, cli *clientv3.Client, s *Stored) *catalogWatch {
-	w := &catalogWatch{cat: s.Catalog, rev: s.Revision}
+	w := &catalogWatch{rev: s.Revision}
+	w.sets, w.jobs = byName(s.Catalog)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -200,14 +205,55 @@ func watchJobs(t *testing.T, cli *clientv3.Client, s *Stored) *catalogWatch {
 			if u.Revision <= w.rev {
 				t.Errorf("revision %d applied after %d", u.Revision, w.rev)
 			}
-			if u.Since != 0 && (u.Since != w.rev || !replacedOnly(w.cat, u.Catalog, u.Replaced)) {
-				t.Errorf("revision %d says it replaced jobs %v of revision %d; the watcher ran revision %d, and the catalogs differ elsewhere: %v", u.Revision, u.Replaced, u.Since, w.rev, !replacedOnly(w.cat, u.Catalog, u.Replaced))
+			if err := w.take(u); err != nil {
+				t.Errorf("revision %d: %v", u.Revision, err)
 			}
-			w.cat, w.rev, w.last = u.Catalog, u.Revision, u
+			w.rev, w.last = u.Revision, u
 		}, func(int64, error) { w.mu.Lock(); w.refusal++; w.mu.Unlock() })
 	}()
 	t.Cleanup(func() { cancel(); kiratest.Receive(t, done, 10*time.Second, "WatchStored to return") })
 	return w
+}
+
+// take applies u to the catalog the watcher runs.
+func (w *catalogWatch) take(u Update) error {
+	if u.Since == 0 {
+		w.sets, w.jobs = byName(u.Catalog)
+		return nil
+	}
+	if u.Since != w.rev || !reflect.DeepEqual(u.Settings, w.sets) {
+		return fmt.Errorf("it names its changes since %d under settings %+v; the watcher ran %d under %+v", u.Since, u.Settings, w.rev, w.sets)
+	}
+	for _, name := range u.Removed {
+		if _, ok := w.jobs[name]; !ok {
+			return fmt.Errorf("it removes job %s, which the watcher does not run", name)
+		}
+		delete(w.jobs, name)
+	}
+	for _, j := range u.Added {
+		if _, ok := w.jobs[j.Name]; ok {
+			return fmt.Errorf("it adds job %s, which the watcher runs", j.Name)
+		}
+		w.jobs[j.Name] = j
+	}
+	for _, j := range u.Replaced {
+		if _, ok := w.jobs[j.Name]; !ok {
+			return fmt.Errorf("it replaces job %s, which the watcher does not run", j.Name)
+		}
+		w.jobs[j.Name] = j
+	}
+	return nil
+}
+
+// byName is cat's settings (cat without jobs) and its jobs by name.
+func byName(cat *Catalog) (*Catalog, map[string]Job) {
+	sets := *cat
+	sets.Jobs = nil
+	jobs := make(map[string]Job, len(cat.Jobs))
+	for _, j := range cat.Jobs {
+		jobs[j.Name] = j
+	}
+	return &sets, jobs
 }
 
 // reaches waits until the watcher runs cat at revision rev.
@@ -220,28 +266,20 @@ func (w *catalogWatch) reaches(t *testing.T, rev int64, cat *Catalog) {
 	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.rev != rev || !reflect.DeepEqual(w.cat, cat) {
-		t.Fatalf("the watcher runs revision %d, want %d, and its catalog is the stored one: %v", w.rev, rev, reflect.DeepEqual(w.cat, cat))
+	sets, jobs := byName(cat)
+	if w.rev != rev || !reflect.DeepEqual(w.sets, sets) || !reflect.DeepEqual(w.jobs, jobs) {
+		t.Fatalf("the watcher runs revision %d, want %d, and its catalog is the stored one: %v", w.rev, rev, reflect.DeepEqual(w.sets, sets) && reflect.DeepEqual(w.jobs, jobs))
 	}
 }
 
-// replacedOnly reports whether next is prev with only the jobs at the
-// indexes replaced defined anew.
-func replacedOnly(prev, next *Catalog, replaced []int) bool {
-	if len(prev.Jobs) != len(next.Jobs) {
-		return false
+// names are the names of jobs, sorted.
+func names(jobs []Job) []string {
+	out := make([]string, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.Name
 	}
-	a, b := *prev, *next
-	a.Jobs, b.Jobs = nil, nil
-	if !reflect.DeepEqual(a, b) {
-		return false
-	}
-	for i := range next.Jobs {
-		if !slices.Contains(replaced, i) && !reflect.DeepEqual(prev.Jobs[i], next.Jobs[i]) {
-			return false
-		}
-	}
-	return true
+	slices.Sort(out)
+	return out
 }
 
 // lastUpdate is the Update the watcher ran last.
@@ -417,8 +455,8 @@ func TestWatchFollowsFromTheReadRevision(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.reaches(t, rev2, one)
-	if u := w.lastUpdate(); u.Since != rev || !slices.Equal(u.Replaced, []int{7}) {
-		t.Fatalf("the change came replacing %v since %d; want 7 since %d", u.Replaced, u.Since, rev)
+	if u := w.lastUpdate(); u.Since != rev || !slices.Equal(names(u.Replaced), []string{"customer-00007"}) {
+		t.Fatalf("the change came replacing %v since %d; want customer-00007 since %d", names(u.Replaced), u.Since, rev)
 	}
 	if n := reads.Gets.Load(); n != 0 {
 		t.Fatalf("the watch read etcd %d times; want none: it follows from the revision its catalog was read at", n)
@@ -486,14 +524,18 @@ func compactPast(t *testing.T, cli *clientv3.Client, rev int64) {
 	}
 }
 
-// A catalog built after changes in place (jobs put at the position they
-// had) is the catalog built whole from the same state, whatever mix of
-// changes came before: random puts in place, moves, additions, deletions
-// and settings changes, checked after each revision.
+// The changes a revision names, applied to the catalog of the revision
+// before, are the catalog built whole from the same state, whatever mix of
+// changes came before: random puts in place, moves, additions (some
+// without a position), deletions and settings changes (those deliver the
+// catalog whole), checked after each revision; and a catalog built whole
+// after any of them, its base compacted or not, is the one built from
+// scratch, in the same order.
 func TestCatalogAfterChangesInPlaceIsTheWholeOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(46, 1))
 	const cluster, g = "inplace", int64(7)
 	s := newPerJobState(g)
+	s.floor = 4
 	put := func(key string, v any) {
 		data, err := json.Marshal(v)
 		if err != nil {
@@ -506,52 +548,107 @@ func TestCatalogAfterChangesInPlaceIsTheWholeOne(t *testing.T) {
 	put(keyspace.CatalogSettings(cluster, g), storedSettings{Cluster: cluster})
 	for i := range 50 {
 		name := fmt.Sprintf("job-%02d", i)
-		put(keyspace.CatalogJob(cluster, g, name), storedJob{Position: int64(i), Job: Job{Name: name, Schedule: "@daily", Handler: "noop", Partitions: 1}})
+		put(keyspace.CatalogJob(cluster, g, name), storedJob{Position: int64(i + 1), Job: Job{Name: name, Schedule: "@daily", Handler: "noop", Partitions: 1}})
 	}
-	inPlace := 0
-	for rev := range 300 {
+	cat, err := s.catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &catalogWatch{rev: 1} // every revision follows "revision 1"
+	w.sets, w.jobs = byName(cat)
+	named, compacted := 0, 0
+	for rev := range 400 {
 		for range 1 + rng.IntN(3) {
 			name := fmt.Sprintf("job-%02d", rng.IntN(60))
 			old, exists := s.job(name)
-			switch r := rng.IntN(10); {
-			case r < 6 && exists: // in place
+			switch r := rng.IntN(20); {
+			case r < 10 && exists: // in place
 				old.Job.Schedule = fmt.Sprintf("@every %ds", 1+rng.IntN(100))
 				put(keyspace.CatalogJob(cluster, g, name), old)
-			case r < 7 && exists && len(s.positions) > 1:
+			case r < 14 && exists && len(s.positions) > 1:
 				s.remove(name)
-			case r < 8:
+			case r < 19:
 				put(keyspace.CatalogJob(cluster, g, name), storedJob{Position: rng.Int64N(100), Job: Job{Name: name, Schedule: "@hourly", Handler: "noop", Partitions: 1}})
-			case r < 9:
+			default:
 				put(keyspace.CatalogSettings(cluster, g), storedSettings{Cluster: cluster, Pools: map[string]int{"p": 1 + rng.IntN(5)}})
 			}
 		}
-		prev, wasInPlace := s.built, s.built != nil && !s.whole
-		if wasInPlace {
-			inPlace++
+		whole, base := s.whole, len(s.base)
+		var got *Catalog
+		if whole {
+			if got, err = s.catalog(); err != nil {
+				t.Fatal(err)
+			}
+			w.sets, w.jobs = byName(got)
+		} else {
+			named++
+			added, replaced, removed, err := s.delta()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.take(Update{Since: w.rev, Settings: s.settingsCatalog(), Added: added, Replaced: replaced, Removed: removed}); err != nil {
+				t.Fatalf("revision %d: %v", rev, err)
+			}
+			if s.stale == 0 && len(s.over) == 0 && base > 0 {
+				compacted++
+			}
 		}
-		got, replaced, err := s.catalog()
-		if err != nil {
-			t.Fatal(err)
+		want := fromScratch(t, s)
+		sets, jobs := byName(want)
+		if !reflect.DeepEqual(w.sets, sets) || !reflect.DeepEqual(w.jobs, jobs) {
+			t.Fatalf("revision %d (whole %v): the catalog after its changes differs from the one built whole", rev, whole)
 		}
-		if (replaced != nil) != wasInPlace || (replaced != nil && !replacedOnly(prev, got, replaced)) {
-			t.Fatalf("revision %d: built in place %v, and it says it replaced %v, which are not the only jobs that differ", rev, wasInPlace, replaced)
-		}
-		fresh := newPerJobState(g)
-		fresh.decoded = s.decoded
-		for name := range s.positions {
-			j, _ := s.job(name)
-			fresh.positions[name], fresh.fresh[name] = j.Position, j.Job
-		}
-		want, _, err := fresh.catalog()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("revision %d: the catalog after changes in place differs from the one built whole", rev)
+		if rev%25 == 0 || got != nil {
+			if got == nil {
+				if got, err = s.catalog(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("revision %d: the catalog built from the state differs from the one built from scratch", rev)
+			}
 		}
 	}
-	if inPlace < 100 {
-		t.Fatalf("%d of 300 revisions changed jobs in place only; want the path exercised", inPlace)
+	if named < 300 || compacted == 0 {
+		t.Fatalf("%d of 400 revisions named their changes, %d compacted the state; want both paths exercised", named, compacted)
+	}
+}
+
+// fromScratch is the catalog of s built whole from a state of its own.
+func fromScratch(t *testing.T, s *perJobState) *Catalog {
+	t.Helper()
+	fresh := newPerJobState(s.generation)
+	fresh.decoded = s.decoded
+	for name := range s.positions {
+		j, _ := s.job(name)
+		fresh.positions[name], fresh.fresh[name] = j.Position, j.Job
+	}
+	want, err := fresh.catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// Jobs without a position (created one by one, not from a file) come
+// after the positioned ones, by name.
+func TestJobsWithoutAPositionComeLast(t *testing.T) {
+	const cluster, g = "unpositioned", int64(3)
+	s := newPerJobState(g)
+	s.decoded = storedSettings{Cluster: cluster}
+	for name, pos := range map[string]int64{"b": 0, "a": 0, "z": 5, "y": 9} {
+		s.positions[name], s.fresh[name] = pos, Job{Name: name}
+	}
+	cat, err := s.catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, j := range cat.Jobs {
+		got = append(got, j.Name)
+	}
+	if !slices.Equal(got, []string{"z", "y", "a", "b"}) {
+		t.Fatalf("jobs in the order %v, want z y a b", got)
 	}
 }
 
@@ -718,9 +815,9 @@ func TestWatchFromAStoredCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := kiratest.Receive(t, updates, 10*time.Second, "the change to come")
-	if u.Revision != rev2 || u.Since != rev1 || !slices.Equal(u.Replaced, []int{7}) || !reflect.DeepEqual(u.Catalog, one) {
-		t.Fatalf("the change came as revision %d replacing %v since %d (the catalog stored: %v); want 7 replaced since %d, at %d",
-			u.Revision, u.Replaced, u.Since, reflect.DeepEqual(u.Catalog, one), rev1, rev2)
+	if u.Revision != rev2 || u.Since != rev1 || len(u.Replaced) != 1 || !reflect.DeepEqual(u.Replaced[0], one.Jobs[7]) {
+		t.Fatalf("the change came as revision %d replacing %v since %d; want customer-00007 replaced since %d, at %d",
+			u.Revision, names(u.Replaced), u.Since, rev1, rev2)
 	}
 	kiratest.WaitUntil(t, "the catalog read to be collected", 10*time.Second, func() bool {
 		runtime.GC()

@@ -21,10 +21,14 @@ import (
 const readPage = 10000
 
 // perJobState is a stored generation of the per-job layout, decoded.
-// Each job's definition is kept once, in built or, until the next catalog
-// is built, in fresh: a member's collector marks what the watch keeps at
-// every cycle (TestCatalogAfterChangesInPlaceIsTheWholeOne holds the
-// catalogs it builds).
+// Each job's definition is kept in base, the jobs of the last catalog
+// built whole (never changed: catalogs built share it), or, when put since,
+// in over (resolved) or fresh (as stored, in the revision being applied): a
+// member's collector marks what the watch keeps at every cycle, so over
+// is folded into a new base once it holds half as many jobs as base
+// (compact). A revision's puts and deletes change the state in proportion
+// to the jobs they name; only a catalog built whole sorts every job
+// (TestCatalogAfterChangesInPlaceIsTheWholeOne).
 type perJobState struct {
 	generation int64
 	settings   []byte
@@ -36,21 +40,32 @@ type perJobState struct {
 	positions map[string]int64
 	managers  map[string]Manager
 	revisions map[string]int64
-	// fresh are the definitions put since built was built.
-	fresh map[string]Job
 
-	// built is the last catalog built, at the index of each job in its
-	// Jobs; updated are the jobs put since, each at the position it had.
-	// Any other change (a job added, moved or deleted, the settings) sets
-	// whole: the next catalog is built whole.
-	built   *Catalog
-	at      map[string]int
-	updated []string
+	base  []Job
+	at    map[string]int // index in base, by name; stale for jobs put or deleted since
+	over  map[string]Job
+	stale int // jobs of base put or deleted since it was built
+	// The changes of the revision being applied: fresh are the jobs put,
+	// added names those that were not stored before, removed the jobs
+	// deleted; a change of the settings sets whole.
+	fresh   map[string]Job
+	added   map[string]bool
+	removed []string
 	whole   bool
+	// sets is the settings as a catalog without jobs (settingsCatalog).
+	sets *Catalog
+	// floor is how many changes over base a small catalog takes before
+	// compact (compactFloor; tests lower it).
+	floor int
 }
 
+// compactFloor keeps a small catalog from being built again every few
+// changes.
+const compactFloor = 64
+
 func newPerJobState(generation int64) *perJobState {
-	return &perJobState{generation: generation, positions: map[string]int64{}, managers: map[string]Manager{}, revisions: map[string]int64{}, fresh: map[string]Job{}}
+	return &perJobState{generation: generation, positions: map[string]int64{}, managers: map[string]Manager{}, revisions: map[string]int64{},
+		at: map[string]int{}, over: map[string]Job{}, fresh: map[string]Job{}, added: map[string]bool{}, whole: true, floor: compactFloor}
 }
 
 // job is the stored job of that name.
@@ -62,46 +77,88 @@ func (s *perJobState) job(name string) (storedJob, bool) {
 	if j, ok := s.fresh[name]; ok {
 		return storedJob{Position: pos, Job: j, Manager: s.managers[name]}, true
 	}
-	return storedJob{Position: pos, Job: s.built.Jobs[s.at[name]], Manager: s.managers[name]}, true
+	if j, ok := s.over[name]; ok {
+		return storedJob{Position: pos, Job: j, Manager: s.managers[name]}, true
+	}
+	return storedJob{Position: pos, Job: s.base[s.at[name]], Manager: s.managers[name]}, true
 }
 
-// catalog is the state as a Catalog, its jobs in the order of their
-// positions. After changes that only replaced jobs in place (the usual
-// edit of one job of many), it is the last one built with those jobs
-// replaced: no sort, no copying of the others one by one, and replaced is
-// their indexes in its Jobs; it is nil for a catalog built whole
-// (TestCatalogAfterChangesInPlaceIsTheWholeOne).
-func (s *perJobState) catalog() (cat *Catalog, replaced []int, err error) {
-	if s.built != nil && !s.whole {
-		next := *s.built
-		next.Jobs = slices.Clone(s.built.Jobs)
-		replaced = make([]int, 0, len(s.updated))
-		for _, name := range s.updated {
-			next.Jobs[s.at[name]] = s.resolved(s.fresh[name])
-			replaced = append(replaced, s.at[name])
-		}
-		s.built, s.updated = &next, nil
-		clear(s.fresh)
-		return &next, replaced, nil
-	}
+// catalog is the state as a Catalog built whole, its jobs in their order
+// (byPosition): it sorts every job, and its jobs become the new base.
+func (s *perJobState) catalog() (*Catalog, error) {
 	order := make([]storedJob, 0, len(s.positions))
 	for name := range s.positions {
 		j, _ := s.job(name)
 		order = append(order, j)
 	}
 	slices.SortFunc(order, byPosition)
-	cat = &Catalog{Cluster: s.decoded.Cluster, Membership: s.decoded.Membership, Notify: s.decoded.Notify, Pools: s.decoded.Pools, Jobs: make([]Job, len(order))}
+	sets := s.settingsCatalog()
+	cat := &Catalog{Cluster: sets.Cluster, Membership: sets.Membership, Notify: sets.Notify, Pools: sets.Pools, Jobs: make([]Job, len(order))}
 	at := make(map[string]int, len(order))
 	for i, j := range order {
 		cat.Jobs[i] = s.resolved(j.Job)
 		at[j.Job.Name] = i
 	}
 	if cat.Cluster == "" || len(cat.Jobs) == 0 {
-		return nil, nil, fmt.Errorf("%w: generation %d has no settings or no jobs (written by hand?)", ErrUnreadableCatalog, s.generation)
+		return nil, s.empty()
 	}
-	s.built, s.at, s.updated, s.whole = cat, at, nil, false
+	s.base, s.at, s.stale, s.whole, s.removed = cat.Jobs, at, 0, false, nil
+	clear(s.over)
 	clear(s.fresh)
-	return cat, nil, nil
+	clear(s.added)
+	return cat, nil
+}
+
+func (s *perJobState) empty() error {
+	return fmt.Errorf("%w: generation %d has no settings or no jobs (written by hand?)", ErrUnreadableCatalog, s.generation)
+}
+
+// delta ends the revision being applied when it changed no settings: the
+// jobs it added, replaced (put anew, at their position or another) and
+// removed, each resolved once, in no order.
+func (s *perJobState) delta() (added, replaced []Job, removed []string, err error) {
+	if s.settingsCatalog().Cluster == "" || len(s.positions) == 0 {
+		return nil, nil, nil, s.empty()
+	}
+	for name, raw := range s.fresh {
+		j := s.resolved(raw)
+		if _, ok := s.at[name]; ok {
+			if _, ok := s.over[name]; !ok {
+				s.stale++
+			}
+		}
+		s.over[name] = j
+		if s.added[name] {
+			added = append(added, j)
+		} else {
+			replaced = append(replaced, j)
+		}
+	}
+	removed = s.removed
+	s.removed = nil
+	clear(s.fresh)
+	clear(s.added)
+	if len(s.over)+s.stale > len(s.base)/2+s.floor {
+		s.compact()
+	}
+	return added, replaced, removed, nil
+}
+
+// compact folds over into a new base: the cost of a sort, once every half
+// catalog's worth of changes (TestCatalogAfterChangesInPlaceIsTheWholeOne).
+func (s *perJobState) compact() {
+	if _, err := s.catalog(); err != nil {
+		s.whole = true // cannot happen after delta's check; build whole next
+	}
+}
+
+// settingsCatalog is the stored settings as a catalog without jobs.
+func (s *perJobState) settingsCatalog() *Catalog {
+	if s.sets == nil {
+		d := s.decoded
+		s.sets = &Catalog{Cluster: d.Cluster, Membership: d.Membership, Notify: d.Notify, Pools: d.Pools}
+	}
+	return s.sets
 }
 
 // resolved is j with its notify rules in force under the stored settings
@@ -121,11 +178,25 @@ func (s *perJobState) copied(j Job) bool {
 
 // remove deletes job from the state.
 func (s *perJobState) remove(job string) {
+	if _, ok := s.positions[job]; !ok {
+		return
+	}
+	if _, ok := s.at[job]; ok {
+		if _, ok := s.over[job]; !ok {
+			s.stale++
+		}
+	}
 	delete(s.positions, job)
 	delete(s.managers, job)
 	delete(s.revisions, job)
 	delete(s.fresh, job)
-	s.whole = true
+	delete(s.over, job)
+	delete(s.at, job)
+	if s.added[job] {
+		delete(s.added, job) // put and deleted before delivered: never seen
+		return
+	}
+	s.removed = append(s.removed, job)
 }
 
 // strict decodes data into v, refusing fields this version does not know
@@ -142,7 +213,8 @@ func strict(key string, data []byte, v any) error {
 	return nil
 }
 
-// put records one key of generation s.generation in s.
+// put records one key of generation s.generation in s. Keys under the
+// generation's refs/ are not the catalog's: they are skipped.
 func (s *perJobState) put(cluster string, kv *mvccpb.KeyValue) error {
 	_, job, ok := keyspace.ParseCatalogKey(cluster, string(kv.Key))
 	switch {
@@ -155,7 +227,7 @@ func (s *perJobState) put(cluster string, kv *mvccpb.KeyValue) error {
 		if err := strict(string(kv.Key), kv.Value, &d); err != nil {
 			return err
 		}
-		s.settings, s.decoded, s.whole = kv.Value, d, true
+		s.settings, s.decoded, s.sets, s.whole = kv.Value, d, nil, true
 	default:
 		var j storedJob
 		if err := strict(string(kv.Key), kv.Value, &j); err != nil {
@@ -165,10 +237,8 @@ func (s *perJobState) put(cluster string, kv *mvccpb.KeyValue) error {
 			return fmt.Errorf("%w: %s holds job %q (written by hand?)", ErrUnreadableCatalog, kv.Key, j.Job.Name)
 		}
 		j.Job.NotifyDefault = j.NotifyDefault
-		if pos, ok := s.positions[job]; ok && pos == j.Position {
-			s.updated = append(s.updated, job)
-		} else {
-			s.whole = true
+		if _, ok := s.positions[job]; !ok {
+			s.added[job] = true
 		}
 		s.positions[job], s.fresh[job] = j.Position, j.Job
 		s.managers[job], s.revisions[job] = intern(j.Manager), kv.ModRevision
@@ -221,7 +291,7 @@ func Read(ctx context.Context, kv clientv3.KV, cluster string, rev int64) (*Stor
 		return s, err
 	}
 	s.perJob.refs = h.Refs
-	s.Catalog, _, err = s.perJob.catalog()
+	s.Catalog, err = s.perJob.catalog()
 	return s, err
 }
 
@@ -248,16 +318,33 @@ func readGeneration(ctx context.Context, kv clientv3.KV, cluster string, g, at i
 }
 
 // An Update is a version of the catalog WatchStored delivers: the catalog
-// stored at Revision. When Since is not 0, it is the catalog of revision
-// Since with only the jobs at the indexes Replaced (in Catalog.Jobs)
-// defined anew: the same jobs at the same positions under the same
-// settings, so a reader that runs the catalog of Since need look at those
-// alone (scheduler.SetCatalogUpdate).
+// stored at Revision. When Since is 0 it is Catalog, whole. Otherwise it is
+// the catalog of revision Since with the jobs Added, the jobs Replaced
+// defined anew (at their position or another) and the jobs Removed
+// deleted, under the same Settings (the catalog without its jobs), so a
+// reader that runs the catalog of Since need look at those alone
+// (scheduler.SetCatalogUpdate); WatchStored leaves its Catalog nil, and
+// Whole builds it.
 type Update struct {
 	Catalog  *Catalog
 	Revision int64
 	Since    int64
-	Replaced []int
+	Settings *Catalog
+	Added    []Job
+	Replaced []Job
+	Removed  []string
+	// state is the watch's, for Whole: it changes with the next revision.
+	state *perJobState
+}
+
+// Whole is the catalog stored at u.Revision: Catalog, or, for an update
+// that names its changes, the catalog built from the watch's state, every
+// job sorted. It may be called only from within the apply that received u.
+func (u Update) Whole() (*Catalog, error) {
+	if u.Catalog != nil || u.state == nil {
+		return u.Catalog, nil
+	}
+	return u.state.catalog()
 }
 
 // WatchStored calls apply with every new version of the cluster's catalog
@@ -267,9 +354,11 @@ type Update struct {
 // from the revision s was read at, with s's state, so a member's start reads
 // the catalog once and its jobs are not kept twice: within the per-job
 // generation it runs, a revision's events change its jobs one by one (a
-// change of one job moves one job's bytes), and a revision that only
-// replaced jobs in place comes as an Update naming them, Since the version
-// before it; a new generation is read whole, as Read does. etcd delivers one
+// change of one job moves one job's bytes), and the revision comes as an
+// Update naming the jobs it added, replaced and removed, Since the version
+// before it, at a cost in proportion to those jobs; a change of the
+// settings, or a new generation, is read and delivered whole, as Read
+// does. etcd delivers one
 // revision's events together, so no half-applied revision is seen. A broken
 // watch is re-established from the last revision seen; one etcd has
 // compacted reads the latest catalog whole (TestPerJobLayout,
@@ -389,17 +478,9 @@ func (w *jobsWatch) revision(ctx context.Context, r int64, evs []*clientv3.Event
 			w.unreadable(r, err)
 			return true
 		}
-		cat, replaced, err := w.state.catalog()
-		if err != nil {
-			w.stale = true
-			w.unreadable(r, err)
-			return true
+		if u, ok := w.update(r, since); ok {
+			w.apply(u)
 		}
-		u := Update{Catalog: cat, Revision: r}
-		if replaced != nil {
-			u.Since, u.Replaced = since, replaced
-		}
-		w.apply(u)
 	case w.state == nil && legacyEv != nil && legacyEv.Type == clientv3.EventTypePut:
 		w.from = r
 		cat, err := decodeStored(legacyEv.Kv.Value)
@@ -410,6 +491,26 @@ func (w *jobsWatch) revision(ctx context.Context, r int64, evs []*clientv3.Event
 		w.apply(Update{Catalog: cat, Revision: r})
 	}
 	return true
+}
+
+// update is the Update of revision r of the generation it runs, whose
+// changes are applied: named, Since the version before it, unless it
+// changed the settings; whole then. False, after unreadable, when it
+// cannot be read.
+func (w *jobsWatch) update(r, since int64) (Update, bool) {
+	if !w.state.whole {
+		added, replaced, removed, err := w.state.delta()
+		if err == nil {
+			return Update{Revision: r, Since: since, Settings: w.state.settingsCatalog(), Added: added, Replaced: replaced, Removed: removed, state: w.state}, true
+		}
+	}
+	cat, err := w.state.catalog()
+	if err != nil {
+		w.stale = true
+		w.unreadable(r, err)
+		return Update{}, false
+	}
+	return Update{Catalog: cat, Revision: r}, true
 }
 
 // changes applies the puts and deletes of the generation it runs; keys of

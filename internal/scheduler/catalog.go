@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -39,27 +38,24 @@ func prepareJobs(cat *config.Catalog, handlers jobs.Handlers, before map[string]
 	return out, nil
 }
 
-// prepareReplaced prepares the jobs at the indexes replaced of cat, a
-// catalog whose other jobs are those of before, and returns the whole set
-// and the names of the jobs replaced. It returns no set when before lacks
-// a job replaced: cat does not replace jobs of before, and is prepared
-// whole (TestUpdatesPrepareOnlyTheJobsReplaced).
-func prepareReplaced(cat *config.Catalog, replaced []int, handlers jobs.Handlers, before map[string]*job) (map[string]*job, []string, error) {
-	fresh := make(map[string]*job, len(replaced))
-	for _, i := range replaced {
-		if i < 0 || i >= len(cat.Jobs) || before[cat.Jobs[i].Name] == nil {
-			return nil, nil, nil
-		}
-		spec := cat.Jobs[i]
-		j, err := prepareJob(cat, spec, handlers, before[spec.Name])
-		if err != nil {
-			return nil, nil, err
-		}
-		fresh[spec.Name] = j
+// prepareChanges prepares the jobs u adds and replaces over before, the
+// jobs of the catalog of u.Since, and returns them by name, with nil for
+// each job u removes. A job removed and added again comes prepared.
+func prepareChanges(u config.Update, handlers jobs.Handlers, before map[string]*job) (map[string]*job, error) {
+	out := make(map[string]*job, len(u.Added)+len(u.Replaced)+len(u.Removed))
+	for _, name := range u.Removed {
+		out[name] = nil
 	}
-	out := maps.Clone(before)
-	maps.Copy(out, fresh)
-	return out, slices.Collect(maps.Keys(fresh)), nil
+	for _, specs := range [][]config.Job{u.Added, u.Replaced} {
+		for _, spec := range specs {
+			j, err := prepareJob(u.Settings, spec, handlers, before[spec.Name])
+			if err != nil {
+				return nil, err
+			}
+			out[spec.Name] = j
+		}
+	}
+	return out, nil
 }
 
 // prepareJob prepares spec, a job of cat, or returns old, its preparation
@@ -89,11 +85,10 @@ func prepareJob(cat *config.Catalog, spec config.Job, handlers jobs.Handlers, ol
 // install makes prepared the set of jobs: new slots are created, slots of
 // removed jobs (or partitions) are marked removed (released after their
 // in-flight runs, then dropped), and slots of changed jobs take the new
-// definition (installSlot).
+// definition (installSlot). prepared becomes the loop's own.
 func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
-	s.jobs = prepared
 	s.mu.Lock()
-	s.installed = prepared
+	s.jobs, s.installed = prepared, prepared
 	s.mu.Unlock()
 	for id, sl := range s.slots {
 		j, ok := prepared[id.Job]
@@ -134,39 +129,6 @@ func (s *Scheduler) installSlot(sl *slot, j *job, now time.Time) {
 	}
 }
 
-// installReplaced is install for a set of jobs that differs from the one
-// installed only in the jobs replaced, when those keep their partitions
-// and placement: only their slots take the new definitions, and the
-// assignment, a function of partitions, placements and the view, stands.
-// False, with nothing changed, when a job replaced moved a slot: the set
-// is installed whole (TestUpdatesPrepareOnlyTheJobsReplaced).
-func (s *Scheduler) installReplaced(prepared map[string]*job, replaced map[string]bool, now time.Time) bool {
-	for name := range replaced {
-		old, j := s.jobs[name], prepared[name]
-		if old == nil || j == nil || old.spec.Partitions != j.spec.Partitions || old.spec.Placement.String() != j.spec.Placement.String() {
-			return false
-		}
-		for p := 0; p < j.spec.Partitions; p++ {
-			if sl := s.slots[shard.Slot{Job: name, Partition: p}]; sl == nil || sl.removed {
-				return false
-			}
-		}
-	}
-	s.jobs = prepared
-	s.mu.Lock()
-	s.installed = prepared
-	s.mu.Unlock()
-	for name := range replaced {
-		j := prepared[name]
-		for p := 0; p < j.spec.Partitions; p++ {
-			sl := s.slots[shard.Slot{Job: name, Partition: p}]
-			s.installSlot(sl, j, now)
-			s.reconcile(sl)
-		}
-	}
-	return true
-}
-
 // SetCatalog makes the scheduler converge to cat, stored at revision rev,
 // without a restart: added jobs start, removed jobs stop after their
 // in-flight runs, changed jobs take effect at their next fire. A catalog
@@ -176,65 +138,92 @@ func (s *Scheduler) SetCatalog(cat *config.Catalog, rev int64) error {
 }
 
 // SetCatalogUpdate is SetCatalog for a version config.WatchStored
-// delivers. When it replaces jobs of the catalog last given (u.Since is
-// that one's revision), only those jobs are prepared, and the loop touches
-// only their slots; otherwise the catalog is prepared whole. Either way the
-// scheduler converges to the same jobs (TestUpdatesPrepareOnlyTheJobsReplaced).
+// delivers, from within its apply. When it names its changes to the
+// catalog last given (u.Since is that one's revision), only the jobs it
+// adds and replaces are prepared, and the loop touches only the slots of
+// the jobs it names (installChanges); otherwise the catalog is prepared
+// whole. Either way the scheduler converges to the same jobs
+// (TestUpdatesPrepareOnlyTheJobsReplaced, TestUpdatesAddAndRemoveJobsInPlace).
 func (s *Scheduler) SetCatalogUpdate(u config.Update) error {
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
-	var next map[string]*job
-	var names []string
-	var err error
 	if u.Since != 0 && u.Since == s.preparedRev {
-		next, names, err = prepareReplaced(u.Catalog, u.Replaced, s.cfg.Handlers, s.prepared)
+		changes, err := prepareChanges(u, s.cfg.Handlers, s.prepared)
+		if err != nil {
+			return err
+		}
+		for name, j := range changes {
+			if j == nil {
+				delete(s.prepared, name)
+			} else {
+				s.prepared[name] = j
+			}
+		}
+		s.preparedRev = u.Revision
+		s.pend(nil, changes, u.Revision)
+		return nil
 	}
-	if next == nil && err == nil {
-		next, err = prepareJobs(u.Catalog, s.cfg.Handlers, s.prepared)
+	cat, err := u.Whole()
+	if err != nil {
+		return err
 	}
+	next, err := prepareJobs(cat, s.cfg.Handlers, s.prepared)
 	if err != nil {
 		return err
 	}
 	s.prepared, s.preparedRev = next, u.Revision
-	s.mu.Lock()
-	switch {
-	case names == nil || (s.nextCatalog != nil && s.nextReplaced == nil):
-		s.nextReplaced = nil // installed whole
-	case s.nextCatalog == nil:
-		s.nextReplaced = make(map[string]bool, len(names))
-		fallthrough
-	default:
-		for _, name := range names {
-			s.nextReplaced[name] = true
-		}
-	}
-	s.nextCatalog, s.nextCatalogRev = next, u.Revision
-	s.mu.Unlock()
-	ringBell(s.catalogChanged)
+	s.pend(maps.Clone(next), nil, u.Revision)
 	return nil
 }
 
-// catalogUpdated installs the catalog SetCatalog prepared, if any, and
-// applies view v (the latest) to its slots, unless it only replaced jobs
-// whose slots and placement stand (installReplaced).
+// pend hands the loop a catalog to install: whole, or the changes to the
+// one it runs, merged into any the loop has not taken yet (a job removed
+// and added again within them comes added).
+func (s *Scheduler) pend(whole, changes map[string]*job, rev int64) {
+	s.mu.Lock()
+	switch {
+	case whole != nil:
+		s.nextWhole, s.nextChanges = whole, nil
+	case s.nextWhole != nil:
+		for name, j := range changes {
+			if j == nil {
+				delete(s.nextWhole, name)
+			} else {
+				s.nextWhole[name] = j
+			}
+		}
+	case s.nextChanges == nil:
+		s.nextChanges = changes
+	default:
+		maps.Copy(s.nextChanges, changes)
+	}
+	s.nextCatalogRev = rev
+	s.mu.Unlock()
+	ringBell(s.catalogChanged)
+}
+
+// catalogUpdated installs the catalog SetCatalog prepared, if any: a whole
+// one, then view v (the latest) applied to every slot, or the changes to
+// the one it runs, job by job (installChanges).
 func (s *Scheduler) catalogUpdated(v member.View) {
 	s.mu.Lock()
-	prepared, rev, replaced := s.nextCatalog, s.nextCatalogRev, s.nextReplaced
-	s.nextCatalog, s.nextReplaced = nil, nil
+	whole, changes, rev := s.nextWhole, s.nextChanges, s.nextCatalogRev
+	s.nextWhole, s.nextChanges = nil, nil
 	s.mu.Unlock()
-	if prepared == nil {
+	if whole == nil && changes == nil {
 		return
 	}
 	now := s.cfg.Clock.Now()
-	inPlace := replaced != nil && s.installReplaced(prepared, replaced, now)
-	if !inPlace {
-		s.install(prepared, now)
+	if whole != nil {
+		s.install(whole, now)
+	} else {
+		s.installChanges(changes, v, now)
 	}
 	s.mu.Lock()
 	s.catalogRev = rev
 	s.mu.Unlock()
 	s.emit(Event{Kind: CatalogApplied, Count: int(rev), At: s.cfg.Clock.Now()})
-	if !inPlace {
+	if whole != nil || s.assigned.out == nil {
 		s.applyView(v)
 	}
 }

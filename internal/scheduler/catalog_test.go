@@ -160,14 +160,13 @@ func TestAssignmentKeptWhenItsInputIsUnchanged(t *testing.T) {
 	}
 }
 
-// An Update that replaces jobs in place is taken at its word: only the
-// jobs it names are prepared and installed, so a change elsewhere in its
-// catalog (which config.WatchStored never delivers) is not seen; the job
-// named fires on its new schedule from its next fire, the others as they
-// did. An Update whose Since is not the revision last given is prepared
-// whole, and one that changes a job's partitions is installed whole: the
-// slot it removed is released. After an Update refused, the next is
-// prepared whole.
+// An Update that names the jobs it replaces is taken at its word: only
+// the jobs it names are prepared and installed, so a change elsewhere in
+// its catalog (which config.WatchStored never delivers) is not seen; the
+// job named fires on its new schedule from its next fire, the others as
+// they did. An Update whose Since is not the revision last given is
+// prepared whole, and one that changes a job's partitions releases the
+// slot it removed. After an Update refused, the next is prepared whole.
 func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
 	clock := clock.NewManual(t0)
@@ -177,8 +176,8 @@ func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
 	rec := newRecorder()
 	n := startNode(t, cli, catalog("replaced", a, b, c), rec, jobs.Handlers{"noop": noop}, nodeOpts{manual: clock, cfg: Config{CatalogRevision: 10}})
 	waitKind(t, rec, "every slot raised", 4, func(e Event) bool { return e.Kind == Raised })
-	update := func(rev, since int64, replaced []int, jobs ...config.Job) error {
-		return n.sched.SetCatalogUpdate(config.Update{Catalog: catalog("replaced", jobs...), Revision: rev, Since: since, Replaced: replaced})
+	update := func(rev, since int64, replaced []string, jobs ...config.Job) error {
+		return n.sched.SetCatalogUpdate(namedUpdate(catalog("replaced", jobs...), rev, since, replaced, nil, nil))
 	}
 	firesOf := func(job string) []time.Time {
 		var out []time.Time
@@ -197,7 +196,7 @@ func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
 	// Revision 11 names b (every 30s); its catalog edits a as well.
 	a20, b30 := a, b
 	a20.Schedule, b30.Schedule = "@every 20s", "@every 30s"
-	if err := update(11, 10, []int{1}, a20, b30, c); err != nil {
+	if err := update(11, 10, []string{"b"}, a20, b30, c); err != nil {
 		t.Fatal(err)
 	}
 	applied(11)
@@ -225,7 +224,7 @@ func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
 	// Revision 12 says it replaces jobs of revision 5, which the scheduler
 	// was never given: prepared whole, a takes every 20s from its fire
 	// already armed for 12:00:40.
-	if err := update(12, 5, []int{1}, a20, b30, c); err != nil {
+	if err := update(12, 5, []string{"b"}, a20, b30, c); err != nil {
 		t.Fatal(err)
 	}
 	applied(12)
@@ -244,10 +243,10 @@ func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
 		t.Fatalf("a, every 20s from revision 12 (prepared whole), had fires %v after 12:00:30; want 12:00:40 (armed before), 12:01:00", handled)
 	}
 
-	// Revision 13 replaces c with one partition: installed whole, c/1 goes.
+	// Revision 13 replaces c with one partition: c/1 goes.
 	c1 := c
 	c1.Partitions = 1
-	if err := update(13, 12, []int{2}, a20, b30, c1); err != nil {
+	if err := update(13, 12, []string{"c"}, a20, b30, c1); err != nil {
 		t.Fatal(err)
 	}
 	applied(13)
@@ -259,7 +258,7 @@ func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
 	// replaces jobs of 14, is prepared whole.
 	broken := b30
 	broken.Handler = "unregistered"
-	if err := update(14, 13, []int{1}, a20, broken, c1); err == nil {
+	if err := update(14, 13, []string{"b"}, a20, broken, c1); err == nil {
 		t.Fatal("an update naming an unregistered handler was accepted")
 	}
 	c1.Schedule = "@daily"
@@ -272,4 +271,23 @@ func TestUpdatesPrepareOnlyTheJobsReplaced(t *testing.T) {
 			t.Fatalf("after revision 14 was refused, revision 15 (said to replace nothing of 14) left c on %q; want it prepared whole, @daily", j.Schedule)
 		}
 	}
+}
+
+// namedUpdate is the Update of cat at rev that names its changes since
+// (the jobs of cat named replaced and added, and the jobs removed), as
+// config.WatchStored delivers it; its Catalog is cat, for a scheduler that
+// did not run since.
+func namedUpdate(cat *config.Catalog, rev, since int64, replaced, added, removed []string) config.Update {
+	settings := *cat
+	settings.Jobs = nil
+	u := config.Update{Catalog: cat, Revision: rev, Since: since, Settings: &settings, Removed: removed}
+	for _, j := range cat.Jobs {
+		switch {
+		case slices.Contains(replaced, j.Name):
+			u.Replaced = append(u.Replaced, j)
+		case slices.Contains(added, j.Name):
+			u.Added = append(u.Added, j)
+		}
+	}
+	return u
 }

@@ -43,6 +43,7 @@ func (s *Scheduler) loop(ctx context.Context) error {
 		case <-timer.C():
 			s.fireDue()
 			s.fireOneOffs()
+			s.reassignIfDue(s.cfg.Clock.Now())
 		case r := <-s.results:
 			s.campaignEnded(r)
 		case <-s.campaignsDue.bell:
@@ -95,6 +96,9 @@ func (s *Scheduler) nextWake() time.Time {
 	if t, ok := s.nextOneOff(); ok && t.Before(wake) {
 		wake = t
 	}
+	if t := s.reassign.due; !t.IsZero() && t.Before(wake) {
+		wake = t
+	}
 	return wake
 }
 
@@ -142,6 +146,7 @@ func (s *Scheduler) ownKeyDeleted(d deletedKey) {
 // assignment of every job's slots over the view's members its placement
 // admits (every member for a job without one).
 func (s *Scheduler) applyView(v member.View) {
+	s.reassign.first, s.reassign.due = time.Time{}, time.Time{} // the whole assignment, now
 	s.historyFormat = v.HistoryFormat
 	s.writer.SetStateFormat(v.HistoryFormat)
 	owners, err := s.assign(v)

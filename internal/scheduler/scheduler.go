@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,6 +164,8 @@ type inbox struct {
 
 // loopState is owned by the loop: read and written only by its goroutine.
 type loopState struct {
+	// jobs is the jobs the loop runs, also shared as installed: the loop
+	// changes it under mu, and reads it without.
 	jobs    map[string]*job
 	slots   map[shard.Slot]*slot
 	heap    slotHeap
@@ -181,6 +184,9 @@ type loopState struct {
 		in  map[string]shard.Job
 		out *shard.Assignment
 	}
+	// reassign is when the whole assignment is due again after jobs were
+	// placed one by one (reassignSoon), zero when it is not.
+	reassign struct{ first, due time.Time }
 	// seenSelf is set once a view contained this member.
 	seenSelf bool
 	// historyFormat is the format records are written in: the newest that
@@ -204,16 +210,16 @@ type shared struct {
 	prepared    map[string]*job
 	preparedRev int64
 
-	// Guarded by mu: the catalog waiting for the loop and the one it runs,
-	// and what the loop publishes for readers off it. nextReplaced names
-	// the only jobs nextCatalog defines anew over the installed one; nil
-	// when it is installed whole.
+	// Guarded by mu: the catalog waiting for the loop, whole (nextWhole)
+	// or as changes to the one it runs (nextChanges, a job by name, nil for
+	// one removed), and the one it runs, and what the loop publishes for
+	// readers off it.
 	mu             sync.Mutex
-	nextCatalog    map[string]*job
+	nextWhole      map[string]*job
+	nextChanges    map[string]*job
 	nextCatalogRev int64
-	nextReplaced   map[string]bool
 	catalogRev     int64
-	installed      map[string]*job // the jobs of the catalog the loop runs; never changed once installed
+	installed      map[string]*job // the jobs of the catalog the loop runs (loopState.jobs); read under mu
 	snapshot       map[shard.Slot]fencing.Token
 	eligible       map[string]int // Eligible's
 }
@@ -304,7 +310,7 @@ func New(member *member.Member, views *member.Views, cat *config.Catalog, cfg Co
 		return nil, err
 	}
 	s.prepared, s.preparedRev = prepared, cfg.CatalogRevision
-	s.install(prepared, time.Time{})
+	s.install(maps.Clone(prepared), time.Time{})
 	return s, nil
 }
 

@@ -66,16 +66,15 @@ func (r *upstreamReader) take() *upstreamRead {
 // upstreamSpecs are the upstream jobs of the catalog's dependents.
 func (s *Scheduler) upstreamSpecs() []config.Job {
 	s.mu.Lock()
-	installed := s.installed
-	s.mu.Unlock()
+	defer s.mu.Unlock()
 	wanted := map[string]bool{}
-	for _, j := range installed {
+	for _, j := range s.installed {
 		for _, u := range j.spec.After {
 			wanted[u.Job] = true
 		}
 	}
 	var out []config.Job
-	for _, j := range installed {
+	for _, j := range s.installed {
 		if wanted[j.spec.Name] {
 			out = append(out, j.spec)
 		}
