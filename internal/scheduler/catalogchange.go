@@ -99,7 +99,7 @@ func (s *Scheduler) place(name string, j *job, v member.View, now time.Time) {
 		return // no view applied yet: catalogUpdated applies it whole
 	}
 	s.assigned.in = nil // no longer shard.Assign's answer: assign computes it again
-	s.reassignSoon(now)
+	s.reassignSoon(now, v)
 	if j == nil {
 		a.Remove(name)
 		s.mu.Lock()
@@ -124,7 +124,8 @@ func (s *Scheduler) place(name string, j *job, v member.View, now time.Time) {
 
 // reassignSoon has the whole assignment computed reassignQuiet from now,
 // and at most reassignMax after the first change that asked for it.
-func (s *Scheduler) reassignSoon(now time.Time) {
+func (s *Scheduler) reassignSoon(now time.Time, v member.View) {
+	s.reassign.view = v
 	if s.reassign.first.IsZero() {
 		s.reassign.first = now
 	}
@@ -134,14 +135,15 @@ func (s *Scheduler) reassignSoon(now time.Time) {
 	}
 }
 
-// reassignIfDue computes the whole assignment over the latest view once
-// it is due, and moves the slots whose preferred owner it changed.
+// reassignIfDue computes the whole assignment over the view last applied
+// once it is due, and moves the slots whose preferred owner it changed (a
+// newer view is applied whole anyway: views.Changed has rung).
 func (s *Scheduler) reassignIfDue(now time.Time) {
 	if s.reassign.due.IsZero() || now.Before(s.reassign.due) {
 		return
 	}
 	s.reassign.first, s.reassign.due = time.Time{}, time.Time{}
-	v := s.views.Latest()
+	v := s.reassign.view
 	owners, err := s.assign(v)
 	if err != nil {
 		s.cfg.Logger.Error("cannot assign slots; keeping the previous assignment", "revision", v.Revision, "err", err)

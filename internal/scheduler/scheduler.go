@@ -184,9 +184,12 @@ type loopState struct {
 		in  map[string]shard.Job
 		out *shard.Assignment
 	}
-	// reassign is when the whole assignment is due again after jobs were
-	// placed one by one (reassignSoon), zero when it is not.
-	reassign struct{ first, due time.Time }
+	// reassign is when the whole assignment is due again, over view, after
+	// jobs were placed one by one (reassignSoon); due is zero when it is not.
+	reassign struct {
+		first, due time.Time
+		view       member.View
+	}
 	// seenSelf is set once a view contained this member.
 	seenSelf bool
 	// historyFormat is the format records are written in: the newest that
