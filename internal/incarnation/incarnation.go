@@ -256,7 +256,9 @@ type Incarnation struct {
 	// flushTraces ends the incarnation's tracer provider, after the scheduler.
 	flushTraces func()
 	alarms      alarms
-	err         error // the scheduler's, once done
+	// record is the catalog revision the member runs, for its record.
+	record *catalogRecord
+	err    error // the scheduler's, once done
 	// fileNotStored is what its record says of the --catalog file not stored.
 	fileNotStored string
 }
@@ -324,14 +326,16 @@ func Start(ctx context.Context, cli *clientv3.Client, cfg Config) (*Incarnation,
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{}), flushTraces: sync.OnceFunc(flushTraces), fileNotStored: notStored}
-	inc.wg.Add(4)
+	inc := &Incarnation{member: m, views: views, sched: s, stop: stop, done: make(chan struct{}), flushTraces: sync.OnceFunc(flushTraces), fileNotStored: notStored,
+		record: newCatalogRecord()}
+	inc.wg.Add(5)
 	go func() { defer inc.wg.Done(); views.Run(runCtx) }()
 	// Not cfg, cat or stored captured: they would keep the --catalog file
 	// and the first catalog read for as long as these run, after the watch
 	// replaced it (TestTheFileCatalogIsNotKept).
 	logger, clusterName := cfg.Logger, cat.Cluster
 	go func() { defer inc.wg.Done(); inc.alarms.watch(runCtx, cli, logger) }()
+	go func() { defer inc.wg.Done(); inc.publishRevisions(runCtx, catRev, logger) }()
 	go func(stored *config.Stored) {
 		defer inc.wg.Done()
 		inc.followCatalog(runCtx, cli, clusterName, stored, logger)
@@ -373,7 +377,8 @@ func storeFile(ctx context.Context, cli *clientv3.Client, cfg Config, name strin
 }
 
 // followCatalog makes the scheduler converge to every catalog stored after
-// from, the one the incarnation's start read.
+// from, the one the incarnation's start read; its record publishes the
+// revisions, coalesced (publishRevisions).
 func (inc *Incarnation) followCatalog(ctx context.Context, cli *clientv3.Client, cluster string, from *config.Stored, logger *slog.Logger) {
 	config.WatchStored(ctx, cli, cluster, from, func(u config.Update) {
 		rev := u.Revision
@@ -381,10 +386,7 @@ func (inc *Incarnation) followCatalog(ctx context.Context, cli *clientv3.Client,
 			logger.Error("cannot run the new catalog; keeping the current one", "revision", rev, "running", inc.sched.CatalogRevision(), "err", err)
 			return
 		}
-		logger.Info("converging to a new catalog", "revision", rev)
-		if err := inc.member.SetCatalogRevision(ctx, rev); err != nil {
-			logger.Warn("could not publish the catalog revision", "err", err)
-		}
+		inc.record.set(rev)
 	}, func(rev int64, err error) {
 		logger.Error("cannot read the stored catalog; keeping the current one", "revision", rev, "running", inc.sched.CatalogRevision(), "err", err)
 	})
