@@ -36,6 +36,13 @@
 // TestAddingAJobMovesFewOthers): members that run different catalog
 // revisions (during an apply) may prefer different owners for some
 // leftovers until they run the same one.
+//
+// Place and Remove change one job of an assignment and move no other
+// job's slot: the job's base is Assign's, its leftovers bounded over the
+// members' totals as Assign bounds them, which may differ from where
+// Assign over the whole catalog puts them (TestPlaceKeepsOtherJobsAndTheJobsBase).
+// A member places jobs added one by one so, then computes Assign again.
+//
 // It does not decide who leads a slot (the slot's election does, and keeps
 // it safe while members' views disagree); it decides who campaigns for it.
 package shard
