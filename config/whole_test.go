@@ -32,8 +32,8 @@ func TestApplyKeepsJobsOfOtherManagers(t *testing.T) {
 		t.Fatalf("an apply without the API's jobs: %+v %v", res, err)
 	}
 	s, err := Read(ctx, cli, "c", 0)
-	if err != nil || names(s.Catalog) != "a s1 s2" {
-		t.Fatalf("stored after the apply: %s %v", names(s.Catalog), err)
+	if err != nil || catalogNames(s.Catalog) != "a s1 s2" {
+		t.Fatalf("stored after the apply: %s %v", catalogNames(s.Catalog), err)
 	}
 	named := mustParse(t, "cluster: c\njobs:\n  - {name: a, schedule: '@hourly', handler: noop}\n  - {name: s1, schedule: '@daily', handler: noop}\n")
 	var managed *ManagerConflictError
@@ -55,12 +55,12 @@ func TestApplyKeepsJobsOfOtherManagers(t *testing.T) {
 	if err != nil || !strings.Contains(strings.Join(res.Changes, "\n"), "- job s2") {
 		t.Fatalf("an apply with PruneOthers: %+v %v", res, err)
 	}
-	if s, _ := Read(ctx, cli, "c", 0); names(s.Catalog) != "a s1" {
-		t.Fatalf("stored after pruning: %s", names(s.Catalog))
+	if s, _ := Read(ctx, cli, "c", 0); catalogNames(s.Catalog) != "a s1" {
+		t.Fatalf("stored after pruning: %s", catalogNames(s.Catalog))
 	}
 }
 
-func names(cat *Catalog) string {
+func catalogNames(cat *Catalog) string {
 	if cat == nil {
 		return "<none>"
 	}
@@ -128,8 +128,8 @@ func TestStoreFileRefusesAJobOfAnotherManager(t *testing.T) {
 	if out, err := StoreFile(ctx, cli, third, FileSource("f.yaml", nil, third)); err != nil || !out.Stored {
 		t.Fatalf("a newer file: %+v %v", out, err)
 	}
-	if s, _ := Read(ctx, cli, "c", 0); names(s.Catalog) != "b s1" {
-		t.Fatalf("after a newer file: %s", names(s.Catalog))
+	if s, _ := Read(ctx, cli, "c", 0); catalogNames(s.Catalog) != "b s1" {
+		t.Fatalf("after a newer file: %s", catalogNames(s.Catalog))
 	}
 }
 
@@ -204,8 +204,8 @@ func TestSingleJobWriteOnAnOlderCatalog(t *testing.T) {
 	if _, err := DeleteJob(ctx, cli, "c", "x", DeleteJobOptions{Manager: signup}); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := Read(ctx, cli, "c", 0); err != nil || names(s.Catalog) != "a b" || s.perJob.refs {
-		t.Fatalf("after single-job writes: %s %v", names(s.Catalog), err)
+	if s, err := Read(ctx, cli, "c", 0); err != nil || catalogNames(s.Catalog) != "a b" || s.perJob.refs {
+		t.Fatalf("after single-job writes: %s %v", catalogNames(s.Catalog), err)
 	}
 }
 
