@@ -63,6 +63,12 @@ type PutJobOptions struct {
 	// Force takes over a job another manager holds; without it, that is a
 	// *ManagerConflictError.
 	Force bool
+	// Check, if set, is asked before each attempt commits, with the job as
+	// stored (nil: none) and as it would be (nil for a delete): an error
+	// it returns is PutJob's or DeleteJob's, and nothing is written. The
+	// stored job it saw is guarded, so a scope the API checks with it
+	// holds at the commit (TestJobDefinitionScopes in package api).
+	Check func(stored, next *Job) error
 }
 
 // DeleteJobOptions are DeleteJob's, as PutJobOptions.
@@ -70,6 +76,7 @@ type DeleteJobOptions struct {
 	Manager    Manager
 	IfRevision int64
 	Force      bool
+	Check      func(stored, next *Job) error
 }
 
 // JobWritten is what PutJob did.

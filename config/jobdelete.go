@@ -37,6 +37,9 @@ func DeleteJob(ctx context.Context, kv clientv3.KV, cluster, name string, opt De
 		if err := v.allowed(ctx, kv, opt.Manager, opt.IfRevision, false, opt.Force); err != nil {
 			return 0, err
 		}
+		if err := check(opt.Check, v, nil); err != nil {
+			return 0, err
+		}
 		guard, err := v.noDependents(ctx, kv)
 		if err != nil {
 			return 0, err

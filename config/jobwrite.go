@@ -47,6 +47,9 @@ func PutJob(ctx context.Context, kv clientv3.KV, cluster string, data []byte, na
 		if err != nil {
 			return nil, err
 		}
+		if err := check(opt.Check, v, &j); err != nil {
+			return nil, err
+		}
 		w := jobPut{jobView: v, by: opt.Manager, job: j}
 		res, ok, err := w.commit(ctx, kv)
 		switch {
@@ -57,6 +60,18 @@ func PutJob(ctx context.Context, kv clientv3.KV, cluster string, data []byte, na
 		}
 	}
 	return nil, fmt.Errorf("%w (job %s)", ErrCatalogBusy, name)
+}
+
+// check asks c (if set) about the stored job of v and next.
+func check(c func(stored, next *Job) error, v *jobView, next *Job) error {
+	if c == nil {
+		return nil
+	}
+	var stored *Job
+	if v.job != nil {
+		stored = &v.job.Job
+	}
+	return c(stored, next)
 }
 
 // jobPut is one attempt of PutJob over what it read.

@@ -59,3 +59,26 @@ func durationText(d time.Duration) string {
 	}
 	return d.String()
 }
+
+// MarshalJob writes j as one entry of a catalog's jobs: in YAML, every
+// setting in force spelled out; PutJob reads it back to an equal job, so
+// GET /v1/jobs/{job}/definition and kira job get -o yaml can be edited and
+// put back (TestMarshalJobRoundTrips). A job that turned its catalog's
+// notify default off, or has none, is written with notify: [].
+func MarshalJob(j Job) ([]byte, error) {
+	var off []NotifyRule
+	if !j.NotifyDefault {
+		off = []NotifyRule{{}} // any default: rawOf then writes the job's own rules, none included
+	}
+	return yaml.MarshalWithOptions(rawOf(j, off), yaml.OmitEmpty(), yaml.IndentSequence(true), yaml.UseLiteralStyleIfMultiline(true))
+}
+
+// MarshalJobJSON is MarshalJob in JSON: the same fields, as PUT
+// /v1/jobs/{job} reads them.
+func MarshalJobJSON(j Job) ([]byte, error) {
+	y, err := MarshalJob(j)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.YAMLToJSON(y)
+}
