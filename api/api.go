@@ -5,6 +5,9 @@
 //	GET  /v1/status                                   the cluster's members, slots and catalog source (kira status -o json)
 //	GET  /v1/jobs                                     every job: schedule, paused, slots led, last and next fire
 //	GET  /v1/jobs/{job}                               one job: its spec, each slot's owner, token and last fire, its next fires
+//	GET  /v1/jobs/{job}/definition?format=            the job as stored, its revision (ETag) and manager (jobdef.go)
+//	PUT  /v1/jobs/{job}?force=                        create or replace the job from one catalog entry; If-Match, If-None-Match: *
+//	DELETE /v1/jobs/{job}?force=                      delete the job; If-Match
 //	GET  /v1/jobs/{job}/executions?partition=&limit=&outcome=  recent executions, newest first (kira history -o json)
 //	GET  /v1/jobs/{job}/executions/{id}               one execution (the link in a notification)
 //	POST /v1/jobs/{job}/trigger?partition=&at=&in=&cascade=
@@ -114,6 +117,9 @@ var routes = []route{
 	{"GET /v1/status", "", func(s *server) handler { return s.status }, 0},
 	{"GET /v1/jobs", "", func(s *server) handler { return s.jobs }, 0},
 	{"GET /v1/jobs/{job}", "", func(s *server) handler { return s.jobDetail }, 0},
+	{"GET /v1/jobs/{job}/definition", "", func(s *server) handler { return s.definition }, 0},
+	{"PUT /v1/jobs/{job}", verbWrite, func(s *server) handler { return s.putJob }, config.MaxTxnBytes},
+	{"DELETE /v1/jobs/{job}", verbWrite, func(s *server) handler { return s.deleteJob }, 0},
 	{"GET /v1/jobs/{job}/executions", "", func(s *server) handler { return s.executions }, 0},
 	{"GET /v1/jobs/{job}/executions/{id}", "", func(s *server) handler { return s.execution }, 0},
 	{"POST /v1/jobs/{job}/trigger", verbTrigger, func(s *server) handler { return s.trigger }, 0},
@@ -229,9 +235,36 @@ func (s *server) serve(h handler, limit int64) http.HandlerFunc {
 		case err != nil:
 			writeError(w, http.StatusBadGateway, "etcd: "+err.Error())
 		default:
+			if t, ok := v.(tagged); ok {
+				t.write(w)
+				return
+			}
 			writeJSON(w, http.StatusOK, v)
 		}
 	}
+}
+
+// tagged is an answer with its own status and ETag: the body as JSON, or
+// raw bytes of contentType.
+type tagged struct {
+	code        int
+	etag        int64
+	body        any
+	raw         []byte
+	contentType string
+}
+
+func (t tagged) write(w http.ResponseWriter) {
+	if t.etag > 0 {
+		w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(t.etag, 10)))
+	}
+	if t.raw == nil {
+		writeJSON(w, t.code, t.body)
+		return
+	}
+	w.Header().Set("Content-Type", t.contentType)
+	w.WriteHeader(t.code)
+	w.Write(t.raw)
 }
 
 // answer reads r's body, at most limit bytes, and answers r with h within
