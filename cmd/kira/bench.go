@@ -53,7 +53,12 @@ func (c *cli) benchCmd() *cobra.Command {
 	f.output.register(fs)
 	fs.BoolVar(&f.production, "production", false, "the production shape: etcd as three kira etcd processes of this binary (fsync, etcd's defaults), lateness with the members as kira run processes and what etcd paid per 1,000 executions, failover and handover with processes")
 	fs.DurationVar(&f.soak, "soak", 0, "run only the soak, in the production shape, for this long: one --slots count (default 1000) firing every second, etcd's database size, the members' resident memory and goroutines, and executions, skips and failures sampled every --soak-every")
-	fs.DurationVar(&f.soakEvery, "soak-every", 15*time.Second, "soak: sampling interval")
+	fs.DurationVar(&f.soakEvery, "soak-every", 15*time.Second, "soak and --churn: sampling interval")
+	fs.IntVar(&f.jobWrites, "job-writes", 0, "run only the job writes, in the production shape: this many jobs created one by one through the members' API (PUT /v1/jobs/{job}) by --writers clients over --stored-jobs idle jobs, each firing every 10s, then deleted; the writes' rate and latency, each created job's first fire, fires after a delete")
+	fs.IntVar(&f.storedJobs, "stored-jobs", 90000, "job writes: idle jobs stored before the writes (the created ones count toward the catalog's 100,000)")
+	fs.IntVar(&f.writers, "writers", 8, "job writes: concurrent clients")
+	fs.DurationVar(&f.churn, "churn", 0, "job writes: then create and delete jobs at --churn-rate a second each for this long, sampling etcd's database and the members' memory every --soak-every")
+	fs.IntVar(&f.churnRate, "churn-rate", 20, "job writes: creates (and deletes) a second during --churn")
 	fs.BoolVar(&f.etcdFast, "etcd-fast", false, "with no --etcd: tune the embedded etcd as the tests do (no fsync, 20 ms ticks) instead of as kira run does")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file (go tool pprof)")
 	fs.StringVar(&f.plot, "plot", "", "write SVG charts of what the run measured into this directory: lateness.svg (p50, p99 and fires started against fires a second), failover.svg (each failover and handover trial), soak.svg (etcd's database and the members' memory over time)")
@@ -69,6 +74,8 @@ type benchFlags struct {
 	slotsSet                                  bool // --slots was given
 	http                                      bool // --output-bytes was given
 	trials, rebalance, outputBytes            int
+	jobWrites, storedJobs, writers, churnRate int
+	churn                                     time.Duration
 	output                                    output
 	cpuProfile, overlap, plot                 string
 }
@@ -87,6 +94,14 @@ func (c *cli) bench(f benchFlags) error {
 		if err := soakConfig(&f, &cfg); err != nil {
 			return err
 		}
+	}
+	if f.jobWrites > 0 {
+		if f.storedJobs < 1 || f.writers < 1 || f.churnRate < 1 || f.storedJobs+f.jobWrites > config.MaxJobs {
+			return fmt.Errorf("kira bench: --job-writes %d over --stored-jobs %d: want positive counts, --writers and --churn-rate too, and at most %d jobs in all (the catalog's limit)", f.jobWrites, f.storedJobs, config.MaxJobs)
+		}
+		f.production, f.slots, f.ttls, f.trials, f.rebalance = true, "", "", 0, 0
+		cfg.Trials, cfg.Rebalance, cfg.SoakEvery = 0, 0, f.soakEvery
+		cfg.JobWrites = &bench.JobWritesConfig{Stored: f.storedJobs, Clients: f.writers, Creates: f.jobWrites, CreatedEvery: 10 * time.Second, Churn: f.churn, ChurnRate: f.churnRate}
 	}
 	for _, s := range etcdclient.SplitList(f.slots) {
 		n, err := strconv.Atoi(s)
@@ -309,12 +324,43 @@ func printBench(w io.Writer, r *bench.Report) {
 	if s := r.Soak; s != nil {
 		printSoak(tw, s)
 	}
+	if w := r.JobWrites; w != nil {
+		printJobWrites(tw, w)
+	}
 	if m := r.Memory; m != nil {
 		fmt.Fprintln(tw, "MEMORY\tIDLE SLOTS\tMEMBERS\tLIVE HEAP\tPER SLOT PER MEMBER\tRESIDENT PER 1000 SLOTS PER MEMBER\tBASE MEMBER (HEAP / RESIDENT)")
 		fmt.Fprintf(tw, "\t%d\t%d\t%.1f MiB\t%.0f B\t%.2f MiB\t%.1f / %.1f MiB\n", m.Slots, m.Members, float64(m.HeapBytes)/(1<<20), m.PerSlotPerMember,
 			m.RSSPer1000PerMember/(1<<20), float64(m.BaseHeapBytes)/(1<<20), float64(m.BaseRSSBytes)/(1<<20))
 	}
 	tw.Flush()
+}
+
+// printJobWrites prints the job writes' figures.
+func printJobWrites(tw *tabwriter.Writer, w *bench.JobWrites) {
+	fmt.Fprintf(tw, "JOB WRITES: %d stored jobs, %d clients, every slot led %s after the members' start\n", w.Stored, w.Clients, w.Settle.Round(100*time.Millisecond))
+	fmt.Fprintln(tw, "\tWRITE\tDONE\tFAILED\tA SECOND\tP50\tP99\tMAX\tFIRST ERROR")
+	for _, x := range []struct {
+		what string
+		f    bench.WriteFigures
+	}{{"create", w.Creates}, {"delete", w.Deletes}} {
+		fmt.Fprintf(tw, "\t%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\n", x.what, x.f.Done, x.f.Failed, x.f.PerSecond, ms(x.f.P50), ms(x.f.P99), ms(x.f.Max), x.f.FirstErr)
+	}
+	f := w.FirstFires
+	fmt.Fprintf(tw, "\tfirst fires: %d of %d on time, lateness p50 %s, p99 %s; fires after a delete: %d\n", f.Started, f.Expected, ms(f.P50), ms(f.P99), w.FiredAfterDelete)
+	if len(w.Churn) > 0 {
+		fmt.Fprintln(tw, "\tCHURN AT\tDB SIZE\tIN USE\tRESIDENT (3 MEMBERS)")
+		for _, s := range w.Churn {
+			var rss []string
+			for _, b := range s.RSSBytes {
+				rss = append(rss, fmt.Sprintf("%.0f MB", b/1e6))
+			}
+			fmt.Fprintf(tw, "\t%s\t%.1f MB\t%.1f MB\t%s\n", s.At.Round(time.Second), s.DBBytes/1e6, s.DBInUseBytes/1e6, strings.Join(rss, " "))
+		}
+	}
+	if w.MemberLost != "" {
+		fmt.Fprintf(tw, "\ta member was lost: %s\n", w.MemberLost)
+	}
+	fmt.Fprintln(tw)
 }
 
 // maxSoakRows bounds the samples the soak's table prints (the JSON output

@@ -65,6 +65,10 @@ type Config struct {
 	Soak      time.Duration
 	SoakSlots int
 	SoakEvery time.Duration
+	// JobWrites, if set, runs only the job-writes scenario, in the
+	// production shape (Cluster must be set): jobs created and deleted one
+	// by one through the members' API (procJobWrites).
+	JobWrites *JobWritesConfig
 	// Cluster, if set, is the production shape: etcd is these three
 	// `kira etcd` processes (Etcd their endpoints), lateness runs with the
 	// members as `kira run` processes of Binary and reports what etcd paid,
@@ -112,6 +116,14 @@ func Run(ctx context.Context, cfg Config, progress func(string)) (*Report, error
 		r.Etcd = "production shape: three kira etcd processes (fsync, etcd's defaults), members as kira run processes"
 	case !cfg.EtcdInProcess:
 		r.Etcd = "external: " + strings.Join(cfg.Etcd.Endpoints, ",") + "; members as kira run processes"
+	}
+	if cfg.JobWrites != nil {
+		if cfg.Cluster == nil {
+			return r, fmt.Errorf("bench: the job writes run in the production shape only")
+		}
+		w, err := procJobWrites(ctx, cfg, progress)
+		r.JobWrites = w
+		return r, err
 	}
 	if cfg.Soak > 0 {
 		if cfg.Cluster == nil {

@@ -269,6 +269,7 @@ func TestProductionShape(t *testing.T) {
 	}
 	handlerShape(t, cfg)
 	soakShape(t, cfg)
+	jobWritesShape(t, cfg)
 	for _, many := range []bool{false, true} {
 		rb, _, err := procRebalance(cfg, 200, many)
 		if err != nil {
@@ -333,5 +334,28 @@ func soakShape(t *testing.T, cfg Config) {
 	}
 	if sum.DBMax < last.DBBytes || sum.RSSFirstQuarter <= 0 || sum.RSSLastQuarter <= 0 || sum.GoroutinesMin < 10 || sum.GoroutinesMax < sum.GoroutinesMin {
 		t.Fatalf("summary %+v does not sum up the samples", sum)
+	}
+}
+
+// jobWritesShape creates 40 jobs through the members' API over 50 stored
+// ones, then deletes them: every write answered, every created job's first
+// fire on time, none after its delete; a churn of 20 seconds is sampled.
+func jobWritesShape(t *testing.T, cfg Config) {
+	t.Helper()
+	cfg.SoakEvery = 5 * time.Second
+	cfg.JobWrites = &JobWritesConfig{Stored: 50, Clients: 4, Creates: 40, CreatedEvery: 2 * time.Second, Churn: 12 * time.Second, ChurnRate: 5}
+	w, err := procJobWrites(context.Background(), cfg, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("job writes %+v", w)
+	if w.Creates.Done != 40 || w.Creates.Failed != 0 || w.Deletes.Done != 40 || w.Deletes.Failed != 0 || w.Creates.PerSecond <= 0 || w.Creates.P99 <= 0 {
+		t.Fatalf("writes %+v %+v: want every create and delete answered", w.Creates, w.Deletes)
+	}
+	if f := w.FirstFires; f.Expected != 40 || f.Started != 40 || w.FiredAfterDelete != 0 || w.MemberLost != "" {
+		t.Fatalf("first fires %+v, %d fired after a delete, lost %q: want every created job fired once on time, none after its delete", f, w.FiredAfterDelete, w.MemberLost)
+	}
+	if len(w.Churn) < 2 || w.Churn[0].DBBytes <= 0 || len(w.Churn[0].RSSBytes) != 3 {
+		t.Fatalf("churn samples %+v: want the database and three members' memory sampled", w.Churn)
 	}
 }

@@ -328,14 +328,14 @@ func startProc(cfg Config, dir, catalog, name string, args ...string) (*memberPr
 // can be taken before the member binds it (an outgoing connection of any
 // process takes its local port from the same range), so a member that
 // exits for that is started again on another port.
-func startServingProc(cfg Config, dir, catalog, name string) (*memberProc, error) {
+func startServingProc(cfg Config, dir, catalog, name string, args ...string) (*memberProc, error) {
 	const attempts = 5
 	for i := 1; ; i++ {
 		addrs, err := etcdnode.FreeAddrs(1)
 		if err != nil {
 			return nil, err
 		}
-		p, err := startProc(cfg, dir, catalog, name, "--http", addrs[0])
+		p, err := startProc(cfg, dir, catalog, name, append([]string{"--http", addrs[0]}, args...)...)
 		if err != nil {
 			return nil, err
 		}

@@ -221,11 +221,12 @@ func procLateness(cfg Config, n int) (Lateness, error) {
 // the first to start takes every slot and hands two thirds of them over as
 // the others join, and a window that began before those takeovers ended
 // would count the slots not firing yet as fires not started. It returns the
-// processes it started, also on error, for the caller to stop.
-func startRunProcs(cfg Config, cli *clientv3.Client, load *loadRun, n int) ([]*memberProc, error) {
+// processes it started, also on error, for the caller to stop. args are
+// more arguments of each kira run.
+func startRunProcs(cfg Config, cli *clientv3.Client, load *loadRun, n int, args ...string) ([]*memberProc, error) {
 	var procs []*memberProc
 	for i := 0; i < 3; i++ {
-		p, err := startServingProc(cfg, load.dir, load.catalog, fmt.Sprintf("m%d", i))
+		p, err := startServingProc(cfg, load.dir, load.catalog, fmt.Sprintf("m%d", i), args...)
 		if err != nil {
 			return procs, err
 		}

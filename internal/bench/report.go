@@ -16,6 +16,7 @@ type Report struct {
 	Rebalance []Rebalance `json:"rebalance,omitempty"`
 	Memory    *Memory     `json:"memory,omitempty"`
 	Soak      *Soak       `json:"soak,omitempty"`
+	JobWrites *JobWrites  `json:"job_writes,omitempty"`
 }
 
 // Failover is kill → first execution by the new owner, per TTL.
