@@ -63,6 +63,13 @@ func TestJobDefinitionRoutes(t *testing.T) {
 	if code != 200 || json.Unmarshal(data, &d) != nil || d.Revision != w.Revision || etag2 != etag || d.Manager != "api:token" || !strings.Contains(string(d.Job), `"s3cret"`) {
 		t.Fatalf("definition: %d %s %s", code, etag2, data)
 	}
+	var detail struct {
+		Manager  string `json:"manager"`
+		Revision int64  `json:"revision"`
+	}
+	if code, _, data := sendH(t, c, "GET", base+"signup-1", "", "", nil); code != 200 || json.Unmarshal(data, &detail) != nil || detail.Manager != "api:token" || detail.Revision != w.Revision {
+		t.Fatalf("the job's detail names its manager and revision: %d %s", code, data)
+	}
 	if _, _, data := sendH(t, c, "GET", base+"signup-1/definition", "", "", nil); strings.Contains(string(data), "s3cret") || !strings.Contains(string(data), "redacted") {
 		t.Fatalf("anonymous definition: %s", data)
 	}

@@ -17,7 +17,8 @@ import (
 
 // jobPage holds a job's page in TestDashboardInABrowser, after the kill -9
 // of b (a and c lead tick 6/6): reached from the timeline by the keyboard,
-// broken's page shows its schedule, its next fires, its failures in the
+// broken's page shows its schedule, its next fires, its manager (the
+// --catalog file) and revision, its failures in the
 // grid and its history with the output and exit code; tick's shows the
 // share bar a 6, c 6, a grid row per slot, and a history filtered to one
 // partition; pause and resume on solo's page are obeyed with the token;
@@ -33,6 +34,7 @@ func jobPage(ctx context.Context, t *testing.T, page func(string) string, cli *c
 		return page(`location.hash`) == "#job/broken" &&
 			strings.HasPrefix(page(`document.querySelector('[data-fact="schedule"]')?.textContent || ""`), "every 2s") &&
 			page(`String(document.querySelectorAll('[data-fact="next fires"] .next').length)`) == "5" &&
+			strings.HasPrefix(page(`document.querySelector('[data-fact="managed by"]')?.textContent || ""`), "file (revision ") &&
 			page(`String(document.querySelectorAll('#job-grid a.cell[data-outcome="failed"]').length >= 2)`) == "true" &&
 			strings.Contains(page(`document.querySelector('#job-history tbody tr[data-outcome="failed"]')?.textContent || ""`), "exit 1") &&
 			strings.Contains(page(`document.querySelector('#job-history tbody tr[data-outcome="failed"] pre.output')?.textContent || ""`), "no space left on /data")

@@ -30,6 +30,12 @@ type JobStatus struct {
 	// that have them (0: nobody runs the job).
 	Placement       string `json:"placement"`
 	EligibleMembers int    `json:"eligible_members"`
+	// Manager is who writes the job (config.Manager: apply, file,
+	// api:<identity>, cli:<name>), Revision the catalog revision of its
+	// last write; empty and 0 for a catalog stored in the single-key
+	// layout of an older version.
+	Manager  string `json:"manager"`
+	Revision int64  `json:"revision"`
 	// LastFire is the newest execution record of any of its slots, or nil.
 	LastFire *Fire `json:"last_fire"`
 	// NextFire is the next scheduled time after now (the slots' jitter
@@ -192,6 +198,11 @@ func jobStatus(st *Status, j config.Job, last *history.Record, now time.Time) Jo
 	js := JobStatus{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Partitions: j.Partitions,
 		Paused: slices.Contains(st.Paused, j.Name), Placement: j.Placement.String(), EligibleMembers: EligibleMembers(st.Members, j),
 		Shares: jobShares(st, j)}
+	if st.stored != nil {
+		if m, rev, ok := st.stored.JobMeta(j.Name); ok {
+			js.Manager, js.Revision = m.String(), rev
+		}
+	}
 	for _, s := range st.Slots {
 		if s.Job == j.Name && s.Owner != "" {
 			js.SlotsLed++

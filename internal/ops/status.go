@@ -39,6 +39,8 @@ type Status struct {
 	// be), and catalogErr why not.
 	catalog    *config.Catalog
 	catalogErr error
+	// stored is what was read with it: each job's manager and revision.
+	stored *config.Stored
 }
 
 // JobShares is one job's split over the members.
@@ -104,7 +106,7 @@ func ReadStatusCached(ctx context.Context, kv clientv3.KV, cluster string, catal
 	}
 	st.catalogErr = err
 	if stored != nil {
-		st.catalog = stored.Catalog
+		st.catalog, st.stored = stored.Catalog, stored
 		st.CatalogRevision, st.CatalogSource = stored.Revision, stored.Source
 		jobs = catalogSlots(stored.Catalog, slots)
 		for _, j := range jobs {
