@@ -13,12 +13,12 @@ import (
 )
 
 // scopedYAML is a catalog of customer jobs and a billing job, two of them
-// with placement labels.
+// with labels.
 const scopedYAML = `cluster: c
 jobs:
   - {name: customer-a, schedule: "@every 1h", command: ["true"]}
-  - {name: customer-b, schedule: "@every 1h", command: ["true"], placement: {labels: {team: growth}}}
-  - {name: billing-run, schedule: "@every 1h", command: ["true"], placement: {labels: {team: billing}}}
+  - {name: customer-b, schedule: "@every 1h", command: ["true"], labels: {team: growth}}
+  - {name: billing-run, schedule: "@every 1h", command: ["true"], labels: {team: billing}}
 `
 
 // legacyToken is the tests' --http-token-file token.
@@ -79,8 +79,8 @@ func TestScopedTokens(t *testing.T) {
 		{secretA, "POST", "/v1/jobs/other-zzz/pause", 403, `token "customers" may not pause job other-zzz`},
 		{"growth-0123456789abcdef", "POST", "/v1/jobs/customer-b/trigger", 200, ""},
 		{"growth-0123456789abcdef", "POST", "/v1/jobs/nope/trigger", 404, ""},
-		{"growth-0123456789abcdef", "POST", "/v1/jobs/customer-a/trigger", 403, `token "growth" may not trigger job customer-a: the job's labels (placement.labels {}) lack team=growth`},
-		{"growth-0123456789abcdef", "POST", "/v1/jobs/billing-run/trigger", 403, `the job's labels (placement.labels {team=billing}) lack team=growth`},
+		{"growth-0123456789abcdef", "POST", "/v1/jobs/customer-a/trigger", 403, `token "growth" may not trigger job customer-a: the job's labels ({}) lack team=growth`},
+		{"growth-0123456789abcdef", "POST", "/v1/jobs/billing-run/trigger", 403, `the job's labels ({team=billing}) lack team=growth`},
 		{"growth-0123456789abcdef", "POST", "/v1/jobs/customer-b/pause", 403, `token "growth" may not pause job customer-b: its scope allows the verbs trigger, not pause`},
 		{"pauser-0123456789abcdef", "POST", "/v1/jobs/customer-a/pause", 200, ""},
 		{"pauser-0123456789abcdef", "POST", "/v1/jobs/customer-a/resume", 200, ""},
@@ -129,7 +129,7 @@ func TestAllowJob(t *testing.T) {
 	growth := &scope{jobs: []string{"customer-*"}, labels: map[string]string{"team": "growth"}, verbs: []verb{verbWrite}}
 	ctx := context.WithValue(context.Background(), callerKey{}, Identity{Name: "svc", scope: growth})
 	job := func(name, team string) *config.Job {
-		return &config.Job{Name: name, Placement: &config.Placement{Labels: map[string]string{"team": team}}}
+		return &config.Job{Name: name, Labels: map[string]string{"team": team}}
 	}
 	for _, tc := range []struct {
 		name         string

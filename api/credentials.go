@@ -260,7 +260,7 @@ func (l *loader) scope(p path, rs *rawScope) *scope {
 	}
 	for _, k := range slices.Sorted(maps.Keys(rs.Labels)) {
 		if !labelString.MatchString(k) || (rs.Labels[k] != "" && !labelString.MatchString(rs.Labels[k])) {
-			l.addf(p.child("labels").child(k), "%s=%q: use letters, digits, '-', '_' and '.', starting and ending with a letter or digit, as placement labels do", k, rs.Labels[k])
+			l.addf(p.child("labels").child(k), "%s=%q: use letters, digits, '-', '_' and '.', starting and ending with a letter or digit, as job labels do", k, rs.Labels[k])
 		}
 	}
 	for i, v := range rs.Verbs {

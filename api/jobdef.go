@@ -12,8 +12,8 @@ import (
 	"github.com/kira-scheduler/kira/config"
 )
 
-// The job-definition routes make one job its own object (docs/api.md,
-// "One job"): GET /v1/jobs/{job}/definition reads it as stored with its
+// The job-definition routes make one job its own object (docs/catalog.md,
+// "Writing one job"): GET /v1/jobs/{job}/definition reads it as stored with its
 // revision (also its ETag), PUT /v1/jobs/{job} creates or replaces it from
 // one entry of a catalog's jobs: (YAML or JSON), DELETE /v1/jobs/{job}
 // removes it; If-Match: <revision> makes a change conditional, If-None-Match: *

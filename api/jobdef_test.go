@@ -45,7 +45,7 @@ func TestJobDefinitionRoutes(t *testing.T) {
 	c, base := srv.Client(), srv.URL+"/v1/jobs/"
 	const tok = "right-token"
 
-	body := "schedule: '@every 1m'\ncommand: [sh, -c, 'echo $KEY']\nenv: {KEY: s3cret}\n"
+	body := "schedule: '@every 1m'\ncommand: [sh, -c, 'echo $KEY']\nenv: {KEY: s3cret}\nlabels: {team: growth}\n"
 	if code, _, data := sendH(t, c, "PUT", base+"signup-1", "", body, nil); code != http.StatusUnauthorized {
 		t.Fatalf("without the token: %d %s", code, data)
 	}
@@ -64,10 +64,11 @@ func TestJobDefinitionRoutes(t *testing.T) {
 		t.Fatalf("definition: %d %s %s", code, etag2, data)
 	}
 	var detail struct {
-		Manager  string `json:"manager"`
-		Revision int64  `json:"revision"`
+		Manager  string            `json:"manager"`
+		Revision int64             `json:"revision"`
+		Labels   map[string]string `json:"labels"`
 	}
-	if code, _, data := sendH(t, c, "GET", base+"signup-1", "", "", nil); code != 200 || json.Unmarshal(data, &detail) != nil || detail.Manager != "api:token" || detail.Revision != w.Revision {
+	if code, _, data := sendH(t, c, "GET", base+"signup-1", "", "", nil); code != 200 || json.Unmarshal(data, &detail) != nil || detail.Manager != "api:token" || detail.Revision != w.Revision || detail.Labels["team"] != "growth" {
 		t.Fatalf("the job's detail names its manager and revision: %d %s", code, data)
 	}
 	if _, _, data := sendH(t, c, "GET", base+"signup-1/definition", "", "", nil); strings.Contains(string(data), "s3cret") || !strings.Contains(string(data), "redacted") {
@@ -185,7 +186,7 @@ tokens:
 	cli := storedYAML(t, scopedYAML)
 	srv := newServer(t, Config{KV: cli, Cluster: "c", Auth: Auth{Credentials: creds}})
 	c, base, labeled := srv.Client(), srv.URL+"/v1/jobs/", "labeled-0123456789abcdef"
-	growth := "schedule: '@hourly'\ncommand: ['true']\nplacement: {labels: {team: growth}}\n"
+	growth := "schedule: '@hourly'\ncommand: ['true']\nlabels: {team: growth}\n"
 	plain := "schedule: '@hourly'\ncommand: ['true']\n"
 	for _, tc := range []struct {
 		token, method, job, body string
@@ -219,7 +220,7 @@ tokens:
 	if got := strings.Join(names, " "); got != "customer-a billing-run customer-new growth-new" {
 		t.Fatalf("stored after the writes: %s", got)
 	}
-	if j, _ := s.Catalog.Job("growth-new"); j.Placement == nil || j.Placement.Labels["team"] != "growth" {
-		t.Fatalf("growth-new moved out of its scope: %+v", j.Placement)
+	if j, _ := s.Catalog.Job("growth-new"); j.Labels["team"] != "growth" {
+		t.Fatalf("growth-new moved out of its scope: %+v", j.Labels)
 	}
 }

@@ -45,9 +45,9 @@ type scope struct {
 }
 
 // jobLabels are the labels a scope's label selector is matched against:
-// the job's placement labels (placement: {labels: …}), the only labels a
-// job has in the catalog.
-func jobLabels(j config.Job) map[string]string { return j.Selector() }
+// the job's labels: (config.Job.Labels), not its placement's, which say
+// where it runs.
+func jobLabels(j config.Job) map[string]string { return j.Labels }
 
 // matchName reports whether name is one of patterns (exact, or prefix*).
 func matchName(patterns []string, name string) bool {
@@ -82,7 +82,7 @@ func (s *scope) refuses(v verb, name string, labels ...map[string]string) string
 				if len(labels) == 2 && i == 1 {
 					which = "the new definition's labels"
 				}
-				return fmt.Sprintf("%s (placement.labels %s) lack %s=%s, which its scope requires", which, pairs(have), k, s.labels[k])
+				return fmt.Sprintf("%s (%s) lack %s=%s, which its scope requires", which, pairs(have), k, s.labels[k])
 			}
 		}
 	}

@@ -32,7 +32,7 @@ func TestScopeAllows(t *testing.T) {
 		{&scope{jobs: []string{"*"}}, verbWrite, "anything", nil, ""},
 		{labelled, verbTrigger, "x", []map[string]string{growth}, ""},
 		{labelled, verbTrigger, "x", nil, ""}, // a job not stored: the name decides
-		{labelled, verbTrigger, "x", []map[string]string{billing}, "the job's labels (placement.labels {team=billing}) lack team=growth"},
+		{labelled, verbTrigger, "x", []map[string]string{billing}, "the job's labels ({team=billing}) lack team=growth"},
 		{labelled, verbTrigger, "x", []map[string]string{nil}, "lack team=growth"},
 		{labelled, verbPause, "x", []map[string]string{growth}, "its scope allows the verbs trigger, write, not pause"},
 		{labelled, verbWrite, "x", []map[string]string{growth, growth}, ""},

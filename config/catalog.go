@@ -158,6 +158,11 @@ type Job struct {
 	// once with the catalog's settings and written back out as no notify:
 	// (Marshal).
 	NotifyDefault bool `json:"-"`
+	// Labels describe the job (team: growth), Kubernetes' syntax: scoped
+	// API credentials select jobs by them (docs/security.md), kira jobs
+	// and the API list them. They decide nothing about where it runs
+	// (Placement does).
+	Labels map[string]string `json:"labels,omitempty"`
 	// Placement, if set, limits the job's slots to members with its labels.
 	Placement *Placement `json:"placement,omitempty"`
 	// MaxRunning, if set, lets at most that many of the job's slots run at

@@ -73,3 +73,24 @@ func (v *validator) placement(p fieldPath, raw *rawPlacement) *Placement {
 	}
 	return &Placement{Labels: raw.Labels}
 }
+
+// maxJobLabels bounds a job's labels.
+const maxJobLabels = 64
+
+// labels checks a job's labels: each in Kubernetes' syntax (CheckLabel),
+// at most maxJobLabels (TestJobLabels).
+func (v *validator) labels(p fieldPath, raw map[string]string) map[string]string {
+	if len(raw) > maxJobLabels {
+		v.addf(p, "%d labels, over the limit of %d", len(raw), maxJobLabels)
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if err := CheckLabel(k, raw[k]); err != nil {
+			v.addf(p.child(k), "%v", err)
+		}
+	}
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
+}

@@ -42,6 +42,7 @@ func rawOf(j Job, notifyDefault []NotifyRule) rawJob {
 		r.MaxRunning = &n
 	}
 	r.Pool = j.Pool
+	r.Labels = j.Labels
 	r.After = rawUpstreamsOf(j.After)
 	if j.Placement != nil {
 		r.Placement = &rawPlacement{Labels: j.Placement.Labels}

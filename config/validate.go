@@ -257,6 +257,7 @@ func (v *validator) job(jp fieldPath, rj rawJob) Job {
 	if rj.Notify != nil {
 		j.Notify = v.notify(jp.child("notify"), *rj.Notify)
 	}
+	j.Labels = v.labels(jp.child("labels"), rj.Labels)
 	j.Placement = v.placement(jp.child("placement"), rj.Placement)
 	switch {
 	case executors == 0 && rj.Name != "":

@@ -50,8 +50,9 @@ type rawJob struct {
 	Timezone      string      `yaml:"timezone"`
 	// Notify is a pointer: notify: [] (no rules, not the catalog's) is not
 	// the same as no notify: at all.
-	Notify    *[]rawNotify  `yaml:"notify"`
-	Placement *rawPlacement `yaml:"placement"`
+	Notify    *[]rawNotify      `yaml:"notify"`
+	Labels    map[string]string `yaml:"labels"`
+	Placement *rawPlacement     `yaml:"placement"`
 	// MaxRunning is a pointer: max_running: 0 is refused, not absent.
 	MaxRunning *int          `yaml:"max_running"`
 	Pool       string        `yaml:"pool"`

@@ -36,6 +36,8 @@ type JobStatus struct {
 	// layout of an older version.
 	Manager  string `json:"manager"`
 	Revision int64  `json:"revision"`
+	// Labels are the job's labels: (config.Job.Labels), or nil.
+	Labels map[string]string `json:"labels"`
 	// LastFire is the newest execution record of any of its slots, or nil.
 	LastFire *Fire `json:"last_fire"`
 	// NextFire is the next scheduled time after now (the slots' jitter
@@ -197,7 +199,7 @@ func readWithCatalog(ctx context.Context, kv clientv3.KV, cluster string, catalo
 func jobStatus(st *Status, j config.Job, last *history.Record, now time.Time) JobStatus {
 	js := JobStatus{Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Partitions: j.Partitions,
 		Paused: slices.Contains(st.Paused, j.Name), Placement: j.Placement.String(), EligibleMembers: EligibleMembers(st.Members, j),
-		Shares: jobShares(st, j)}
+		Shares: jobShares(st, j), Labels: j.Labels}
 	if st.stored != nil {
 		if m, rev, ok := st.stored.JobMeta(j.Name); ok {
 			js.Manager, js.Revision = m.String(), rev
