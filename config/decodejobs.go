@@ -140,6 +140,8 @@ func decodeField(j *rawJob, key string, v ast.Node) bool {
 		return plainStrings(v, &j.PassEnv)
 	case "env":
 		return plainStringMap(v, &j.Env)
+	case "labels":
+		return plainStringMap(v, &j.Labels)
 	case "http":
 		return nestedPtr(v, &j.HTTP)
 	case "retries":

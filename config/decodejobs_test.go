@@ -48,7 +48,7 @@ func TestDecodeJobsAgreesWithTheLibrary(t *testing.T) {
 			"    timezone: Europe/Istanbul\n    max_running: 2\n    pool: p\n    handler: noop\n" +
 			"    http: {url: 'http://x', method: POST, headers: {K: v}, body: '{}'}\n" +
 			"    retries: {max: 2, backoff: 1s, max_backoff: 5s}\n" +
-			"    notify: [{on: [failure], webhook: 'http://n'}]\n    placement: {labels: {zone: a}}\n" +
+			"    notify: [{on: [failure], webhook: 'http://n'}]\n    labels: {team: t}\n    placement: {labels: {zone: a}}\n" +
 			"    after: [b, {job: c, outcome: [success]}]\n" +
 			"  - {name: b, schedule: '@hourly', command: [], env: {}, notify: []}\n" +
 			"pools: {p: 2}\nmembership: {lease_ttl: 6s}\nnotify: [{on: [failure], webhook: 'http://n'}]\n",
