@@ -55,7 +55,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	c.registerGlobal(root.PersistentFlags())
 	root.AddCommand(c.runCmd(), c.etcdCmd(), c.statusCmd(), c.jobsCmd(), c.nextCmd(), c.catalogCmd(),
 		c.historyCmd(), c.applyCmd(), c.diffCmd(), c.pauseCmd(true), c.pauseCmd(false), c.triggerCmd(),
-		c.validateCmd(), c.benchCmd(), &cobra.Command{
+		c.validateCmd(), c.benchCmd(), c.jobDefCmd(), &cobra.Command{
 			Use: "version", Short: "Print the version", Args: exactArgs(0),
 			Run: func(*cobra.Command, []string) { fmt.Fprintln(stdout, "kira", version) },
 		})
