@@ -103,7 +103,8 @@ func TestJobCommandsRoundTrip(t *testing.T) {
 }
 
 // A job kira apply manages is the CLI's only with --force, which says whose
-// it was; a job others run after is not deleted, which names them; a
+// it was; the manager is the etcd --user's when given, and another user's
+// job a conflict; a job others run after is not deleted, which names them; a
 // delete at a stale revision is refused; a deleted job is gone.
 func TestJobCommandsTakeOverAndDelete(t *testing.T) {
 	env, manager := jobEnv(t)
@@ -117,6 +118,12 @@ func TestJobCommandsTakeOverAndDelete(t *testing.T) {
 	}
 	if out, _, _ := kiraWith(t, "", env, "catalog"); !strings.Contains(out, "# job a: managed by "+manager) {
 		t.Fatalf("kira catalog after the take-over:\n%s", out)
+	}
+	if out, _ := kiraJob(t, env, job, 0, "put", "e", "-f", "-", "--user", "bob:secret"); !strings.Contains(out, "(manager cli:bob)") {
+		t.Fatalf("put as etcd user bob: %s", out)
+	}
+	if _, stderr := kiraJob(t, env, job+"jitter: 1s\n", 1, "put", "e", "-f", "-"); !strings.Contains(stderr, "job e is managed by cli:bob, not "+manager) {
+		t.Fatalf("put of another user's job: %s", stderr)
 	}
 	kiraJob(t, env, "command: [\"true\"]\nafter: [a]\n", 0, "put", "d1", "-f", "-")
 	kiraJob(t, env, "command: [\"true\"]\nafter: [a]\n", 0, "put", "d2", "-f", "-")

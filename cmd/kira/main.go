@@ -4,6 +4,7 @@
 //	kira etcd     [etcd flags]                     run a standalone embedded etcd server
 //	kira status | jobs | next | catalog | history  read the cluster
 //	kira apply | diff | pause | resume | trigger   change it
+//	kira job get | put | delete JOB                one job, read or written alone
 //	kira validate FILE                             check a catalog offline
 //
 // The command tree is root.go; each command's flags and body are in the
