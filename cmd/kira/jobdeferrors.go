@@ -58,7 +58,7 @@ func preconditionFailed(cmd, verb string, e *config.PreconditionError) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: job %s is at revision %d, not %d (--if-revision): it changed meanwhile; nothing written.\n", cmd, e.Job, e.Stored, e.Want)
 	if len(e.Differs) == 0 {
-		fmt.Fprintf(&b, "What changed since revision %d cannot be told (etcd compacted it away).\n", e.Want)
+		fmt.Fprintf(&b, "What changed since revision %d cannot be told (etcd compacted it away, or it is not one of this job's revisions).\n", e.Want)
 	} else {
 		fmt.Fprintf(&b, "Changed since revision %d:\n", e.Want)
 		for _, d := range e.Differs {
