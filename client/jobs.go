@@ -22,6 +22,12 @@ type JobStatus struct {
 	// any member); EligibleMembers counts the live members with them.
 	Placement       string `json:"placement"`
 	EligibleMembers int    `json:"eligible_members"`
+	// Manager is who writes the job (apply, file, api:<identity>,
+	// cli:<name>), Revision the catalog revision of its last write.
+	Manager  string `json:"manager"`
+	Revision int64  `json:"revision"`
+	// Labels are the job's labels:, or nil.
+	Labels map[string]string `json:"labels"`
 	// LastFire is the newest execution of any of its slots, or nil.
 	LastFire *Fire `json:"last_fire"`
 	// NextFire is the next scheduled time, or nil when the schedule ends.
