@@ -17,22 +17,24 @@ import (
 // docs/decisions/0046-a-job-is-its-own-object.md): GetJob, PutJob and
 // DeleteJob read and write one job of the stored catalog without reading or
 // writing the others. A write reads catalog-head, the settings, the job and
-// the keys the rules across jobs need, then commits one transaction that
+// the keys the rules across jobs need (a JobWriter keeps the first three
+// from its last writes and reads them only when a guard fails:
+// jobwriter.go), then commits one transaction that
 // writes the job's key, puts catalog-head again (its mod revision is the
 // catalog revision members watch) and records the change (catalog-change),
 // guarded by catalog-head's value (the generation, not its mod revision:
 // writes of different jobs do not conflict), the job's mod revision as
 // read, the settings' and every key the rules read. A guard that fails is
-// another write landing in between: the write reads again, up to
-// jobAttempts times (TestConcurrentPutsOfDifferentJobs).
+// another write landing in between: the write decides again on what the
+// failed transaction answered, up to jobAttempts times (TestConcurrentPutsOfDifferentJobs).
 //
 // The rules across jobs hold after every write: the after: targets of a
 // put job exist (their keys guarded), it closes no cycle (the keys walked
 // guarded), its pool exists (the settings guarded); a delete is refused
 // while a job runs after it (keyspace.CatalogRefs empty, guarded by a range
 // compare); names are unique, being keys. MaxJobs is checked against a
-// count of the generation's jobs read before a create, not guarded: writers
-// creating at once may pass it by as many jobs as they are.
+// count of the generation's jobs, not guarded, and off by as much as
+// jobcount.go says.
 // MaxStoredCatalogBytes is not checked by a single-job write, which would
 // have to read every job: each job is held to MaxTxnBytes, and the next
 // whole write checks the whole (TestSingleJobRulesAcrossJobs).
@@ -110,34 +112,51 @@ func (c *JobChange) String() string {
 // GetJob reads job name of the cluster's stored catalog: ErrNoCatalog
 // without one, ErrNoJob when it has no such job (TestSingleJobWrites).
 func GetJob(ctx context.Context, kv clientv3.KV, cluster, name string) (*StoredJob, error) {
-	v, err := readJobView(ctx, kv, cluster, name)
+	v, err := readJobView(ctx, kv, cluster, name, 0)
 	if err != nil {
 		return nil, err
 	}
 	if v.job == nil {
-		return nil, fmt.Errorf("%w: %s (cluster %s)", ErrNoJob, name, cluster)
+		return nil, noJob(name, cluster)
 	}
 	return v.stored(), nil
 }
 
 // jobView is what a single-job write reads: catalog-head, the settings
-// and the job, each with its mod revision.
+// and the job, each with its mod revision; read from etcd in this call
+// (fresh) or what a JobWriter kept (jobwriter.go).
 type jobView struct {
 	cluster, name string
 	headValue     []byte
 	head          head
 	headRev       int64
-	at            int64 // the etcd revision the job was read at
+	at            int64 // an etcd revision answered before the view was made
 	sets          storedSettings
 	setsRev       int64
 	job           *storedJob // nil: not stored
 	jobValue      []byte
 	jobRev        int64
+	// fresh: read from etcd by this write, not kept from an earlier one.
+	fresh bool
+	// deps, when depsRead, are jobs that run after this one, read with
+	// the view (a delete's failed guard answers them).
+	deps     []string
+	depsRead bool
 }
 
-// readJobView reads catalog-head, then the settings and the job.
-func readJobView(ctx context.Context, kv clientv3.KV, cluster, name string) (*jobView, error) {
-	v := &jobView{cluster: cluster, name: name}
+// readJobView reads catalog-head, then the settings and the job; with gen
+// (the generation catalog-head last named; 0: none known) all three in one
+// request, and again in two when catalog-head names another generation.
+func readJobView(ctx context.Context, kv clientv3.KV, cluster, name string, gen int64) (*jobView, error) {
+	if gen > 0 {
+		resp, err := kv.Txn(ctx).Then(viewOps(cluster, gen, name)...).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("config: read job %s: %w", name, err)
+		}
+		if v, err := viewFrom(cluster, name, gen, resp); v != nil || err != nil {
+			return v, err
+		}
+	}
 	h, err := kv.Get(ctx, keyspace.CatalogHead(cluster))
 	if err != nil {
 		return nil, fmt.Errorf("config: read job %s: %w", name, err)
@@ -145,31 +164,63 @@ func readJobView(ctx context.Context, kv clientv3.KV, cluster, name string) (*jo
 	if len(h.Kvs) == 0 {
 		return nil, noHead(ctx, kv, cluster)
 	}
-	v.headValue, v.headRev = h.Kvs[0].Value, h.Kvs[0].ModRevision
+	v := &jobView{cluster: cluster, name: name, headValue: h.Kvs[0].Value, headRev: h.Kvs[0].ModRevision, fresh: true}
 	if err := strict(keyspace.CatalogHead(cluster), v.headValue, &v.head); err != nil {
 		return nil, err
 	}
-	g := v.head.Generation
-	resp, err := kv.Txn(ctx).Then(clientv3.OpGet(keyspace.CatalogSettings(cluster, g)), clientv3.OpGet(keyspace.CatalogJob(cluster, g, name))).Commit()
+	resp, err := kv.Txn(ctx).Then(viewOps(cluster, v.head.Generation, name)[1:]...).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("config: read job %s: %w", name, err)
 	}
 	v.at = resp.Header.Revision
-	sets, job := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	return v, v.fill(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
+}
+
+// viewOps read what a jobView holds in generation gen: catalog-head, the
+// settings and the job.
+func viewOps(cluster string, gen int64, name string) []clientv3.Op {
+	return []clientv3.Op{
+		clientv3.OpGet(keyspace.CatalogHead(cluster)),
+		clientv3.OpGet(keyspace.CatalogSettings(cluster, gen)),
+		clientv3.OpGet(keyspace.CatalogJob(cluster, gen, name)),
+	}
+}
+
+// viewFrom is the fresh view of viewOps' answers, the first of resp's;
+// nil when catalog-head is absent or names another generation than gen:
+// read it again in two steps.
+func viewFrom(cluster, name string, gen int64, resp *clientv3.TxnResponse) (*jobView, error) {
+	h := resp.Responses[0].GetResponseRange().Kvs
+	if len(h) == 0 {
+		return nil, nil
+	}
+	v := &jobView{cluster: cluster, name: name, headValue: h[0].Value, headRev: h[0].ModRevision, at: resp.Header.Revision, fresh: true}
+	if err := strict(keyspace.CatalogHead(cluster), v.headValue, &v.head); err != nil {
+		return nil, err
+	}
+	if v.head.Generation != gen {
+		return nil, nil
+	}
+	return v, v.fill(resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs)
+}
+
+// fill reads the settings and the job of v's generation into v.
+func (v *jobView) fill(sets, job []*mvccpb.KeyValue) error {
 	if len(sets) == 0 {
-		return nil, fmt.Errorf("%w: generation %d has no settings", ErrUnreadableCatalog, g)
+		return fmt.Errorf("%w: generation %d has no settings", ErrUnreadableCatalog, v.head.Generation)
 	}
 	if err := strict(string(sets[0].Key), sets[0].Value, &v.sets); err != nil {
-		return nil, err
+		return err
 	}
 	v.setsRev = sets[0].ModRevision
 	if len(job) > 0 {
-		if v.job, err = decodeStoredJob(job[0], name, v.sets); err != nil {
-			return nil, err
+		var err error
+		if v.job, err = decodeStoredJob(job[0], v.name, v.sets); err != nil {
+			return err
 		}
 		v.jobValue, v.jobRev = job[0].Value, job[0].ModRevision
 	}
-	return v, nil
+	return nil
 }
 
 // noHead is the error of a cluster without catalog-head: none stored, or
@@ -243,9 +294,10 @@ func (v *jobView) allowed(ctx context.Context, kv clientv3.KV, by Manager, ifRev
 }
 
 // differs says what changed in the job from revision rev to the one read;
-// nil when rev cannot be read as this job's.
+// nil when rev cannot be read as this job's, or v is not fresh (its
+// answer is not given: the write reads the job again).
 func (v *jobView) differs(ctx context.Context, kv clientv3.KV, rev int64) []string {
-	if v.job == nil {
+	if v.job == nil || !v.fresh {
 		return nil
 	}
 	resp, err := kv.Get(ctx, v.key(), clientv3.WithRev(rev))
@@ -290,6 +342,18 @@ func (w *lostWrite) applied(v *jobView) (bool, error) {
 		return true, nil
 	case v.jobRev == w.before:
 		return false, nil // the job is as the lost attempt read it
+	case v.job != nil && v.jobRev <= w.at:
+		return false, nil // not written since the lost attempt's read, before which its commit cannot be
 	}
 	return false, fmt.Errorf("%w (%v); the job is at revision %d", ErrOutcomeUnknown, w.err, v.jobRev)
+}
+
+// noJob is ErrNoJob for job name of cluster.
+func noJob(name, cluster string) error {
+	return fmt.Errorf("%w: %s (cluster %s)", ErrNoJob, name, cluster)
+}
+
+// keyValue is a key as etcd answers it, for decodeStoredJob.
+func keyValue(key string, value []byte, rev int64) *mvccpb.KeyValue {
+	return &mvccpb.KeyValue{Key: []byte(key), Value: value, ModRevision: rev}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,8 +19,15 @@ import (
 // orders after the catalog's positioned jobs, by name (byPosition); a
 // replaced one keeps its position. What it reads and guards, and the rules
 // across jobs it keeps, are job.go's (TestSingleJobWrites,
-// TestSingleJobRulesAcrossJobs, TestPutJobWhoseAnswerIsLost).
+// TestSingleJobRulesAcrossJobs, TestPutJobWhoseAnswerIsLost). It writes
+// through a new JobWriter, which reads everything first.
 func PutJob(ctx context.Context, kv clientv3.KV, cluster string, data []byte, name string, opt PutJobOptions) (*JobWritten, error) {
+	return NewJobWriter(kv, cluster).PutJob(ctx, data, name, opt)
+}
+
+// PutJob is PutJob of the writer's cluster, deciding first on what the
+// writer keeps (jobwriter.go).
+func (w *JobWriter) PutJob(ctx context.Context, data []byte, name string, opt PutJobOptions) (*JobWritten, error) {
 	if err := opt.Manager.ValidateSingle(); err != nil {
 		return nil, err
 	}
@@ -28,11 +36,13 @@ func PutJob(ctx context.Context, kv clientv3.KV, cluster string, data []byte, na
 	if err != nil {
 		return nil, err
 	}
+	v := w.kept(name)
 	var lost *lostWrite
 	for range jobAttempts {
-		v, err := readJobView(ctx, kv, cluster, name)
-		if err != nil {
-			return nil, err
+		if v == nil {
+			if v, err = w.read(ctx, name); err != nil {
+				return nil, err
+			}
 		}
 		switch ok, err := lost.applied(v); {
 		case err != nil:
@@ -40,23 +50,17 @@ func PutJob(ctx context.Context, kv clientv3.KV, cluster string, data []byte, na
 		case ok:
 			return &JobWritten{Job: name, Revision: v.jobRev, Created: lost.created, Manager: opt.Manager}, nil
 		}
-		if err := v.allowed(ctx, kv, opt.Manager, opt.IfRevision, opt.CreateOnly, opt.Force); err != nil {
-			return nil, err
-		}
-		j, err := validJob(file, rj, doc, v.sets)
-		if err != nil {
-			return nil, err
-		}
-		if err := check(opt.Check, v, &j); err != nil {
-			return nil, err
-		}
-		w := jobPut{jobView: v, by: opt.Manager, job: j}
-		res, ok, err := w.commit(ctx, kv)
+		p := &jobPut{jobView: v, by: opt.Manager}
+		res, next, err := p.attempt(ctx, w, file, rj, doc, opt)
 		switch {
 		case isLost(err):
-			lost = &lostWrite{at: v.at, before: v.jobRev, value: w.value, err: err, created: v.job == nil}
-		case err != nil || ok:
+			lost, v = &lostWrite{at: v.at, before: v.jobRev, value: p.value, err: err, created: v.job == nil}, nil
+		case err != nil && !v.fresh:
+			v = nil // decided on what the writer kept: read, and decide again
+		case err != nil || res != nil:
 			return res, err
+		default:
+			v = next
 		}
 	}
 	return nil, fmt.Errorf("%w (job %s)", ErrCatalogBusy, name)
@@ -74,7 +78,7 @@ func check(c func(stored, next *Job) error, v *jobView, next *Job) error {
 	return c(stored, next)
 }
 
-// jobPut is one attempt of PutJob over what it read.
+// jobPut is one attempt of PutJob over a view.
 type jobPut struct {
 	*jobView
 	by    Manager
@@ -82,62 +86,91 @@ type jobPut struct {
 	value []byte
 }
 
-// commit checks the rules across jobs and commits the put; ok is false
-// when a guard failed (read again). A lost answer is an error isLost knows.
-func (w *jobPut) commit(ctx context.Context, kv clientv3.KV) (*JobWritten, bool, error) {
-	pos := int64(0)
-	if w.jobView.job != nil {
-		pos = w.jobView.job.Position
+// attempt decides the put on p's view and commits it: its answer, or the
+// view a failed guard answered (read it again when nil), or an error; an
+// error of a view that is not fresh is not the write's answer.
+func (p *jobPut) attempt(ctx context.Context, w *JobWriter, file string, rj rawJob, doc *document, opt PutJobOptions) (*JobWritten, *jobView, error) {
+	v := p.jobView
+	if err := v.allowed(ctx, w.kv, opt.Manager, opt.IfRevision, opt.CreateOnly, opt.Force); err != nil {
+		return nil, nil, err
 	}
-	value, err := json.Marshal(storedJob{Position: pos, Job: w.job, Manager: w.by})
+	j, err := validJob(file, rj, doc, v.sets)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
+	}
+	if err := check(opt.Check, v, &j); err != nil {
+		return nil, nil, err
+	}
+	p.job = j
+	return p.commit(ctx, w)
+}
+
+// errKept is an answer that writes nothing, decided on a view that is not
+// fresh: the write reads the view and decides again.
+var errKept = errors.New("config: decided on a kept view")
+
+// commit checks the rules across jobs and commits the put; a failed guard
+// answers the view as stored (nil: read it again). A lost answer is an
+// error isLost knows.
+func (p *jobPut) commit(ctx context.Context, w *JobWriter) (*JobWritten, *jobView, error) {
+	pos := int64(0)
+	if p.jobView.job != nil {
+		pos = p.jobView.job.Position
+	}
+	value, err := json.Marshal(storedJob{Position: pos, Job: p.job, Manager: p.by})
+	if err != nil {
+		return nil, nil, err
 	}
 	if len(value) > MaxTxnBytes {
-		return nil, false, &Error{Problems: []Problem{{File: "job " + w.name, Message: (&tooLargeError{job: w.name, size: len(value), limit: MaxTxnBytes}).message()}}}
+		return nil, nil, &Error{Problems: []Problem{{File: "job " + p.name, Message: (&tooLargeError{job: p.name, size: len(value), limit: MaxTxnBytes}).message()}}}
 	}
-	w.value = value
-	if w.jobView.job != nil && string(value) == string(w.jobValue) {
-		return &JobWritten{Job: w.name, Revision: w.jobRev, Unchanged: true, Manager: w.by}, true, nil
+	p.value = value
+	if p.jobView.job != nil && string(value) == string(p.jobValue) {
+		if !p.fresh {
+			return nil, nil, errKept
+		}
+		return &JobWritten{Job: p.name, Revision: p.jobRev, Unchanged: true, Manager: p.by}, nil, nil
 	}
-	guards, err := w.rules(ctx, kv)
+	guards, err := p.rules(ctx, w)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	op := "created"
-	if w.jobView.job != nil {
+	if p.jobView.job != nil {
 		op = "replaced"
 	}
-	ops := append([]clientv3.Op{clientv3.OpPut(w.key(), string(value))}, w.refOps()...)
-	resp, err := kv.Txn(ctx).If(append(w.guards(), guards...)...).Then(append(ops, w.bump(w.by, op)...)...).Commit()
+	ops := append([]clientv3.Op{clientv3.OpPut(p.key(), string(value))}, p.refOps()...)
+	resp, err := w.kv.Txn(ctx).If(append(p.guards(), guards...)...).Then(append(ops, p.bump(p.by, op)...)...).
+		Else(viewOps(p.cluster, p.head.Generation, p.name)...).Commit()
 	if err != nil {
-		return nil, false, lostAnswer{fmt.Errorf("config: put job %s: %w", w.name, err)}
+		return nil, nil, lostAnswer{fmt.Errorf("config: put job %s: %w", p.name, err)}
 	}
 	if !resp.Succeeded {
-		return nil, false, nil
+		next, err := viewFrom(p.cluster, p.name, p.head.Generation, resp)
+		if next != nil {
+			w.learn(next)
+		}
+		return nil, next, err
 	}
-	res := &JobWritten{Job: w.name, Revision: resp.Header.Revision, Created: w.jobView.job == nil, Manager: w.by}
-	if w.jobView.job != nil && Manager(w.jobView.job.Manager.String()) != w.by {
-		res.Previous = Manager(w.jobView.job.Manager.String())
+	w.wrote(p.jobView, value, resp.Header.Revision)
+	res := &JobWritten{Job: p.name, Revision: resp.Header.Revision, Created: p.jobView.job == nil, Manager: p.by}
+	if p.jobView.job != nil && Manager(p.jobView.job.Manager.String()) != p.by {
+		res.Previous = Manager(p.jobView.job.Manager.String())
 	}
-	return res, true, nil
+	return res, nil, nil
 }
 
 // rules checks the rules across jobs that the put job takes part in, and
 // returns the guards that keep them until the commit: its after: targets
 // exist and it closes no cycle through them (walk); a create keeps the
-// count under MaxJobs.
-func (w *jobPut) rules(ctx context.Context, kv clientv3.KV) ([]clientv3.Cmp, error) {
-	if w.jobView.job == nil {
-		n, err := kv.Get(ctx, keyspace.CatalogJobs(w.cluster, w.head.Generation), clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			return nil, fmt.Errorf("config: put job %s: %w", w.name, err)
-		}
-		if n.Count >= MaxJobs {
-			return nil, &Error{Problems: []Problem{{File: "job " + w.name, Message: fmt.Sprintf("the catalog has %d jobs, the limit: delete one first", n.Count)}}}
+// count under MaxJobs (jobcount.go).
+func (p *jobPut) rules(ctx context.Context, w *JobWriter) ([]clientv3.Cmp, error) {
+	if p.jobView.job == nil {
+		if err := w.room(ctx, p.jobView); err != nil {
+			return nil, err
 		}
 	}
-	return w.walk(ctx, kv)
+	return p.walk(ctx, w.kv)
 }
 
 // walk reads the jobs the put job runs after, and theirs, level by level,

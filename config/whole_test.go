@@ -235,6 +235,8 @@ func (t *lostTxn) Then(ops ...clientv3.Op) clientv3.Txn {
 	return t
 }
 
+func (t *lostTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
 func (t *lostTxn) Commit() (*clientv3.TxnResponse, error) {
 	resp, err := t.Txn.Commit()
 	if err == nil && t.write && !t.kv.lost {
