@@ -145,7 +145,7 @@ func Routes() []string {
 // Handler serves the API.
 func Handler(cfg Config) http.Handler {
 	s := &server{cfg: cfg, journals: journal.NewCache(cfg.KV, cfg.Cluster), rings: ops.NewRings(cfg.KV, cfg.Cluster),
-		anonymous: make(chan struct{}, maxAnonymousReads)}
+		jobWriter: config.NewJobWriter(cfg.KV, cfg.Cluster), anonymous: make(chan struct{}, maxAnonymousReads)}
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		limit := r.body
@@ -183,6 +183,9 @@ type server struct {
 	// catalogs is the stored catalog as of the last read: while it is
 	// unchanged a request reads only its head's revision from etcd.
 	catalogs config.StoredCache
+	// jobWriter writes single jobs (PUT and DELETE /v1/jobs/{job}), keeping
+	// what it read and wrote, so a create costs etcd one request.
+	jobWriter *config.JobWriter
 	// anonymous holds a token for each read without credentials in
 	// flight (boundAnonymous).
 	anonymous chan struct{}

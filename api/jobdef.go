@@ -59,7 +59,7 @@ type JobPreconditionFailed struct {
 // definition answers the job as stored, with its revision as the ETag;
 // format=yaml answers the job alone in YAML, to edit and PUT back.
 func (s *server) definition(ctx context.Context, r *http.Request) (any, error) {
-	sj, err := config.GetJob(ctx, s.cfg.KV, s.cfg.Cluster, r.PathValue("job"))
+	sj, err := s.jobWriter.GetJob(ctx, r.PathValue("job"))
 	if err != nil {
 		return nil, jobError(err)
 	}
@@ -103,7 +103,7 @@ func (s *server) putJob(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := config.PutJob(ctx, s.cfg.KV, s.cfg.Cluster, data, name, opt)
+	w, err := s.jobWriter.PutJob(ctx, data, name, opt)
 	if err != nil {
 		return nil, jobError(err)
 	}
@@ -122,7 +122,7 @@ func (s *server) deleteJob(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	rev, err := config.DeleteJob(ctx, s.cfg.KV, s.cfg.Cluster, name, config.DeleteJobOptions{Manager: opt.Manager,
+	rev, err := s.jobWriter.DeleteJob(ctx, name, config.DeleteJobOptions{Manager: opt.Manager,
 		IfRevision: opt.IfRevision, Force: opt.Force, Check: opt.Check})
 	if err != nil {
 		return nil, jobError(err)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kira-scheduler/kira/config"
+	"github.com/kira-scheduler/kira/internal/kiratest"
 )
 
 // sendH is call for requests with headers, answering the status, the ETag
@@ -222,5 +225,59 @@ tokens:
 	}
 	if j, _ := s.Catalog.Job("growth-new"); j.Labels["team"] != "growth" {
 		t.Fatalf("growth-new moved out of its scope: %+v", j.Labels)
+	}
+}
+
+// The server's writer decides on the jobs it wrote or read, and again on
+// the job as stored when another writer changed it since: a write its
+// scope allows on the job as the server kept it, but not as stored, is a
+// 403; one refused on the job as kept, but allowed as stored, is written,
+// and logged as written, not as refused.
+func TestJobDefinitionOverAJobChangedElsewhere(t *testing.T) {
+	t.Setenv("KIRA_TEST_LABELED", "labeled-0123456789abcdef")
+	creds, err := LoadCredentials(writeCredentials(t, `
+tokens:
+  - {name: labeled, secret_env: KIRA_TEST_LABELED, scope: {labels: {team: growth}, verbs: [write]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log syncBuffer
+	cli := storedYAML(t, scopedYAML)
+	srv := newServer(t, Config{KV: cli, Cluster: "c", Auth: Auth{Credentials: creds}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	c, base, labeled := srv.Client(), srv.URL+"/v1/jobs/", "labeled-0123456789abcdef"
+	growth := "schedule: '@hourly'\ncommand: ['true']\nplacement: {labels: {team: growth}}\n"
+	plain := "schedule: '@daily'\ncommand: ['true']\n"
+	elsewhere := func(name, body string) {
+		t.Helper()
+		if _, err := config.PutJob(context.Background(), cli, "c", []byte(body), name, config.PutJobOptions{Manager: config.ManagerAPI("labeled")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if code, _, data := sendH(t, c, "PUT", base+"moved-out", labeled, growth, nil); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, data)
+	}
+	elsewhere("moved-out", plain)
+	if code, _, data := sendH(t, c, "PUT", base+"moved-out", labeled, strings.Replace(growth, "@hourly", "@weekly", 1), nil); code != http.StatusForbidden || !strings.Contains(string(data), "lack team=growth") {
+		t.Fatalf("a job moved out of the scope since the server wrote it: %d %s", code, data)
+	}
+
+	elsewhere("moved-in", plain)
+	if code, _, data := sendH(t, c, "GET", base+"moved-in/definition", labeled, "", nil); code != http.StatusOK {
+		t.Fatalf("definition: %d %s", code, data)
+	}
+	elsewhere("moved-in", growth)
+	code, _, data := sendH(t, c, "PUT", base+"moved-in", labeled, strings.Replace(growth, "@hourly", "@weekly", 1), nil)
+	if code != http.StatusOK {
+		t.Fatalf("a job moved into the scope since the server read it: %d %s", code, data)
+	}
+	if j, err := config.GetJob(context.Background(), cli, "c", "moved-in"); err != nil || j.Job.Schedule != "@weekly" {
+		t.Fatalf("stored: %+v %v", j, err)
+	}
+	kiratest.WaitUntil(t, "a log line for each write", 5*time.Second, func() bool { return strings.Count(log.String(), "api write") == 3 })
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if !strings.Contains(lines[1], "api write refused") || !strings.Contains(lines[2], `msg="api write" method=PUT path=/v1/jobs/moved-in status=200`) {
+		t.Fatalf("the log:\n%s", log.String())
 	}
 }

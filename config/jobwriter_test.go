@@ -29,14 +29,16 @@ func (k *requestKV) Get(ctx context.Context, key string, opts ...clientv3.OpOpti
 	return k.KV.Get(ctx, key, opts...)
 }
 
-func (k *requestKV) Txn(ctx context.Context) clientv3.Txn { return &requestTxn{Txn: k.KV.Txn(ctx), kv: k} }
+func (k *requestKV) Txn(ctx context.Context) clientv3.Txn {
+	return &requestTxn{Txn: k.KV.Txn(ctx), kv: k}
+}
 
 type requestTxn struct {
 	clientv3.Txn
 	kv *requestKV
 }
 
-func (t *requestTxn) If(cs ...clientv3.Cmp) clientv3.Txn  { t.Txn = t.Txn.If(cs...); return t }
+func (t *requestTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
 func (t *requestTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
 func (t *requestTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
 func (t *requestTxn) Commit() (*clientv3.TxnResponse, error) {
@@ -68,7 +70,9 @@ func TestJobWriterCreatesInOneRequest(t *testing.T) {
 	}
 	var put *JobWritten
 	for i := range 5 {
-		if n := kv.requests(func() { put = mustPut(t, w, fmt.Sprint("x", i), hourly, PutJobOptions{Manager: signup, CreateOnly: true}) }); n != 1 || !put.Created {
+		if n := kv.requests(func() {
+			put = mustPut(t, w, fmt.Sprint("x", i), hourly, PutJobOptions{Manager: signup, CreateOnly: true})
+		}); n != 1 || !put.Created {
 			t.Fatalf("create %d made %d requests (%+v), want 1", i, n, put)
 		}
 	}
