@@ -246,7 +246,7 @@ tokens:
 	cli := storedYAML(t, scopedYAML)
 	srv := newServer(t, Config{KV: cli, Cluster: "c", Auth: Auth{Credentials: creds}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	c, base, labeled := srv.Client(), srv.URL+"/v1/jobs/", "labeled-0123456789abcdef"
-	growth := "schedule: '@hourly'\ncommand: ['true']\nplacement: {labels: {team: growth}}\n"
+	growth := "schedule: '@hourly'\ncommand: ['true']\nlabels: {team: growth}\n"
 	plain := "schedule: '@daily'\ncommand: ['true']\n"
 	elsewhere := func(name, body string) {
 		t.Helper()
