@@ -838,3 +838,38 @@ func watchFrom(t *testing.T, ctx context.Context, cli *clientv3.Client, rev int6
 	}(s)
 	return weak.Make(s.Catalog)
 }
+
+// BenchmarkDeltaOfOneJob is a watch's work for a revision that adds one
+// job, over a generation of n jobs read whole first: it must not grow with
+// n (the maps a revision's changes pass through are made anew, not kept at
+// the size of the first read).
+func BenchmarkDeltaOfOneJob(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			const cluster, g = "delta", int64(3)
+			s := newPerJobState(g)
+			put := func(key string, v any) {
+				data, _ := json.Marshal(v)
+				if err := s.put(cluster, &mvccpb.KeyValue{Key: []byte(key), Value: data}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			put(keyspace.CatalogSettings(cluster, g), storedSettings{Cluster: cluster})
+			for i := range n {
+				name := fmt.Sprintf("job-%06d", i)
+				put(keyspace.CatalogJob(cluster, g, name), storedJob{Position: int64(i + 1), Job: Job{Name: name, Schedule: "@daily", Handler: "noop", Partitions: 1}})
+			}
+			if _, err := s.catalog(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				name := fmt.Sprintf("new-%07d", i)
+				put(keyspace.CatalogJob(cluster, g, name), storedJob{Job: Job{Name: name, Schedule: "@daily", Handler: "noop", Partitions: 1}})
+				if _, _, _, err := s.delta(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -46,6 +46,10 @@ type JobWrites struct {
 	// instant after their create's answer plus a second, and the lateness
 	// of those (start − scheduled).
 	FirstFires Figures `json:"first_fires"`
+	// FirstStart is, for every created job that fired, from its create's
+	// answer to its first fire's start: at most a period and the time the
+	// members took to take the job in.
+	FirstStart Spread `json:"first_start"`
 	// FiredAfterDelete counts fires of a deleted job scheduled more than a
 	// second after its delete's answer.
 	FiredAfterDelete int          `json:"fired_after_delete"`
@@ -230,10 +234,13 @@ func firstFires(cli *clientv3.Client, cluster string, every time.Duration, creat
 			res.FiredAfterDelete++
 		}
 	}
-	var late []time.Duration
+	var late, after []time.Duration
 	res.FirstFires.Expected = len(created)
 	for job, at := range created {
 		f, ok := first[job]
+		if ok {
+			after = append(after, f.StartedAt.Sub(at))
+		}
 		if !ok || f.ScheduledTime.After(at.Add(time.Second).Add(every)) {
 			res.FirstFires.NotStarted++
 			continue
@@ -241,7 +248,15 @@ func firstFires(cli *clientv3.Client, cluster string, every time.Duration, creat
 		late = append(late, f.StartedAt.Sub(f.ScheduledTime))
 	}
 	res.FirstFires.spread(late)
+	res.FirstStart.P50, res.FirstStart.P99, res.FirstStart.Max = spread(after)
 	return nil
+}
+
+// Spread is a distribution's median, 99th percentile and maximum.
+type Spread struct {
+	P50 time.Duration `json:"p50_ns"`
+	P99 time.Duration `json:"p99_ns"`
+	Max time.Duration `json:"max_ns"`
 }
 
 // churn creates and deletes jobs at cfg.JobWrites.ChurnRate a second each
