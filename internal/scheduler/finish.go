@@ -148,12 +148,17 @@ func (s *Scheduler) recordResult(sl *slot, fr finishedRun) history.Record {
 	return r
 }
 
-// startsAgain reports whether fr's fire is started again because etcd did
-// not record its start: under fire-all, a scheduled or owed fire (not a
-// manual one) is not lost to an unrecorded start.
+// startsAgain reports whether fr's fire is started again because it did
+// not start: etcd did not record its start, or the member could not prove
+// its lease at the fire's instant (a stalled process whose keepalive was
+// answered since, TestAFireNotStartedForAnUnprovenLeaseStartsAgain). Under
+// fire-all a scheduled or owed fire (not a manual one) is not lost to
+// either; a lease truly lost ends the slot, and its next holder finds the
+// fire's start recorded and its result not.
 func startsAgain(sl *slot, fr finishedRun) bool {
-	return fr.notStarted && fr.res.Outcome == jobs.Failed && fr.fire.triggerKey == "" && sl.job.spec.Misfire == config.MisfireFireAll &&
-		!errors.Is(fr.res.Err, fenced.ErrBehind)
+	unstarted := fr.res.Outcome == jobs.Failed && !errors.Is(fr.res.Err, fenced.ErrBehind) ||
+		fr.res.Outcome == jobs.Cancelled && errors.Is(fr.res.Err, ErrUntrusted)
+	return fr.notStarted && unstarted && fr.fire.triggerKey == "" && sl.job.spec.Misfire == config.MisfireFireAll
 }
 
 // retriesLeft reports whether fr's run failed or timed out with retries left.
