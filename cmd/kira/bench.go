@@ -348,6 +348,9 @@ func printJobWrites(tw *tabwriter.Writer, w *bench.JobWrites) {
 	f := w.FirstFires
 	fmt.Fprintf(tw, "\tfirst fires: %d of %d on time, lateness p50 %s, p99 %s; from the create's answer to the first start p50 %s, p99 %s, max %s; fires after a delete: %d\n",
 		f.Started, f.Expected, ms(f.P50), ms(f.P99), ms(w.FirstStart.P50), ms(w.FirstStart.P99), ms(w.FirstStart.Max), w.FiredAfterDelete)
+	if w.FirstOverwritten > 0 {
+		fmt.Fprintf(tw, "	first fires not read: %d created jobs' first record was overwritten by newer ones\n", w.FirstOverwritten)
+	}
 	if len(w.Churn) > 0 {
 		fmt.Fprintln(tw, "\tCHURN AT\tDB SIZE\tIN USE\tRESIDENT (3 MEMBERS)")
 		for _, s := range w.Churn {
