@@ -352,7 +352,7 @@ func jobWritesShape(t *testing.T, cfg Config) {
 	if w.Creates.Done != 40 || w.Creates.Failed != 0 || w.Deletes.Done != 40 || w.Deletes.Failed != 0 || w.Creates.PerSecond <= 0 || w.Creates.P99 <= 0 {
 		t.Fatalf("writes %+v %+v: want every create and delete answered", w.Creates, w.Deletes)
 	}
-	if f := w.FirstFires; f.Expected != 40 || f.Started != 40 || w.FiredAfterDelete != 0 || w.MemberLost != "" {
+	if f := w.FirstFires; f.Expected != 40 || f.Started != 40 || w.FirstOverwritten != 0 || w.FiredAfterDelete != 0 || w.MemberLost != "" {
 		t.Fatalf("first fires %+v, %d fired after a delete, lost %q: want every created job fired once on time, none after its delete", f, w.FiredAfterDelete, w.MemberLost)
 	}
 	if len(w.Churn) < 2 || w.Churn[0].DBBytes <= 0 || len(w.Churn[0].RSSBytes) != 3 {
