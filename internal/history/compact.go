@@ -246,6 +246,7 @@ type compactState struct {
 	HistorySeq     int64          `json:"q,omitempty"`
 	HistoryLimit   int            `json:"l,omitempty"`
 	MissedDropped  int64          `json:"d,omitempty"`
+	Owed           []int64        `json:"w,omitempty"` // the state key's only (SlotState.Owed)
 }
 
 // offset is t as nanoseconds from at; nil for the zero time.

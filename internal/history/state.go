@@ -34,6 +34,9 @@ func EncodeState(s shard.Slot, st SlotState, format int) []byte {
 	if st.StartedID != standardID(s.Job, s.Partition, st.Started) {
 		c.StartedID = &st.StartedID
 	}
+	for _, t := range st.Owed {
+		c.Owed = append(c.Owed, *offset(epoch, t))
+	}
 	return appendWireState([]byte{statePrefix}, c)
 }
 
@@ -48,5 +51,9 @@ func DecodeState(s shard.Slot, value []byte) (SlotState, error) {
 	if err != nil {
 		return SlotState{}, err
 	}
-	return *c.slotState(s, compact{}, epoch), nil
+	st := c.slotState(s, compact{}, epoch)
+	for _, off := range c.Owed {
+		st.Owed = append(st.Owed, timeAt(epoch, &off))
+	}
+	return *st, nil
 }

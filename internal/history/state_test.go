@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ func TestStateKeyRoundTrip(t *testing.T) {
 	manual := standard
 	manual.StartedID, manual.StartedAttempt, manual.Outcome = "manual-abc", 3, "a new outcome"
 	never := SlotState{Token: 5, Member: "m"}
-	for _, st := range []SlotState{standard, manual, never} {
+	handedOver := standard
+	handedOver.Owed = []time.Time{at.Add(2 * time.Second), at.Add(3 * time.Second)}
+	for _, st := range []SlotState{standard, manual, never, handedOver} {
 		for _, format := range []int{FormatJournal, FormatState} {
 			value := EncodeState(s, st, format)
 			back, err := DecodeState(s, value)
@@ -36,7 +39,7 @@ func TestStateKeyRoundTrip(t *testing.T) {
 			if format >= FormatState {
 				want.Member = ""
 			}
-			if back != want {
+			if !reflect.DeepEqual(back, want) {
 				t.Fatalf("format %d: %+v read back as %+v", format, st, back)
 			}
 		}

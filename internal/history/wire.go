@@ -111,7 +111,11 @@ func appendWireState(b []byte, st compactState) []byte {
 	b = appendOutcome(b, 7, 8, st.Outcome)
 	b = appendInt(b, 9, st.HistorySeq)
 	b = appendInt(b, 10, int64(st.HistoryLimit))
-	return appendInt(b, 11, st.MissedDropped)
+	b = appendInt(b, 11, st.MissedDropped)
+	for _, off := range st.Owed {
+		b = appendPresent(b, 12, off)
+	}
+	return b
 }
 
 // appendString appends field num unless s is empty (absent reads as "").
@@ -304,7 +308,7 @@ func decodeWireState(b []byte) (compactState, error) {
 	var st compactState
 	err := readWire(b, func(f wireField) error {
 		isText := f.num == 2 || f.num == 4 || f.num == 8
-		if f.num <= 11 && f.isInt == isText {
+		if f.num <= 12 && f.isInt == isText {
 			return errWireType
 		}
 		v, text := f.v, string(f.bytes)
@@ -332,6 +336,8 @@ func decodeWireState(b []byte) (compactState, error) {
 			st.HistoryLimit = int(v)
 		case 11:
 			st.MissedDropped = v
+		case 12:
+			st.Owed = append(st.Owed, v)
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/config"
@@ -26,6 +27,12 @@ const maxMissedCount = 100000
 //     catchup window are dropped. A fire less than misfireThreshold old is
 //     late, not missed: it runs under every policy.
 //
+// A fire its previous holder had taken on and not started when it handed
+// the slot over (SlotState.Owed) is owed, not missed: it runs under every
+// policy, in its time's order, as that holder would have run it, so that a
+// handover changes nothing of what runs (TestCatchUp,
+// TestAFireQueuedAtAHandoverRunsOnTheNextHolder).
+//
 // A slot with no recorded state (never run) has nothing to catch up. It
 // returns the fires to run in order, the missed fires not run (within the
 // window), and how many older fires were dropped.
@@ -46,11 +53,12 @@ func catchUp(st history.SlotState, job config.Job, sched config.Schedule, now ti
 			dropped++
 		}
 	}
+	owed := owedRuns(st, from, oldest, now, executionID)
 	if from.IsZero() {
 		// No fire ever finished here, and none is unfinished: the slot was
 		// handed over before its first fire (its start recorded ahead, not
 		// due yet). Nothing was missed.
-		return runs, nil, dropped
+		return withOwed(runs, owed), nil, dropped
 	}
 	var inWindow []time.Time
 	for t := sched.Next(from); !t.IsZero() && !t.After(now); t = sched.Next(t) {
@@ -62,9 +70,19 @@ func catchUp(st history.SlotState, job config.Job, sched config.Schedule, now ti
 			}
 			continue
 		}
-		inWindow = append(inWindow, t)
+		if !slices.ContainsFunc(owed, func(f fire) bool { return f.scheduled.Equal(t) }) {
+			inWindow = append(inWindow, t)
+		}
 	}
-	switch job.Misfire {
+	runs, missed = applyPolicy(job.Misfire, inWindow, now, runs, executionID)
+	return withOwed(runs, owed), missed, dropped
+}
+
+// applyPolicy adds to runs the missed fires of inWindow that the misfire
+// policy runs, and returns them with the missed ones it does not run.
+func applyPolicy(policy config.Misfire, inWindow []time.Time, now time.Time, runs []fire, executionID func(time.Time) string) ([]fire, []time.Time) {
+	var missed []time.Time
+	switch policy {
 	case config.MisfireSkip:
 		missed = inWindow
 		if n := len(inWindow); n > 0 && now.Sub(inWindow[n-1]) < misfireThreshold {
@@ -83,7 +101,34 @@ func catchUp(st history.SlotState, job config.Job, sched config.Schedule, now ti
 			runs = append(runs, fire{scheduled: t, cause: history.CauseCatchup, attempt: 1, id: executionID(t)})
 		}
 	}
-	return runs, missed, dropped
+	return runs, missed
+}
+
+// owedRuns are the fires of st.Owed after from, within the catchup window
+// (oldest) and due by now.
+func owedRuns(st history.SlotState, from, oldest, now time.Time, executionID func(time.Time) string) []fire {
+	var out []fire
+	for _, t := range st.Owed {
+		if t.After(from) && !t.Before(oldest) && !t.After(now) {
+			out = append(out, fire{scheduled: t, cause: history.CauseCatchup, attempt: 1, id: executionID(t)})
+		}
+	}
+	return out
+}
+
+// withOwed merges owed into runs, keeping a retry of the unfinished fire
+// first and the rest in their time's order.
+func withOwed(runs, owed []fire) []fire {
+	if len(owed) == 0 {
+		return runs
+	}
+	first := 0
+	if len(runs) > 0 && runs[0].cause == history.CauseRetry {
+		first = 1
+	}
+	rest := slices.Concat(runs[first:], owed)
+	slices.SortStableFunc(rest, func(a, b fire) int { return a.scheduled.Compare(b.scheduled) })
+	return append(runs[:first:first], rest...)
 }
 
 // acquired runs what a new holder owes: fires its predecessors started but
@@ -99,6 +144,7 @@ func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now t
 	}
 	executionID := func(t time.Time) string { return jobs.ExecutionID(sl.id.Job, sl.id.Partition, t) }
 	runs, missed, dropped := catchUp(st, sl.job.spec, sl.job.schedule, now.UTC(), executionID)
+	sl.recorded.Owed = nil // taken on: this holder's own writes say nothing of them
 	if read.unreadable == nil {
 		r, m := missedAt(st, sl.job.spec, now.UTC(), executionID)
 		runs, missed = append(runs, r...), append(missed, m...)

@@ -51,6 +51,26 @@ func TestCatchUp(t *testing.T) {
 		{"a slot that never finished a fire owes nothing",
 			history.SlotState{Token: 7, Started: at(40), StartedID: id(at(40)), StartedAttempt: 1},
 			job(config.MisfireFireAll, time.Hour), at(35), nil, nil, 0, 0},
+		// A fire taken on by the previous holder and not started when it
+		// handed the slot over (SlotState.Owed) runs under every policy.
+		{"fire-once runs a fire owed at a handover and the latest",
+			owing(finishedAt(0), at(10)), job(config.MisfireFireOnce, time.Hour), at(21),
+			[]time.Time{at(10), at(20)}, []history.Cause{history.CauseCatchup, history.CauseCatchup}, 0, 0},
+		{"skip runs a fire owed at a handover and misses the gap after it",
+			owing(finishedAt(0), at(10)), job(config.MisfireSkip, time.Hour), at(45),
+			[]time.Time{at(10)}, []history.Cause{history.CauseCatchup}, 3, 0},
+		{"fire-all runs a fire owed at a handover once",
+			owing(finishedAt(0), at(10)), job(config.MisfireFireAll, time.Hour), at(25),
+			[]time.Time{at(10), at(20)}, []history.Cause{history.CauseCatchup, history.CauseCatchup}, 0, 0},
+		{"a fire owed after the unfinished one runs after its retry",
+			owing(history.SlotState{Token: 7, Started: at(20), StartedID: id(at(20)), StartedAttempt: 1, Finished: at(10)}, at(30)),
+			job(config.MisfireFireOnce, time.Hour), at(45), []time.Time{at(20), at(30), at(40)},
+			[]history.Cause{history.CauseRetry, history.CauseCatchup, history.CauseCatchup}, 0, 0},
+		{"a fire owed and since finished is not run again",
+			owing(finishedAt(20), at(10)), job(config.MisfireFireOnce, time.Hour), at(25), nil, nil, 0, 0},
+		{"a fire owed older than the window is dropped",
+			owing(finishedAt(0), at(10)), job(config.MisfireFireOnce, 15*time.Second), at(35),
+			[]time.Time{at(30)}, []history.Cause{history.CauseCatchup}, 1, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,4 +88,10 @@ func TestCatchUp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// owing is st as a holder that handed the slot over owing the fires at.
+func owing(st history.SlotState, at ...time.Time) history.SlotState {
+	st.Owed = at
+	return st
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/kira-scheduler/kira/fencing"
@@ -38,6 +39,9 @@ func (s *Scheduler) dropLeadership(sl *slot, kind EventKind, reason string) {
 // the records it still carries. A slot Lost is fenced out anyway: it
 // releases nothing.
 func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
+	if kind != Lost {
+		sl.recorded.Owed = sl.owedAtHandover()
+	}
 	s.dropLeadership(sl, kind, reason)
 	if kind == Lost {
 		sl.ahead, sl.carried = nil, nil // fenced out anyway
@@ -53,6 +57,36 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	// on schedule (catchUp does not take a future start for an unfinished one).
 	sl.ahead = nil
 	s.resignAsync(sl, sl.election, reason, s.lastState(sl)...)
+}
+
+// maxOwed bounds the fires a handover records as owed (SlotState.Owed):
+// a slot owes a catch-up, an unfinished fire's retry and a queued fire,
+// and under fire-all the next holder catches up every missed fire anyway.
+const maxOwed = 20
+
+// owedAtHandover are the scheduled times of the fires sl has taken on to
+// run and not started, as the state it hands over records them
+// (SlotState.Owed): not a manual or one-off run (its trigger key is the
+// next holder's), nor one its state already records as started or
+// finished, nor a dependent's (its logical times follow its upstreams).
+// Held by TestAFireQueuedAtAHandoverRunsOnTheNextHolder.
+func (sl *slot) owedAtHandover() []time.Time {
+	if sl.job.spec.Dependent() {
+		return nil
+	}
+	var out []time.Time
+	fires := slices.Concat(sl.owed.backlog, sl.owed.undecided)
+	if sl.owed.queued != nil {
+		fires = append(fires, *sl.owed.queued)
+	}
+	for _, f := range fires {
+		if f.triggerKey == "" && f.scheduled.After(sl.recorded.Finished) && !f.scheduled.Equal(sl.recorded.Started) {
+			out = append(out, f.scheduled)
+		}
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	out = slices.CompactFunc(out, time.Time.Equal)
+	return out[max(0, len(out)-maxOwed):]
 }
 
 // resignAsync deletes the slot's key off the loop; the slot stays in

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -48,7 +49,7 @@ func TestStateIsTheNewerOfStateKeyAndRecord(t *testing.T) {
 		}
 		return st
 	}
-	if st := read(); st != (history.SlotState{}) {
+	if st := read(); !reflect.DeepEqual(st, history.SlotState{}) {
 		t.Fatalf("state of a slot never run: %+v; want zero", st)
 	}
 	put(keyspace.State("c", slot), history.SlotState{HistorySeq: 1, StartedID: "state-1"})
@@ -74,7 +75,7 @@ func TestStateIsTheNewerOfStateKeyAndRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, unreadable, _, err := readAcquired(ctx, cli, "c", slot)
-	if err != nil || unreadable == nil || !strings.Contains(unreadable.Error(), "unreadable") || st != (history.SlotState{}) {
+	if err != nil || unreadable == nil || !strings.Contains(unreadable.Error(), "unreadable") || !reflect.DeepEqual(st, history.SlotState{}) {
 		t.Fatalf("newest record unreadable: state %+v, unreadable %v, err %v; want the zero state and the reason", st, unreadable, err)
 	}
 }
@@ -414,7 +415,7 @@ func TestSlotGivenUpDuringItsTakeoverWritesNoState(t *testing.T) {
 		resp, err := cli.Get(context.Background(), keyspace.Election("givenup", slot)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == 0
 	})
-	if st, now := stateKey(t, cli, "givenup", slot); now != rev || st != left {
+	if st, now := stateKey(t, cli, "givenup", slot); now != rev || !reflect.DeepEqual(st, left) {
 		t.Fatalf("after b gave the slot up during its takeover, the state key is %+v (revision %d); want a's %+v (revision %d)", st, now, left, rev)
 	}
 }

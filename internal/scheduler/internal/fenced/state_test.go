@@ -2,6 +2,7 @@ package fenced
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -85,7 +86,7 @@ func TestAnAppliedWriteAnsweredWithAnErrorKeepsItsState(t *testing.T) {
 	want := *applied.Stored.State
 	check := func(when string) {
 		t.Helper()
-		if st := newHolderReads(t, cli, a); st != want {
+		if st := newHolderReads(t, cli, a); !reflect.DeepEqual(st, want) {
 			t.Fatalf("%s, a takeover reads a's state %+v; want a1's, applied: %+v", when, st, want)
 		}
 	}
@@ -139,7 +140,7 @@ func TestJournalEntriesHoldNoState(t *testing.T) {
 	if err != nil || len(state.Kvs) != 1 {
 		t.Fatalf("a's state key: %v %v", state, err)
 	}
-	if st := stateKey(t, cli, a); *st != *r1.Stored.State {
+	if st := stateKey(t, cli, a); !reflect.DeepEqual(*st, *r1.Stored.State) {
 		t.Fatalf("a's state key holds %+v; want the newest record's state %+v", st, r1.Stored.State)
 	}
 	if state.Kvs[0].ModRevision != entry.Kvs[0].ModRevision {
