@@ -37,12 +37,13 @@ type SlotState struct {
 	HistoryLimit  int   `json:"history_limit,omitempty"`
 	MissedDropped int64 `json:"missed_dropped,omitempty"` // fires dropped for being older than catchup_window
 	// Owed are the scheduled times of the fires its holder had taken on to
-	// run (a catch-up waiting, a fire queued behind a run or a permit) and
-	// had not started when it handed the slot over, oldest first: the next
-	// holder runs each, whatever the misfire policy, as this holder would
-	// have. Only the write that hands the slot over sets it; the state key
-	// holds it, a record's copy of the state does not.
-	// Held by TestAFireQueuedAtAHandoverRunsOnTheNextHolder.
+	// run (a catch-up or an unfinished fire's retry waiting, a fire queued
+	// behind a run or a permit) and had not started when it wrote this
+	// state, oldest first: the next holder runs each, whatever the misfire
+	// policy, as this holder would have, so that what runs does not depend
+	// on when the slot changed hands. The state key holds it; a record's
+	// copy of the state does not. Held by
+	// TestAFireQueuedAtAHandoverRunsOnTheNextHolder.
 	Owed []time.Time `json:"owed,omitempty"`
 }
 

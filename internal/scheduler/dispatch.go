@@ -222,7 +222,9 @@ func (s *Scheduler) startWaiting(sl *slot, now time.Time) {
 // dispatchFree dispatches a fire on a slot known to have nothing running.
 func (s *Scheduler) dispatchFree(sl *slot, f fire, now time.Time) {
 	pending := sl.owed.backlog
-	sl.owed.backlog = nil // so the overlap policy sees a free slot
+	// The overlap policy sees a free slot; the state written meanwhile (the
+	// start's) still names the rest owed (owedFires).
+	sl.owed.backlog, sl.owed.aside = nil, pending
 	s.dispatch(sl, f, now)
-	sl.owed.backlog = append(sl.owed.backlog, pending...)
+	sl.owed.backlog, sl.owed.aside = append(sl.owed.backlog, pending...), nil
 }

@@ -28,6 +28,7 @@ type resignedSlot struct {
 // or Lost). The slot's key is the caller's to release.
 func (s *Scheduler) dropLeadership(sl *slot, kind EventKind, reason string) {
 	s.unschedule(sl)
+	sl.recorded.Owed = sl.owedFires() // the state it leaves names them (stateOp)
 	s.forgetTriggers(sl.owed.clear())
 	sl.cancelLead()
 	delete(s.byKey, sl.leaderKey)
@@ -39,9 +40,6 @@ func (s *Scheduler) dropLeadership(sl *slot, kind EventKind, reason string) {
 // the records it still carries. A slot Lost is fenced out anyway: it
 // releases nothing.
 func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
-	if kind != Lost {
-		sl.recorded.Owed = sl.owedAtHandover()
-	}
 	s.dropLeadership(sl, kind, reason)
 	if kind == Lost {
 		sl.ahead, sl.carried = nil, nil // fenced out anyway
@@ -59,26 +57,27 @@ func (s *Scheduler) endLeadership(sl *slot, kind EventKind, reason string) {
 	s.resignAsync(sl, sl.election, reason, s.lastState(sl)...)
 }
 
-// maxOwed bounds the fires a handover records as owed (SlotState.Owed):
-// a slot owes a catch-up, an unfinished fire's retry and a queued fire,
-// and under fire-all the next holder catches up every missed fire anyway.
+// maxOwed bounds the fires a state names as owed (SlotState.Owed): a slot
+// owes a catch-up, an unfinished fire's retry and a queued fire, and under
+// fire-all the next holder catches up every missed fire anyway.
 const maxOwed = 20
 
-// owedAtHandover are the scheduled times of the fires sl has taken on to
-// run and not started, as the state it hands over records them
-// (SlotState.Owed): not a manual or one-off run (its trigger key is the
-// next holder's), nor one its state already records as started or
-// finished, nor a dependent's (its logical times follow its upstreams).
-// Held by TestAFireQueuedAtAHandoverRunsOnTheNextHolder.
-func (sl *slot) owedAtHandover() []time.Time {
-	if sl.job.spec.Dependent() {
+// owedFires are the scheduled times of the fires sl has taken on to run
+// and not started, as its state names them (SlotState.Owed): not a manual
+// or one-off run (its trigger key is the next holder's), nor one its state
+// records as started or finished, nor a dependent's (its logical times
+// follow its upstreams). Held by TestAFireQueuedAtAHandoverRunsOnTheNextHolder
+// and TestAFireOwedByAHolderLostBeforeItStartedRunsOnTheNext.
+func (sl *slot) owedFires() []time.Time {
+	o := &sl.owed
+	if len(o.backlog) == 0 && len(o.aside) == 0 && len(o.undecided) == 0 && o.queued == nil || sl.job.spec.Dependent() {
 		return nil
 	}
-	var out []time.Time
-	fires := slices.Concat(sl.owed.backlog, sl.owed.undecided)
-	if sl.owed.queued != nil {
-		fires = append(fires, *sl.owed.queued)
+	fires := slices.Concat(o.backlog, o.aside, o.undecided)
+	if o.queued != nil {
+		fires = append(fires, *o.queued)
 	}
+	var out []time.Time
 	for _, f := range fires {
 		if f.triggerKey == "" && f.scheduled.After(sl.recorded.Finished) && !f.scheduled.Equal(sl.recorded.Started) {
 			out = append(out, f.scheduled)

@@ -21,6 +21,7 @@ func (sl *slot) claim() fencing.Claim { return fencing.Claim{LeaderKey: sl.leade
 // for the write that leaves the slot (lastState).
 func (s *Scheduler) stateOp(sl *slot) clientv3.Op {
 	sl.recorded.Token, sl.recorded.Member = sl.token, s.member.ID()
+	sl.noteOwed()
 	data := history.EncodeState(sl.id, sl.recorded, s.historyFormat)
 	return clientv3.OpPut(keyspace.State(s.member.Cluster(), sl.id), string(data))
 }
@@ -93,6 +94,7 @@ func (s *Scheduler) amendQueuedSkip(sl *slot, r history.Record) bool {
 // member's journal while every member reads journals
 // (history.FormatJournal), else as a put in the slot's history ring.
 func (s *Scheduler) addRecord(fw *fenced.Write, sl *slot, stored history.Stored, seq int64) {
+	sl.noteOwed()
 	st := sl.recorded
 	stored.State = &st
 	stamp := func(r *history.Record) {
@@ -113,6 +115,15 @@ func (s *Scheduler) addRecord(fw *fenced.Write, sl *slot, stored history.Stored,
 	}
 	data := history.Encode(stored, s.historyFormat)
 	fw.Ops = append(fw.Ops, clientv3.OpPut(keyspace.HistoryEntry(s.member.Cluster(), sl.id, seq, sl.job.spec.HistoryLimit), string(data)))
+}
+
+// noteOwed brings the fires the slot's state names as owed up to date,
+// while it is led; once its leadership ends, they stay as dropLeadership
+// left them, for the write that leaves the slot.
+func (sl *slot) noteOwed() {
+	if sl.leadCtx != nil && sl.leadCtx.Err() == nil {
+		sl.recorded.Owed = sl.owedFires()
+	}
 }
 
 // recordWrite is the write of record r, and of the skip records carried to

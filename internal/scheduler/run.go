@@ -122,7 +122,6 @@ func (s *Scheduler) runClosing(graceful bool, bg *background) {
 		}
 		if graceful { // committed before the member leaves: the writer is flushed below
 			takeBackAhead(sl)
-			sl.recorded.Owed = sl.owedAtHandover()
 			s.writeLastState(sl)
 		}
 		s.dropLeadership(sl, Released, "stopping")

@@ -106,6 +106,8 @@ type owedFires struct {
 	// a new holder owes on acquisition (catch-ups, an unfinished fire, manual
 	// triggers), and under fire-all the scheduled fires that came meanwhile.
 	backlog []fire
+	// aside is the backlog while dispatchFree dispatches its head.
+	aside []fire
 	// holdUntil keeps the backlog's head from starting before it: a fire
 	// whose start etcd did not record waits there a moment before it is
 	// tried again (startAgainLater).
