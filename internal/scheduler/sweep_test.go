@@ -374,3 +374,59 @@ func TestAnExHolderCannotWriteAfterTheSweep(t *testing.T) {
 		t.Fatalf("%d keys of the deleted job after the sweep", n)
 	}
 }
+
+// The history of a job created again shows its own records alone, though
+// the journal of its predecessor's holder (a member whose lease ended,
+// which handed nothing over) still holds the predecessor's: neither kira
+// history nor the dashboard's timeline (of the job, or of every job) reads
+// them. The job's records go on from its predecessor's sequence, so that
+// a slot's newest records, which a reader keeps (history_limit), are its
+// own.
+func TestARecreatedJobShowsNoneOfItsPredecessorsRecords(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	clock := clock.NewManual(t0)
+	cat := storedCatalog(t, cli, catalog("records", withDefaults(config.Job{Name: "tick", Schedule: "@every 10s", Handler: "noop", HistoryLimit: 2})))
+	rec := newRecorder()
+	h := jobs.Handlers{"noop": noop}
+	a := startNode(t, cli, cat, rec, h, nodeOpts{manual: clock})
+	waitKind(t, rec, "a raised", 1, func(e Event) bool { return e.Kind == Raised && e.Member == a.id })
+	for i := 1; i <= 3; i++ {
+		clock.Advance(10 * time.Second)
+		waitKind(t, rec, "a's runs", i, func(e Event) bool { return e.Kind == Finished && e.Member == a.id })
+	}
+	waitUntil(t, "a's newest records", 10*time.Second, func() bool {
+		hist, err := ops.ReadHistory(ctx, cli, "records", "tick", -1, -1)
+		return err == nil && len(hist) == 2
+	})
+	if _, err := cli.Revoke(ctx, a.member.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	waitKind(t, rec, "a lost the slot", 1, func(e Event) bool { return e.Kind == Lost && e.Member == a.id })
+	created := recreate(t, cli, "records", "tick", "schedule: '@every 10s'\nhandler: noop\nhistory_limit: 2\n")
+	b := startNode(t, cli, readCatalog(t, cli, "records"), rec, h, nodeOpts{manual: clock})
+	waitKind(t, rec, "b raised", 1, func(e Event) bool { return e.Kind == Raised && e.Member == b.id })
+	clock.Advance(10 * time.Second)
+	waitKind(t, rec, "b's run", 1, func(e Event) bool { return e.Kind == Finished && e.Member == b.id })
+	waitUntil(t, "b's record", 10*time.Second, func() bool {
+		hist, err := ops.ReadHistory(ctx, cli, "records", "tick", -1, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range hist {
+			if int64(r.Token) < created {
+				t.Fatalf("the job created again at %d shows its predecessor's record of %v, token %d", created, r.ScheduledTime, r.Token)
+			}
+		}
+		return len(hist) == 1 && hist[0].Member == b.id
+	})
+	for _, job := range []string{"tick", ""} {
+		tl, err := ops.ReadTimeline(ctx, cli, nil, nil, nil, "records", ops.TimelineQuery{From: t0, To: sec(3600), Bucket: time.Minute, Job: job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex := tl.Jobs[0].Slots[0].Executions; len(ex) != 1 || ex[0].Member != b.id {
+			t.Fatalf("the timeline (job %q) of the job created again: %+v; want b's one execution", job, ex)
+		}
+	}
+}

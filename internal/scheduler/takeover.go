@@ -80,7 +80,7 @@ func readTakeover(ctx context.Context, reads *takeoverread.Queue, s shard.Slot, 
 		return r, nil
 	}
 	if int64(r.state.Token) < created {
-		return afresh(s, q, created), nil
+		return afresh(s, q, created, r.state.HistorySeq), nil
 	}
 	placed = slices.DeleteFunc(placed, func(p history.Slotted) bool { return int64(p.Stored.Token) < created })
 	r.copies = journalOnly(s, r.state, q.Ring, placed)
@@ -97,10 +97,13 @@ func readTakeover(ctx context.Context, reads *takeoverread.Queue, s shard.Slot, 
 // journals) and its manual triggers are not the job's. What it left in the
 // slot's keys goes with the new holder's first write: its ring, its
 // triggers, and its state, overwritten (startAfresh); a slot of a new job
-// with nothing left writes nothing more. Held by
-// TestARecreatedJobDoesNotCatchUpItsPredecessorsFires.
-func afresh(s shard.Slot, q *takeoverread.Slot, created int64) acquiredRead {
-	r := acquiredRead{afresh: true, triggers: triggersFrom(s, q.Triggers, created)}
+// with nothing left writes nothing more. Its records go on from the
+// predecessor's sequence number (seq), so that they are the slot's newest
+// beside any of the predecessor's a journal still holds. Held by
+// TestARecreatedJobDoesNotCatchUpItsPredecessorsFires and
+// TestARecreatedJobShowsNoneOfItsPredecessorsRecords.
+func afresh(s shard.Slot, q *takeoverread.Slot, created, seq int64) acquiredRead {
+	r := acquiredRead{afresh: true, state: history.SlotState{HistorySeq: seq}, triggers: triggersFrom(s, q.Triggers, created)}
 	for _, kv := range q.Triggers {
 		if kv.CreateRevision < created {
 			r.staleTriggers = append(r.staleTriggers, string(kv.Key))
