@@ -137,6 +137,14 @@ func readRecordsUnder(ctx context.Context, kv clientv3.KV, journals *journal.Cac
 	return readRecordsSince(ctx, kv, journals, cluster, prefix, keep, 0)
 }
 
+// ofPredecessor reports whether r was written under a token older than
+// created, the create revision of r's job: by a holder of a job of the
+// same name deleted before it. A record without a token (written by hand)
+// is no holder's.
+func ofPredecessor(r history.Record, created int64) bool {
+	return r.Token.Valid() && int64(r.Token) < created
+}
+
 // readRecordsSince is readRecordsUnder of the records written under a
 // token not older than created.
 func readRecordsSince(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, prefix string, keep func(shard.Slot) bool, created int64) ([]history.Record, error) {
@@ -157,7 +165,7 @@ func readRecordsSince(ctx context.Context, kv clientv3.KV, journals *journal.Cac
 	if err != nil {
 		return nil, err
 	}
-	older := func(r history.Slotted) bool { return int64(r.Stored.Token) < created }
+	older := func(r history.Slotted) bool { return ofPredecessor(r.Stored.Record, created) }
 	return history.Gather(slices.DeleteFunc(ring, older), slices.DeleteFunc(inJournals, older)), nil
 }
 

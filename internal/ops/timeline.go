@@ -230,7 +230,7 @@ func timelineRecords(ctx context.Context, kv clientv3.KV, journals *journal.Cach
 	}
 	out := all[:0]
 	for _, r := range all {
-		if created, ok := want[r.Job]; ok && int64(r.Token) >= created {
+		if created, ok := want[r.Job]; ok && !ofPredecessor(r, created) {
 			out = append(out, r)
 		}
 	}
