@@ -262,13 +262,46 @@ func TestADeletedJobsKeysAreSwept(t *testing.T) {
 	}
 	waitKind(t, rec, "both members forgot gone", 2, isJob(Forgotten, "gone"))
 	for _, n := range nodes {
-		n.sched.mu.Lock()
-		_, installed := n.sched.installed["gone"]
-		n.sched.mu.Unlock()
-		if installed {
-			t.Fatalf("member %s still runs gone", n.id)
+		if err := n.stop(); err != nil { // the loop's maps are read once it has stopped
+			t.Fatal(err)
+		}
+		if kept := keptOf(n.sched, "gone"); len(kept) > 0 {
+			t.Fatalf("member %s keeps the deleted job in %v", n.id, kept)
 		}
 	}
+}
+
+// keptOf names what s, stopped, keeps of job by its name: the maps of its
+// loop and of what it shares.
+func keptOf(s *Scheduler, job string) []string {
+	var kept []string
+	for id := range s.slots {
+		if id.Job == job {
+			kept = append(kept, "slots")
+		}
+	}
+	for key := range s.triggering {
+		if strings.HasPrefix(key, keyspace.JobControl(s.member.Cluster(), job)) {
+			kept = append(kept, "triggering")
+		}
+	}
+	for key := range s.byKey {
+		if strings.HasPrefix(key, keyspace.JobElections(s.member.Cluster(), job)) {
+			kept = append(kept, "byKey")
+		}
+	}
+	for id := range s.snapshot {
+		if id.Job == job {
+			kept = append(kept, "snapshot")
+		}
+	}
+	for name, in := range map[string]bool{"jobs": s.jobs[job] != nil, "installed": s.installed[job] != nil, "prepared": s.prepared[job] != nil,
+		"paused": s.paused[job], "unplaced": s.unplaced[job], "leaving": s.leaving[job] != 0, "eligible": s.eligible[job] != 0} {
+		if in {
+			kept = append(kept, name)
+		}
+	}
+	return kept
 }
 
 // A sweep that read a deleted job, and commits after the job was created
