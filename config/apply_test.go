@@ -68,7 +68,7 @@ func TestForcedApplyReplacesAnUnreadableCatalog(t *testing.T) {
 		if err != nil || !res.Written || len(res.Changes) != 2 || !strings.HasPrefix(res.Changes[0], said) || res.Changes[1] != "+ job n" {
 			t.Fatalf("%s: apply with force: %+v, %v", c.name, res, err)
 		}
-		if s, err := Read(ctx, cli, "c", 0); err != nil || !reflect.DeepEqual(s.Catalog, next) {
+		if s, err := Read(ctx, cli, "c", 0); err != nil || !reflect.DeepEqual(definitions(s.Catalog), next) {
 			t.Fatalf("%s: after the forced apply: %v", c.name, err)
 		}
 		generations(t, cli, 1)

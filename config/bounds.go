@@ -51,7 +51,7 @@ func storedValues(cat *Catalog, meta []jobMeta, put func(job string, value []byt
 		meta = metaOf(cat.Jobs, nil, ManagerApply)
 	}
 	for i, j := range cat.Jobs {
-		v, err := json.Marshal(storedJob{Position: meta[i].pos, Job: j, Manager: meta[i].manager})
+		v, err := json.Marshal(storedJob{Position: meta[i].pos, Job: j, Manager: meta[i].manager, Created: meta[i].created})
 		if err != nil {
 			return err
 		}

@@ -173,6 +173,14 @@ type Job struct {
 	// After, if set, makes the job a dependent: it has no schedule and
 	// fires once for each fire of its upstream jobs (config/after.go).
 	After []Upstream `json:"after,omitempty"`
+	// CreateRevision is the etcd revision at which the job was created in
+	// the stored catalog: a job deleted and created again under its name
+	// has a new one, and its slots' state of before is its predecessor's
+	// (the scheduler starts them afresh, docs/decisions/0048-a-deleted-job-is-swept.md).
+	// Replacing the job keeps it, and so does a whole store that keeps the
+	// job (storedJob.Created). 0 when unknown: a catalog not read from the
+	// per-job layout. Held by TestAJobKeepsItsCreateRevisionUntilDeleted.
+	CreateRevision int64 `json:"-"`
 }
 
 // ParsedSchedule returns the job's schedule in its time zone.

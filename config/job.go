@@ -247,6 +247,7 @@ func decodeStoredJob(kv *mvccpb.KeyValue, name string, sets storedSettings) (*st
 		return nil, fmt.Errorf("%w: %s holds job %q (written by hand?)", ErrUnreadableCatalog, kv.Key, j.Job.Name)
 	}
 	j.Job.NotifyDefault = j.NotifyDefault
+	j.Job.CreateRevision = j.createRevision(kv)
 	resolveNotify(&j.Job, sets.Notify, sets.NotifyOnce)
 	j.Manager = intern(j.Manager)
 	return &j, nil

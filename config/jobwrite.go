@@ -113,11 +113,11 @@ var errKept = errors.New("config: decided on a kept view")
 // answers the view as stored (nil: read it again). A lost answer is an
 // error isLost knows.
 func (p *jobPut) commit(ctx context.Context, w *JobWriter) (*JobWritten, *jobView, error) {
-	pos := int64(0)
+	pos, created := int64(0), int64(0)
 	if p.jobView.job != nil {
-		pos = p.jobView.job.Position
+		pos, created = p.jobView.job.Position, p.jobView.job.Created // a replace keeps the job's creation
 	}
-	value, err := json.Marshal(storedJob{Position: pos, Job: p.job, Manager: p.by})
+	value, err := json.Marshal(storedJob{Position: pos, Job: p.job, Manager: p.by, Created: created})
 	if err != nil {
 		return nil, nil, err
 	}

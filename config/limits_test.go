@@ -57,7 +57,7 @@ func TestLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(back.Pools, cat.Pools) || !reflect.DeepEqual(back.Jobs, cat.Jobs) {
+	if !reflect.DeepEqual(back.Pools, cat.Pools) || !reflect.DeepEqual(definitions(back).Jobs, cat.Jobs) {
 		t.Fatalf("stored and read back:\n%+v\n%+v", back, cat)
 	}
 	next := *cat

@@ -79,7 +79,7 @@ func TestNotifyDefaultIsStoredOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(s.Catalog, cat) {
+	if !reflect.DeepEqual(definitions(s.Catalog), cat) {
 		t.Fatal("the catalog read back is not the one stored")
 	}
 	if j := s.Catalog.Jobs[0]; !j.NotifyDefault || !reflect.DeepEqual(j.Notify, cat.Notify) {
@@ -110,7 +110,7 @@ func TestStoredNotifyCopiesReadAsTheDefault(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
 	ctx := context.Background()
 	storeSingle(t, cli, cat)
-	if s, err := Read(ctx, cli, "c", 0); err != nil || !reflect.DeepEqual(s.Catalog, cat) {
+	if s, err := Read(ctx, cli, "c", 0); err != nil || !reflect.DeepEqual(definitions(s.Catalog), cat) {
 		t.Fatalf("the single key of an older version: %v", err)
 	}
 	// The per-job layout as the older version stored it: copies, and
@@ -129,7 +129,7 @@ func TestStoredNotifyCopiesReadAsTheDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := Read(ctx, cli, "c", 0)
-	if err != nil || !reflect.DeepEqual(s.Catalog, cat) {
+	if err != nil || !reflect.DeepEqual(definitions(s.Catalog), cat) {
 		t.Fatalf("the per-job layout of an older version: %v", err)
 	}
 	out, _ := Marshal(s.Catalog)
@@ -186,7 +186,7 @@ func TestDiffListsEveryStoredChange(t *testing.T) {
 		if err != nil || !res.Written || !reflect.DeepEqual(res.Changes, step.want) {
 			t.Fatalf("apply: %+v, %v; want written with %q", res, err, step.want)
 		}
-		if s, err := Read(ctx, cli, "c", 0); err != nil || !reflect.DeepEqual(s.Catalog, next) {
+		if s, err := Read(ctx, cli, "c", 0); err != nil || !reflect.DeepEqual(definitions(s.Catalog), next) {
 			t.Fatalf("the change was not stored: %v", err)
 		}
 		member.reaches(t, res.Revision, next)

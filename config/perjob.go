@@ -11,6 +11,7 @@ import (
 
 	"github.com/kira-scheduler/kira/internal/keyspace"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
@@ -86,6 +87,25 @@ type storedJob struct {
 	Job           Job     `json:"job"`
 	NotifyDefault bool    `json:"notify_default,omitempty"`
 	Manager       Manager `json:"manager,omitempty"`
+	// Created is the job's create revision (Job.CreateRevision) when its
+	// key's is not: the job was carried into its generation by a staged
+	// store, or from the single key (createdUnknown). 0: its key's create
+	// revision is the job's. An older version refuses the field, as a
+	// field it does not know.
+	Created int64 `json:"created,omitempty"`
+}
+
+// createdUnknown is the create revision of a job carried from the single
+// key of an older version, which did not record one: every state of its
+// slots is its own, as before.
+const createdUnknown = 1
+
+// createRevision is the job's create revision, its key being kv.
+func (s *storedJob) createRevision(kv *mvccpb.KeyValue) int64 {
+	if s.Created != 0 {
+		return s.Created
+	}
+	return kv.CreateRevision
 }
 
 // byPosition orders stored jobs: by position, the unpositioned (0) last,
@@ -153,11 +173,12 @@ func positions(jobs []Job, stored map[string]int64) []int64 {
 	return out
 }
 
-// jobMeta is what the store records of a job beside it: its position and
-// its manager.
+// jobMeta is what the store records of a job beside it: its position, its
+// manager and its storedJob.Created.
 type jobMeta struct {
 	pos     int64
 	manager Manager
+	created int64
 }
 
 // metaOf gives each of cat's jobs, all managed by m, a position over the
@@ -247,7 +268,7 @@ func putOver(ctx context.Context, kv clientv3.KV, cat *Catalog, src Source, expe
 		if err != nil {
 			return 0, err
 		}
-		w := jobsWrite{kv: kv, cluster: cat.Cluster, cur: cur, sets: sets, jobs: jobs, refs: refsOf(wh.cat), source: source}
+		w := jobsWrite{kv: kv, cluster: cat.Cluster, cur: cur, sets: sets, jobs: jobs, refs: refsOf(wh.cat), source: source, carried: carried(wh, cur)}
 		rev, ok, err := w.store(ctx)
 		if err != nil || ok {
 			return rev, err
@@ -275,6 +296,48 @@ type jobsWrite struct {
 	jobs    map[string][]byte
 	refs    map[ref]bool
 	source  []byte
+	// carried are the create revisions of the jobs cur has whose key's
+	// create revision is theirs: a staged store, whose keys are new,
+	// records them in the values (storedJob.Created).
+	carried map[string]int64
+}
+
+// carried is jobsWrite.carried of the write of wh over cur: a job of cur
+// from the single key has no create revision, and counts as created
+// before every state (createdUnknown). Held by
+// TestAJobKeepsItsCreateRevisionUntilDeleted.
+func carried(wh *whole, cur *Stored) map[string]int64 {
+	if cur == nil || cur.Catalog == nil {
+		return nil
+	}
+	had := make(map[string]int64, len(cur.Catalog.Jobs))
+	for _, j := range cur.Catalog.Jobs {
+		had[j.Name] = max(j.CreateRevision, createdUnknown)
+	}
+	out := map[string]int64{}
+	for i, j := range wh.cat.Jobs {
+		if c, ok := had[j.Name]; ok && wh.meta[i].created == 0 {
+			out[j.Name] = c
+		}
+	}
+	return out
+}
+
+// carry records w.carried in the values of its jobs, for a stage.
+func (w *jobsWrite) carry() error {
+	for name, c := range w.carried {
+		var sj storedJob
+		if err := json.Unmarshal(w.jobs[name], &sj); err != nil {
+			return err
+		}
+		sj.Created = c
+		v, err := json.Marshal(sj)
+		if err != nil {
+			return err
+		}
+		w.jobs[name] = v
+	}
+	return nil
 }
 
 // guard is the comparison that makes a write conditional on cur still
@@ -379,6 +442,9 @@ func (w *jobsWrite) commit(ctx context.Context, g int64, ops []clientv3.Op) (int
 // replaced and stages left by stores that lost or died. A stage whose
 // commit is refused is deleted.
 func (w *jobsWrite) staged(ctx context.Context) (int64, bool, error) {
+	if err := w.carry(); err != nil {
+		return 0, false, fmt.Errorf("config: store catalog: %w", err)
+	}
 	gen, err := w.kv.Put(ctx, keyspace.CatalogGenerations(w.cluster), "")
 	if err != nil {
 		return 0, false, fmt.Errorf("config: store catalog: %w", err)

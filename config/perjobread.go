@@ -36,10 +36,12 @@ type perJobState struct {
 	// refs says the generation's reference keys are complete (head.Refs).
 	refs bool
 	// positions is every stored job's position, by name; managers its
-	// manager (none recorded: apply's), revisions its key's mod revision.
+	// manager (none recorded: apply's), revisions its key's mod revision;
+	// created its storedJob.Created, for the jobs that have one.
 	positions map[string]int64
 	managers  map[string]Manager
 	revisions map[string]int64
+	created   map[string]int64
 
 	base  []Job
 	at    map[string]int // index in base, by name; stale for jobs put or deleted since
@@ -64,7 +66,7 @@ type perJobState struct {
 const compactFloor = 64
 
 func newPerJobState(generation int64) *perJobState {
-	return &perJobState{generation: generation, positions: map[string]int64{}, managers: map[string]Manager{}, revisions: map[string]int64{},
+	return &perJobState{generation: generation, positions: map[string]int64{}, managers: map[string]Manager{}, revisions: map[string]int64{}, created: map[string]int64{},
 		at: map[string]int{}, over: map[string]Job{}, fresh: map[string]Job{}, added: map[string]bool{}, whole: true, floor: compactFloor}
 }
 
@@ -74,13 +76,13 @@ func (s *perJobState) job(name string) (storedJob, bool) {
 	if !ok {
 		return storedJob{}, false
 	}
-	if j, ok := s.fresh[name]; ok {
-		return storedJob{Position: pos, Job: j, Manager: s.managers[name]}, true
+	j, ok := s.fresh[name]
+	if !ok {
+		if j, ok = s.over[name]; !ok {
+			j = s.base[s.at[name]]
+		}
 	}
-	if j, ok := s.over[name]; ok {
-		return storedJob{Position: pos, Job: j, Manager: s.managers[name]}, true
-	}
-	return storedJob{Position: pos, Job: s.base[s.at[name]], Manager: s.managers[name]}, true
+	return storedJob{Position: pos, Job: j, Manager: s.managers[name], Created: s.created[name]}, true
 }
 
 // catalog is the state as a Catalog built whole, its jobs in their order
@@ -189,6 +191,7 @@ func (s *perJobState) remove(job string) {
 	delete(s.positions, job)
 	delete(s.managers, job)
 	delete(s.revisions, job)
+	delete(s.created, job)
 	delete(s.fresh, job)
 	delete(s.over, job)
 	delete(s.at, job)
@@ -237,6 +240,12 @@ func (s *perJobState) put(cluster string, kv *mvccpb.KeyValue) error {
 			return fmt.Errorf("%w: %s holds job %q (written by hand?)", ErrUnreadableCatalog, kv.Key, j.Job.Name)
 		}
 		j.Job.NotifyDefault = j.NotifyDefault
+		j.Job.CreateRevision = j.createRevision(kv)
+		if j.Created != 0 {
+			s.created[job] = j.Created
+		} else {
+			delete(s.created, job)
+		}
 		if _, ok := s.positions[job]; !ok {
 			s.added[job] = true
 		}

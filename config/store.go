@@ -436,11 +436,13 @@ func reordered(prev, next []Job, seen map[string]bool) bool {
 }
 
 // ownJob is j as Diff compares it: without the rules of the catalog's
-// notify default, whose change settingsChanges lists.
+// notify default, whose change settingsChanges lists, nor its create
+// revision.
 func ownJob(j Job) Job {
 	if j.NotifyDefault {
 		j.Notify = nil
 	}
+	j.CreateRevision = 0 // the store's, not the definition's
 	return j
 }
 

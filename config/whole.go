@@ -105,24 +105,27 @@ func combine(cat *Catalog, src Source, cur *Stored, opt WholeOptions) (*whole, e
 			w.pruned[m] = append(w.pruned[m], j.Name)
 		default:
 			w.kept[m] = append(w.kept[m], j.Name)
-			kept = append(kept, storedJob{Position: st.positions[j.Name], Job: j, Manager: m})
+			kept = append(kept, storedJob{Position: st.positions[j.Name], Job: j, Manager: m, Created: st.created[j.Name]})
 		}
 	}
 	meta := metaOf(cat.Jobs, st.positions, fam)
+	for i, j := range cat.Jobs {
+		meta[i].created = st.created[j.Name] // a job kept is the same job
+	}
 	if len(kept) == 0 {
 		w.cat, w.meta = cat, meta
 		return w, resolved(cat, nil)
 	}
 	all := make([]storedJob, 0, len(cat.Jobs)+len(kept))
 	for i, j := range cat.Jobs {
-		all = append(all, storedJob{Position: meta[i].pos, Job: j, Manager: meta[i].manager})
+		all = append(all, storedJob{Position: meta[i].pos, Job: j, Manager: meta[i].manager, Created: meta[i].created})
 	}
 	all = append(all, kept...)
 	slices.SortStableFunc(all, byPosition)
 	next := *cat
 	next.Jobs, w.meta = make([]Job, len(all)), make([]jobMeta, len(all))
 	for i, j := range all {
-		next.Jobs[i], w.meta[i] = j.Job, jobMeta{pos: j.Position, manager: j.Manager}
+		next.Jobs[i], w.meta[i] = j.Job, jobMeta{pos: j.Position, manager: j.Manager, created: j.Created}
 	}
 	w.cat = &next
 	return w, resolved(&next, kept)

@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/kira-scheduler/kira/internal/highwater"
@@ -42,9 +41,6 @@ type metrics struct {
 	fenced      *prometheus.CounterVec
 	notified    *prometheus.CounterVec
 	lateness    *prometheus.HistogramVec
-
-	mu         sync.Mutex
-	partitions map[string]int // partitions of each job the member leads slots of, from Acquired events
 }
 
 func newMetrics(current func() *incarnation.Incarnation) *metrics {
@@ -83,7 +79,6 @@ func newMetrics(current func() *incarnation.Incarnation) *metrics {
 			Name: "kira_execution_lateness_seconds", Help: "Start time minus scheduled time.",
 			Buckets: []float64{.001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5},
 		}, []string{jobLabel}),
-		partitions: map[string]int{},
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kira_build_info", Help: "1, labelled with the build's version."}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
@@ -248,6 +243,20 @@ func (m *metrics) observe(e scheduler.Event) {
 		if e.Policy != "" {
 			m.missed.WithLabelValues(e.Slot.Job, e.Policy).Add(float64(max(e.Count, 1)))
 		}
+	case scheduler.Forgotten:
+		m.forget(e.Slot.Job)
+	}
+}
+
+// forget deletes every series of job, deleted from the catalog: a churn of
+// jobs created and deleted keeps the member's series as many as its jobs.
+// Held by TestADeletedJobsSeriesAreDeleted.
+func (m *metrics) forget(job string) {
+	only := prometheus.Labels{jobLabel: job}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.leader, m.led, m.executions, m.duration, m.lastSuccess, m.skipped, m.missed, m.fenced, m.notified, m.lateness,
+	} {
+		v.DeletePartialMatch(only)
 	}
 }
 

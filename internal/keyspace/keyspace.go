@@ -128,6 +128,9 @@ func ParseCatalogKey(cluster, key string) (g int64, job string, ok bool) {
 // Elections is the root of every slot's election.
 func Elections(cluster string) string { return Cluster(cluster) + "election/" }
 
+// JobElections is the prefix of the elections of every slot of job.
+func JobElections(cluster, job string) string { return Elections(cluster) + job + "/" }
+
 // Election is the prefix of one slot's election (concurrency.Election's
 // prefix, without the trailing slash it adds).
 func Election(cluster string, s shard.Slot) string { return Elections(cluster) + s.String() }
@@ -162,8 +165,25 @@ func partition(s string) (int, bool) {
 	return p, err == nil && p >= 0 && strconv.Itoa(p) == s
 }
 
+// States is the root of every slot's state key.
+func States(cluster string) string { return Cluster(cluster) + "state/" }
+
+// JobStates is the prefix of the state keys of every slot of job.
+func JobStates(cluster, job string) string { return States(cluster) + job + "/" }
+
 // State is where a slot's state lives.
-func State(cluster string, s shard.Slot) string { return Cluster(cluster) + "state/" + s.String() }
+func State(cluster string, s shard.Slot) string { return States(cluster) + s.String() }
+
+// ParseState reads the slot of a state key; false for a key Kira did not
+// write there.
+func ParseState(cluster, key string) (shard.Slot, bool) {
+	parts := strings.Split(strings.TrimPrefix(key, States(cluster)), "/")
+	if len(parts) != 2 || !strings.HasPrefix(key, States(cluster)) || parts[0] == "" {
+		return shard.Slot{}, false
+	}
+	p, ok := partition(parts[1])
+	return shard.Slot{Job: parts[0], Partition: p}, ok
+}
 
 // History is where a job's execution records live.
 func History(cluster, job string) string { return Cluster(cluster) + "history/" + job + "/" }
@@ -226,6 +246,10 @@ func ParseJournalEntry(cluster, key string) (member string, ok bool) {
 
 // Control is the root of a cluster's control keys.
 func Control(cluster string) string { return Cluster(cluster) + "control/" }
+
+// JobControl is the prefix of job's control keys: its pause and its
+// manual run requests.
+func JobControl(cluster, job string) string { return Control(cluster) + job + "/" }
 
 // Paused exists while a job is paused.
 func Paused(cluster, job string) string { return Control(cluster) + job + "/paused" }

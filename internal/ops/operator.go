@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/kira-scheduler/kira/config"
 	"github.com/kira-scheduler/kira/internal/history"
 	"github.com/kira-scheduler/kira/internal/history/journal"
 	"github.com/kira-scheduler/kira/internal/keyspace"
@@ -113,21 +114,40 @@ func ReadHistoryWhere(ctx context.Context, kv clientv3.KV, journals *journal.Cac
 }
 
 // readRecords are the records of job (one partition, or all when
-// partition < 0) in its rings and in journals (history.Gather).
+// partition < 0) in its rings and in journals (history.Gather). The
+// records of a job of the same name deleted before the job was created
+// (their token older than its create revision) are not its own: the
+// members' journals keep them until their entries are reused
+// (TestARecreatedJobShowsNoneOfItsPredecessorsRecords).
 func readRecords(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, job string, partition int) ([]history.Record, error) {
 	prefix := keyspace.History(cluster, job)
 	if partition >= 0 {
 		prefix = keyspace.SlotHistory(cluster, shard.Slot{Job: job, Partition: partition})
 	}
-	return readRecordsUnder(ctx, kv, journals, cluster, prefix, func(s shard.Slot) bool {
+	p, _ := config.ReadJobPresence(ctx, kv, cluster, job) // an unreadable catalog: every record
+	return readRecordsSince(ctx, kv, journals, cluster, prefix, func(s shard.Slot) bool {
 		return s.Job == job && (partition < 0 || s.Partition == partition)
-	})
+	}, p.CreateRevision)
 }
 
 // readRecordsUnder are the records in the rings under prefix and those of
 // the slots keep accepts in journals: keep must accept exactly the slots
 // whose rings are under prefix.
 func readRecordsUnder(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, prefix string, keep func(shard.Slot) bool) ([]history.Record, error) {
+	return readRecordsSince(ctx, kv, journals, cluster, prefix, keep, 0)
+}
+
+// ofPredecessor reports whether r was written under a token older than
+// created, the create revision of r's job: by a holder of a job of the
+// same name deleted before it. A record without a token (written by hand)
+// is no holder's.
+func ofPredecessor(r history.Record, created int64) bool {
+	return r.Token.Valid() && int64(r.Token) < created
+}
+
+// readRecordsSince is readRecordsUnder of the records written under a
+// token not older than created.
+func readRecordsSince(ctx context.Context, kv clientv3.KV, journals *journal.Cache, cluster, prefix string, keep func(shard.Slot) bool, created int64) ([]history.Record, error) {
 	resp, err := kv.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
@@ -145,7 +165,8 @@ func readRecordsUnder(ctx context.Context, kv clientv3.KV, journals *journal.Cac
 	if err != nil {
 		return nil, err
 	}
-	return history.Gather(ring, inJournals), nil
+	older := func(r history.Slotted) bool { return ofPredecessor(r.Stored.Record, created) }
+	return history.Gather(slices.DeleteFunc(ring, older), slices.DeleteFunc(inJournals, older)), nil
 }
 
 // Outcomes are the outcomes a history record can have.

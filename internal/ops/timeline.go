@@ -203,17 +203,20 @@ func page[T any](items []T, offset, limit int) []T {
 }
 
 // timelineRecords are the records of the jobs in rows: one read of the
-// job's rings when one job is asked for, else one of every ring.
+// job's rings when one job is asked for, else one of every ring. A job's
+// records are its own holders', not those of a job of the same name
+// deleted before it was created (readRecords).
 func timelineRecords(ctx context.Context, kv clientv3.KV, journals *journal.Cache, rings *Rings, cluster, job string, rows []config.Job) ([]history.Record, error) {
 	if job != "" {
-		return readRecords(ctx, kv, journals, cluster, job, -1)
+		keep := func(s shard.Slot) bool { return s.Job == job }
+		return readRecordsSince(ctx, kv, journals, cluster, keyspace.History(cluster, job), keep, rows[0].CreateRevision)
 	}
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	want := map[string]bool{}
+	want := map[string]int64{} // the create revision of each job
 	for _, j := range rows {
-		want[j.Name] = true
+		want[j.Name] = j.CreateRevision
 	}
 	var all []history.Record
 	var err error
@@ -227,7 +230,7 @@ func timelineRecords(ctx context.Context, kv clientv3.KV, journals *journal.Cach
 	}
 	out := all[:0]
 	for _, r := range all {
-		if want[r.Job] {
+		if created, ok := want[r.Job]; ok && !ofPredecessor(r, created) {
 			out = append(out, r)
 		}
 	}

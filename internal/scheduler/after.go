@@ -181,7 +181,7 @@ func applyMisfire(items []afterItem, spec config.Job, now time.Time) {
 // stopping member starts none: what it has not started is the next
 // holder's, by the watermark in etcd.
 func (s *Scheduler) afterNext(sl *slot, now time.Time) {
-	if s.stopping || !sl.wanted || sl.phase != leading || len(sl.runs) > 0 || len(sl.owed.backlog) > 0 || sl.owed.queued != nil {
+	if s.stopping || !sl.wants() || sl.phase != leading || len(sl.runs) > 0 || len(sl.owed.backlog) > 0 || sl.owed.queued != nil {
 		return
 	}
 	if !sl.after.inFlight.IsZero() {

@@ -197,6 +197,7 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 		}
 		s.setPhase(sl, idle)
 		s.reconcile(sl)
+		s.dropIfRemoved(sl) // abandoned for the job's removal: TestADeletedJobsKeysAreSwept
 		return
 	}
 	if r.err != nil {
@@ -205,6 +206,7 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 		if sl.wanted {
 			s.startCampaign(sl, campaignRetry)
 		}
+		s.dropIfRemoved(sl)
 		return
 	}
 	if s.cfg.Admit != nil {
@@ -227,8 +229,8 @@ func (s *Scheduler) campaignEnded(r campaignResult) {
 	s.setSnapshot(sl.id, sl.token, true)
 	s.emit(Event{Kind: Acquired, Slot: sl.id, Token: sl.token, At: now,
 		Execution: jobs.Execution{Job: sl.id.Job, Partition: sl.id.Partition, Partitions: sl.job.spec.Partitions}})
-	if !sl.wanted {
-		s.endLeadership(sl, Released, "not preferred in the current view")
+	if !sl.wants() {
+		s.endLeadership(sl, Released, sl.unwanted())
 		return
 	}
 	s.raiseFences(sl)

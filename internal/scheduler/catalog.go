@@ -90,14 +90,19 @@ func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 	s.mu.Lock()
 	s.jobs, s.installed = prepared, prepared
 	s.mu.Unlock()
+	gone := map[string]int{} // the removed jobs' slots (forget.go)
 	for id, sl := range s.slots {
 		j, ok := prepared[id.Job]
 		if !ok || id.Partition >= j.spec.Partitions {
 			sl.removed = true
+			if !ok {
+				gone[id.Job]++
+			}
 			continue
 		}
 		s.installSlot(sl, j, now)
 	}
+	s.jobsRemoved(gone, prepared)
 	for name, j := range prepared {
 		for p := 0; p < j.spec.Partitions; p++ {
 			id := shard.Slot{Job: name, Partition: p}
@@ -112,6 +117,9 @@ func (s *Scheduler) install(prepared map[string]*job, now time.Time) {
 // its next fire after now.
 func (s *Scheduler) installSlot(sl *slot, j *job, now time.Time) {
 	changed := sl.job != j && !reflect.DeepEqual(sl.job.spec, j.spec)
+	if recreated(sl.job, j) {
+		s.sweeps.add(j.spec.Name) // its predecessor's keys (jobsweep.go)
+	}
 	sl.job, sl.removed = j, false
 	if changed && j.spec.Dependent() {
 		s.becameDependent(sl, now)
@@ -232,5 +240,6 @@ func (s *Scheduler) catalogUpdated(v member.View) {
 func (s *Scheduler) dropIfRemoved(sl *slot) {
 	if sl.removed && sl.phase == idle && len(sl.runs) == 0 {
 		delete(s.slots, sl.id)
+		s.slotDropped(sl.id)
 	}
 }

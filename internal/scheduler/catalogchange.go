@@ -83,6 +83,11 @@ func (s *Scheduler) installJob(name string, j *job, v member.View, now time.Time
 		s.reconcile(sl)
 		s.dropIfRemoved(sl)
 	}
+	if j == nil {
+		s.jobRemoved(name, s.slotsOf(name, oldP))
+	} else {
+		s.jobBack(name)
+	}
 }
 
 func partitions(j *job) int {

@@ -137,9 +137,12 @@ func withOwed(runs, owed []fire) []fire {
 func (s *Scheduler) acquired(sl *slot, read acquiredRead, triggers []fire, now time.Time) {
 	st := read.state
 	sl.recorded, sl.ahead, sl.carried, sl.readAt, sl.endedTriggers = st, nil, nil, sl.token, nil
-	if read.unreadable != nil {
+	switch {
+	case read.unreadable != nil:
 		s.stateReset(sl, read.unreadable, now)
-	} else if read.journaled {
+	case read.left:
+		s.startAfresh(sl, read)
+	case read.journaled:
 		s.takeoverWrite(sl, read.copies)
 	}
 	executionID := func(t time.Time) string { return jobs.ExecutionID(sl.id.Job, sl.id.Partition, t) }

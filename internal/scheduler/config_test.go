@@ -16,6 +16,7 @@ func TestConfigRefusesNegativeSettings(t *testing.T) {
 		"grace":            {Grace: -time.Second},
 		"arm ahead":        {ArmAhead: -time.Millisecond},
 		"journal sweep":    {JournalSweep: -time.Minute},
+		"job sweep":        {JobSweep: -time.Minute},
 		"journal entries":  {JournalEntries: -1},
 		"catalog revision": {CatalogRevision: -5},
 	} {

@@ -36,11 +36,15 @@ func triggerFire(s shard.Slot, key string, createRev int64, value []byte) fire {
 }
 
 // triggersFrom turns the manual triggers a takeover read (oldest first,
-// takeoverread.Slot.Triggers) into fires.
-func triggersFrom(s shard.Slot, kvs []*mvccpb.KeyValue) []fire {
+// takeoverread.Slot.Triggers) into fires; those requested before the job
+// was created (created: its create revision) are its predecessor's, and
+// not run (afresh).
+func triggersFrom(s shard.Slot, kvs []*mvccpb.KeyValue, created int64) []fire {
 	var out []fire
 	for _, kv := range kvs {
-		out = append(out, triggerFire(s, string(kv.Key), kv.CreateRevision, kv.Value))
+		if kv.CreateRevision >= created {
+			out = append(out, triggerFire(s, string(kv.Key), kv.CreateRevision, kv.Value))
+		}
 	}
 	return out
 }
@@ -70,6 +74,9 @@ func (s *Scheduler) controlChanged(evs []controlEvent) {
 		}
 		if ev.deleted || !ok || !sl.held() || s.triggering[ev.key] || startedTrigger(ev.value) {
 			continue // the holder (or the next one, on acquisition) runs it
+		}
+		if ev.createRev < sl.job.spec.CreateRevision {
+			continue // its predecessor's (afresh), deleted with the slot's next write
 		}
 		s.triggering[ev.key] = true
 		f := triggerFire(sl.id, ev.key, ev.createRev, ev.value)

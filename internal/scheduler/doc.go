@@ -37,7 +37,11 @@
 //
 // Beside the phase, two facts that are not phases: backoff (a fence or Admit
 // refused the token: the next campaign waits campaignRetry) and removed (the
-// catalog no longer has the job: released after its runs, then forgotten).
+// catalog no longer has the job: released after its runs, then forgotten,
+// forget.go; the first member of the view sweeps its keys, jobsweep.go). A
+// slot held under a token older than its job (deleted and created again
+// since) is released after its runs too, and campaigned for anew
+// (slot.outlived): its next holder starts it afresh (takeover.go).
 //
 // # What a slot remembers
 //

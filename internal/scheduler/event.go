@@ -33,6 +33,10 @@ const (
 	NotifyFailed EventKind = "notify-failed" // one was not (Reason says why)
 	// CatalogApplied: the loop runs a new catalog, revision Count.
 	CatalogApplied EventKind = "catalog-applied"
+	// Forgotten: the catalog no longer has Slot.Job, and the last of its
+	// slots here was dropped: no event of the job follows, but a
+	// notification still being delivered (forget.go).
+	Forgotten EventKind = "forgotten"
 )
 
 // Event is a typed signal for observers: metrics, logs and tests, which wait

@@ -36,14 +36,14 @@ type raisedFence struct {
 func (s *Scheduler) raiseFences(sl *slot) {
 	leadCtx := sl.leadCtx
 	id, fence, claim, hook := sl.id, sl.job.fence, fencing.Claim{LeaderKey: sl.leaderKey, Token: sl.token}, s.cfg.OnAcquire
-	dependent := sl.job.spec.Dependent()
+	dependent, created := sl.job.spec.Dependent(), sl.job.spec.CreateRevision
 	reads, journals := s.reads, s.journals
 	journals.Hold()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		spanCtx, span := s.slotSpan(leadCtx, "fence.raise", id, attribute.Int64("kira.fencing_token", int64(claim.Token)))
-		read, err := readTakeover(spanCtx, reads, id, dependent)
+		read, err := readTakeover(spanCtx, reads, id, dependent, created)
 		journals.Release()
 		ctx, cancel := context.WithTimeout(spanCtx, raiseTimeout)
 		defer cancel()
@@ -93,9 +93,9 @@ func (s *Scheduler) raiseEnded(r raisedFence) {
 	}
 	now := s.cfg.Clock.Now()
 	s.emit(Event{Kind: Raised, Slot: sl.id, Token: sl.token, At: now})
-	if !sl.wanted {
+	if !sl.wants() {
 		s.forgetTriggers(triggers)
-		s.endLeadership(sl, Released, "not preferred in the current view")
+		s.endLeadership(sl, Released, sl.unwanted())
 		return
 	}
 	s.acquired(sl, r.read, triggers, now)

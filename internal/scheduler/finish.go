@@ -112,8 +112,8 @@ func (s *Scheduler) runEnded(fr finishedRun) {
 			s.notify(sl, r)
 		}
 	}
-	if sl.held() && !sl.wanted && len(sl.runs) == 0 {
-		s.endLeadership(sl, Released, "not preferred in the current view")
+	if sl.held() && !sl.wants() && len(sl.runs) == 0 {
+		s.endLeadership(sl, Released, sl.unwanted())
 		return
 	}
 	s.startWaiting(sl, now)

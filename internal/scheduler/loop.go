@@ -139,6 +139,7 @@ func (s *Scheduler) ownKeyDeleted(d deletedKey) {
 	if sl, ok := s.byKey[d.key]; ok && sl.held() && d.rev > int64(sl.token) {
 		s.endLeadership(sl, Lost, "election key deleted")
 		s.reconcile(sl)
+		s.dropIfRemoved(sl)
 	}
 }
 
@@ -147,6 +148,7 @@ func (s *Scheduler) ownKeyDeleted(d deletedKey) {
 // admits (every member for a job without one).
 func (s *Scheduler) applyView(v member.View) {
 	s.reassign.first, s.reassign.due = time.Time{}, time.Time{} // the whole assignment, now
+	s.sweeps.viewApplied(v, s.member.ID())
 	s.historyFormat = v.HistoryFormat
 	s.writer.SetStateFormat(v.HistoryFormat)
 	owners, err := s.assign(v)
@@ -250,16 +252,16 @@ func (s *Scheduler) reconcile(sl *slot) {
 	switch {
 	case sl.wanted && sl.phase == idle:
 		s.startCampaign(sl, 0)
-	case sl.wanted && sl.phase == leading && sl.heapIndex < 0 && sl.leadCtx.Err() == nil:
+	case sl.wants() && sl.phase == leading && sl.heapIndex < 0 && sl.leadCtx.Err() == nil:
 		// Wanted again while it was draining to resign: keep firing.
 		s.resume(sl)
 	case !sl.wanted && sl.phase == campaigning:
 		s.abandonCampaign(sl)
-	case !sl.wanted && sl.held():
+	case !sl.wants() && sl.held():
 		s.unschedule(sl)
 		s.disarm(sl)
 		if len(sl.runs) == 0 {
-			s.endLeadership(sl, Released, "not preferred in the current view")
+			s.endLeadership(sl, Released, sl.unwanted())
 		}
 	}
 }

@@ -223,7 +223,7 @@ func readAcquired(ctx context.Context, kv clientv3.KV, cluster string, s shard.S
 			panic("the takeover reads did not stop")
 		}
 	}()
-	r, err := readTakeover(ctx, reads, s, false)
+	r, err := readTakeover(ctx, reads, s, false, 0)
 	return r.state, r.unreadable, r.triggers, err
 }
 
@@ -280,7 +280,7 @@ func TestTakeoverReadsTheJournalsAfterItsWin(t *testing.T) {
 	done := make(chan struct{})
 	go func() { reads.Run(runCtx); close(done) }()
 	defer func() { stop(); kiratest.Receive(t, done, 10*time.Second, "the takeover reads to stop") }()
-	r, err := readTakeover(ctx, reads, slot, false)
+	r, err := readTakeover(ctx, reads, slot, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

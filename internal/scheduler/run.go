@@ -36,7 +36,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // background is what Run starts beside the loop: the election and control
-// watches, the journals' sweep, the takeovers' reads, the campaigns' first
+// watches, the journals' and the deleted jobs' sweeps, the takeovers' reads, the campaigns' first
 // transactions, the gate opener shared by the process, the fenced writer
 // and the notifier.
 type background struct {
@@ -51,11 +51,12 @@ type background struct {
 
 func (s *Scheduler) startBackground() *background {
 	watchCtx, stopWatches := context.WithCancel(context.Background())
-	s.wg.Add(6)
+	s.wg.Add(7)
 	go s.watchUpstreams(watchCtx)
 	go s.watchElections(watchCtx)
 	go s.watchControl(watchCtx)
 	go s.sweepJournals(watchCtx, s.cfg.JournalSweep)
+	go s.sweepJobs(watchCtx)
 	go func() { defer s.wg.Done(); s.reads.Run(watchCtx) }()
 	go func() { defer s.wg.Done(); s.candidacies.Run(watchCtx) }()
 	g, giveGates := gate.Start(s.cfg.Clock)

@@ -92,6 +92,10 @@ type Config struct {
 	// that left, to delete those no reader needs; default
 	// DefaultJournalSweep.
 	JournalSweep time.Duration
+	// JobSweep is how often the member that sweeps the keys of deleted
+	// jobs (jobsweep.go) looks through etcd for some it was not told of;
+	// default DefaultJobSweep.
+	JobSweep time.Duration
 	// JournalEntries is how many keys the member's journal has; default
 	// DefaultJournalEntries. Fewer make the writer reuse its entries, and
 	// copy the records still needed to their rings, sooner: the chaos
@@ -121,6 +125,7 @@ type Scheduler struct {
 	candidacies *candidacy.Queue    // the campaigns' first transactions, batched
 	gates       *gate.Gates
 	notifier    *notify.Notifier
+	sweeps      *jobSweeps // the jobs whose keys to sweep (jobsweep.go)
 	// permits are the member's permits of the jobs' concurrency limits;
 	// stopWaiting ends when the member stops firing, and with it every wait
 	// for one (permits.go).
@@ -179,6 +184,9 @@ type loopState struct {
 	// unplaced holds the jobs whose placement matched no member at the
 	// last view.
 	unplaced map[string]bool
+	// leaving counts the slots still here of each job the catalog removed
+	// (forget.go).
+	leaving map[string]int
 	// assigned is the last assignment and its input, by job (assign).
 	assigned struct {
 		in  map[string]shard.Job
@@ -234,7 +242,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name  string
 		value time.Duration
-	}{{"grace", c.Grace}, {"arm ahead", c.ArmAhead}, {"journal sweep", c.JournalSweep}} {
+	}{{"grace", c.Grace}, {"arm ahead", c.ArmAhead}, {"journal sweep", c.JournalSweep}, {"job sweep", c.JobSweep}} {
 		if d.value < 0 {
 			return fmt.Errorf("scheduler: %s %s must not be negative (zero means the default)", d.name, d.value)
 		}
@@ -261,6 +269,9 @@ func New(member *member.Member, views *member.Views, cat *config.Catalog, cfg Co
 	}
 	if cfg.JournalSweep == 0 {
 		cfg.JournalSweep = DefaultJournalSweep
+	}
+	if cfg.JobSweep == 0 {
+		cfg.JobSweep = DefaultJobSweep
 	}
 	if cfg.ArmAhead == 0 {
 		cfg.ArmAhead = DefaultArmAhead
@@ -295,6 +306,7 @@ func New(member *member.Member, views *member.Views, cat *config.Catalog, cfg Co
 			paused:     map[string]bool{},
 			triggering: map[string]bool{},
 			unplaced:   map[string]bool{},
+			leaving:    map[string]int{},
 		},
 		shared: shared{snapshot: map[shard.Slot]fencing.Token{}},
 	}
@@ -303,6 +315,7 @@ func New(member *member.Member, views *member.Views, cat *config.Catalog, cfg Co
 	s.reads = takeoverread.New(s.cli, member.Cluster(), s.journals, raiseTimeout)
 	s.candidacies = candidacy.New(s.cli, maxCampaigning)
 	s.upstream = newUpstreamReader()
+	s.sweeps = newJobSweeps()
 	s.catalogRev = cfg.CatalogRevision
 	s.notifier = s.newNotifier()
 	s.cleanupCtx, s.cancelCleanup = context.WithCancel(context.Background())

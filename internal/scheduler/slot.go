@@ -99,6 +99,28 @@ type slot struct {
 	after afterState
 }
 
+// outlived reports whether the slot is held under a token older than its
+// job: won for a job of the same name deleted since, and created again.
+// Such a holding is released after its runs, and the slot campaigned for
+// anew, so that its new holder reads the state as its predecessor's and
+// starts afresh (readTakeover). Held by
+// TestARecreatedJobsHolderCampaignsAnew.
+func (sl *slot) outlived() bool {
+	return sl.held() && int64(sl.token) < sl.job.spec.CreateRevision
+}
+
+// wants reports whether this member keeps holding the slot: the view
+// prefers it, and its holding is not outlived.
+func (sl *slot) wants() bool { return sl.wanted && !sl.outlived() }
+
+// unwanted says why a held slot is released when it is not wanted.
+func (sl *slot) unwanted() string {
+	if sl.outlived() {
+		return "won before its job was deleted and created again: campaigning anew"
+	}
+	return "not preferred in the current view"
+}
+
 // owedFires are a slot's fires that wait for it to be free, each kind with
 // its own rule (see dispatch and startWaiting).
 type owedFires struct {

@@ -41,6 +41,12 @@ type acquiredRead struct {
 	// if none, or if the slot's job is no dependent): a dependent's
 	// previous holder could start nothing before.
 	lastEnded time.Time
+	// afresh says the state read was the job's predecessor's (a job of
+	// the same name, deleted); left says the predecessor left keys in the
+	// slot (its state, its ring, its manual triggers: staleTriggers), which
+	// the new holder's first write overwrites or deletes (startAfresh).
+	afresh, left  bool
+	staleTriggers []string
 }
 
 // readTakeover reads what a new holder needs of slot s: its records in
@@ -58,23 +64,66 @@ type acquiredRead struct {
 // A state that cannot be read (corrupt, or written by hand) is returned as
 // unreadable with the zero state: the slot is treated as never run, rather
 // than never fired again. Held by TestJunkInEtcdLeavesEverySlotFiring.
-func readTakeover(ctx context.Context, reads *takeoverread.Queue, s shard.Slot, dependent bool) (acquiredRead, error) {
+//
+// A state whose token is older than the job (created, its create revision;
+// 0: unknown) is its predecessor's: see afresh.
+func readTakeover(ctx context.Context, reads *takeoverread.Queue, s shard.Slot, dependent bool, created int64) (acquiredRead, error) {
 	q, err := reads.Read(ctx, s)
 	if err != nil {
 		return acquiredRead{}, err
 	}
 	placed := q.Journaled
-	r := acquiredRead{triggers: triggersFrom(s, q.Triggers), journaled: len(placed) > 0}
+	r := acquiredRead{triggers: triggersFrom(s, q.Triggers, created), journaled: len(placed) > 0}
 	r.state, r.unreadable = history.NewestState(s, q.State, q.Ring, placed)
 	if r.unreadable != nil {
 		r.state = history.SlotState{}
 		return r, nil
 	}
+	if int64(r.state.Token) < created {
+		return afresh(s, q, created, r.state.HistorySeq), nil
+	}
+	placed = slices.DeleteFunc(placed, func(p history.Slotted) bool { return int64(p.Stored.Token) < created })
 	r.copies = journalOnly(s, r.state, q.Ring, placed)
 	if dependent {
 		r.lastEnded = lastEnded(s, q.Ring, placed)
 	}
 	return r, nil
+}
+
+// afresh is what a new holder reads of slot s when its state is older than
+// its job (created): a predecessor's, a job of the same name deleted before
+// this one was created. The slot starts as one never run: nothing of the
+// predecessor's is caught up or retried, its records (in the ring and the
+// journals) and its manual triggers are not the job's. What it left in the
+// slot's keys goes with the new holder's first write: its ring, its
+// triggers, and its state, overwritten (startAfresh); a slot of a new job
+// with nothing left writes nothing more. Its records go on from the
+// predecessor's sequence number (seq), so that they are the slot's newest
+// beside any of the predecessor's a journal still holds. Held by
+// TestARecreatedJobDoesNotCatchUpItsPredecessorsFires and
+// TestARecreatedJobShowsNoneOfItsPredecessorsRecords.
+func afresh(s shard.Slot, q *takeoverread.Slot, created, seq int64) acquiredRead {
+	r := acquiredRead{afresh: true, state: history.SlotState{HistorySeq: seq}, triggers: triggersFrom(s, q.Triggers, created)}
+	for _, kv := range q.Triggers {
+		if kv.CreateRevision < created {
+			r.staleTriggers = append(r.staleTriggers, string(kv.Key))
+		}
+	}
+	r.left = len(q.State) > 0 || len(q.Ring) > 0 || len(r.staleTriggers) > 0
+	return r
+}
+
+// startAfresh is the first write of a new holder whose slot's state was
+// its job's predecessor's (afresh), when the predecessor left keys there:
+// it deletes the slot's ring and the predecessor's triggers, and puts the
+// slot's state, the never-run state under this holder's token.
+func (s *Scheduler) startAfresh(sl *slot, read acquiredRead) {
+	s.cfg.Logger.Info("the slot's state is of a job of the same name deleted before this one was created: the slot starts afresh", "slot", sl.id.String(), "token", sl.token.String())
+	ops := []clientv3.Op{clientv3.OpDelete(keyspace.SlotHistory(s.member.Cluster(), sl.id), clientv3.WithPrefix())}
+	for _, key := range read.staleTriggers {
+		ops = append(ops, clientv3.OpDelete(key))
+	}
+	s.writer.Enqueue(fenced.Write{Claim: sl.claim(), Ops: append(ops, s.stateOp(sl))})
 }
 
 // lastEnded is when the newest of the slot's records in ringKvs and placed
