@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -47,8 +48,10 @@ func unexplained(losses, injected []Fault, slack time.Duration) []Fault {
 }
 
 // observedFaults are the members' lease losses, in every process each
-// member ran, that the injected faults do not explain.
+// member ran, that the injected faults do not explain. It first waits for
+// what the members printed up to now (waitOutputs).
 func (c *cluster) observedFaults(injected []Fault, slack time.Duration) []Fault {
+	c.waitOutputs(time.Now(), outputLag)
 	var losses []Fault
 	for _, m := range c.members {
 		for _, p := range append(m.past, m.proc) {
@@ -56,6 +59,51 @@ func (c *cluster) observedFaults(injected []Fault, slack time.Duration) []Fault 
 		}
 	}
 	return unexplained(losses, injected, slack)
+}
+
+// outputLag bounds how long observedFaults waits for the members' output.
+const outputLag = 20 * time.Second
+
+// waitOutputs waits, up to limit, until every member process still running
+// has printed a line logged at or after at (a member logs every execution,
+// and every job of the suite fires each second or more often). A member's
+// output reaches the test through a pipe that, on a loaded machine, lags
+// what it wrote by seconds: a lease loss logged before the judgement but
+// not yet read would leave the replays it explains judged forbidden.
+func (c *cluster) waitOutputs(at time.Time, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for _, m := range c.members {
+		for !m.proc.Exited() && lastLogged(m.proc.Output()).Before(at) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// lastLogged is the time of output's last whole line that starts with a
+// log time (time=…), or the zero time.
+func lastLogged(output string) time.Time {
+	end := strings.LastIndexByte(output, '\n')
+	for end > 0 {
+		start := strings.LastIndexByte(output[:end], '\n') + 1
+		if line, ok := strings.CutPrefix(output[start:end], "time="); ok {
+			stamp, _, _ := strings.Cut(line, " ")
+			if at, err := time.Parse(time.RFC3339Nano, stamp); err == nil {
+				return at
+			}
+		}
+		end = start - 1
+	}
+	return time.Time{}
+}
+
+func TestLastLogged(t *testing.T) {
+	out := "time=2026-12-07T15:29:53.505Z level=INFO msg=a\nnot a log line\ntime=2026-12-07T15:29:54.5Z level=INFO msg=b\ntime=2026-12-07T15:29:55Z lev"
+	if got, want := lastLogged(out), time.Date(2026, 12, 7, 15, 29, 54, 5e8, time.UTC); !got.Equal(want) {
+		t.Fatalf("lastLogged = %v; want %v (the last whole line's)", got, want)
+	}
+	if got := lastLogged("no log\n"); !got.IsZero() {
+		t.Fatalf("lastLogged of no log line = %v; want zero", got)
+	}
 }
 
 // A member that logs the loss of its lease with nothing injected into it is
