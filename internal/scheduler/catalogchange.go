@@ -11,22 +11,26 @@ import (
 // installed job by job: only the named jobs' slots are touched, each as a
 // whole install would touch it. A job whose slots move (added, removed, its
 // partitions or placement changed) is placed into the current assignment
-// alone (shard.Assignment.Place): a job's base does not depend on the other
-// jobs, but the leftovers of all jobs are spread over the members' totals
-// together, so shard.Assign over the whole catalog may place the job's
-// leftovers elsewhere and move a few leftovers of other jobs. The loop
-// computes the whole assignment again, coalesced (reassignQuiet after the
-// last such change, at most reassignMax after the first), and moves only
-// the slots whose owner changed: the slots end where a whole install puts
-// them. Meanwhile two members may both prefer a slot, or neither, as while
-// they run different catalog revisions; the slot's election keeps it safe.
-// Held by TestUpdatesAddAndRemoveJobsInPlace and
+// alone (shard.Assignment.Place), by the job and the view's members alone:
+// every member places it the same way at once, whatever assignment it
+// holds, so its slots are wanted by one member each
+// (TestAJobAddedIsWantedByOneMember). shard.Assign over the whole catalog
+// bounds the members' totals, so it may put the job's leftovers elsewhere
+// and move a few leftovers of other jobs. The loop has it computed again,
+// coalesced (reassignQuiet after the last such change, at most reassignMax
+// after the first), off its goroutine, and moves only the slots whose
+// owner changed: the slots end where a whole install puts them, each move
+// a handover under the slot's fence. Members compute it at different
+// moments, over the catalog each runs then, so until they all ran it over
+// the same catalog two may prefer a few slots of other jobs, or neither, as
+// while they run different catalog revisions; the slot's election keeps it
+// safe. Held by TestUpdatesAddAndRemoveJobsInPlace and
 // TestIncrementalInstallsConvergeToTheWholeOne.
 
 // reassignQuiet and reassignMax pace the whole assignment after jobs were
-// placed one by one: at 100,000 single-slot jobs it costs about 0.4 s of
-// CPU (BenchmarkCatalogChange, reassign), so a stream of single-job
-// changes costs it at most every 10 s.
+// placed one by one: it costs CPU in proportion to the catalog
+// (BenchmarkCatalogChange, reassign), so a stream of single-job changes
+// costs it at most every reassignMax.
 const (
 	reassignQuiet = time.Second
 	reassignMax   = 10 * time.Second
@@ -105,6 +109,7 @@ func (s *Scheduler) place(name string, j *job, v member.View, now time.Time) {
 		return // no view applied yet: catalogUpdated applies it whole
 	}
 	s.assigned.in = nil // no longer shard.Assign's answer: assign computes it again
+	s.assigned.gen++    // one computing off the loop lacks this change
 	s.reassignSoon(now, v)
 	if j == nil {
 		a.Remove(name)
@@ -141,23 +146,59 @@ func (s *Scheduler) reassignSoon(now time.Time, v member.View) {
 	}
 }
 
-// reassignIfDue computes the whole assignment over the view last applied
-// once it is due, and moves the slots whose preferred owner it changed (a
-// newer view is applied whole anyway: views.Changed has rung).
+// wholeAssignment is a whole assignment computed off the loop over view,
+// asked for at the loop's assignment generation gen.
+type wholeAssignment struct {
+	gen  uint64
+	view member.View
+	in   map[string]shard.Job
+	out  *shard.Assignment
+	err  error
+}
+
+// reassignIfDue starts the whole assignment over the view last applied
+// once it is due: the loop takes its input, and a goroutine of the
+// scheduler's own computes it, one at a time, so that the loop keeps
+// firing meanwhile (TestTheLoopFiresWhileTheWholeAssignmentComputes);
+// reassigned installs it.
 func (s *Scheduler) reassignIfDue(now time.Time) {
-	if s.reassign.due.IsZero() || now.Before(s.reassign.due) {
+	if s.reassign.due.IsZero() || now.Before(s.reassign.due) || s.reassign.computing {
 		return
 	}
 	s.reassign.first, s.reassign.due = time.Time{}, time.Time{}
-	v := s.reassign.view
-	owners, err := s.assign(v)
-	if err != nil {
-		s.cfg.Logger.Error("cannot assign slots; keeping the previous assignment", "revision", v.Revision, "err", err)
+	s.reassign.computing = true
+	w := wholeAssignment{gen: s.assigned.gen, view: s.reassign.view}
+	jobs := s.assignInput(w.view)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if s.assignHook != nil {
+			s.assignHook()
+		}
+		w.out, w.err = shard.Assign(jobs)
+		w.in = byName(jobs)
+		s.wholes <- w // room for one: never blocks
+	}()
+}
+
+// reassigned installs w, a whole assignment computed off the loop, and
+// moves the slots whose preferred owner it changed, if the loop's
+// assignment did not change since w was asked for. Otherwise w is stale
+// and dropped: a job placed since asked for the next (reassignSoon), and a
+// view applied since computed its own (TestAStaleWholeAssignmentIsDropped).
+func (s *Scheduler) reassigned(w wholeAssignment) {
+	s.reassign.computing = false
+	if w.gen != s.assigned.gen {
 		return
 	}
+	if w.err != nil {
+		s.cfg.Logger.Error("cannot assign slots; keeping the previous assignment", "revision", w.view.Revision, "err", w.err)
+		return
+	}
+	s.assigned.in, s.assigned.out = w.in, w.out
 	me := s.member.ID()
 	for _, sl := range s.slots {
-		if wanted := !sl.removed && v.Contains(me) && owners.Owner(sl.id) == me; wanted != sl.wanted {
+		if wanted := !sl.removed && w.view.Contains(me) && w.out.Owner(sl.id) == me; wanted != sl.wanted {
 			sl.wanted = wanted
 			s.reconcile(sl)
 			s.dropIfRemoved(sl)

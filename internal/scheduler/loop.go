@@ -44,6 +44,8 @@ func (s *Scheduler) loop(ctx context.Context) error {
 			s.fireDue()
 			s.fireOneOffs()
 			s.reassignIfDue(s.cfg.Clock.Now())
+		case w := <-s.wholes:
+			s.reassigned(w)
 		case r := <-s.results:
 			s.campaignEnded(r)
 		case <-s.campaignsDue.bell:
@@ -96,7 +98,7 @@ func (s *Scheduler) nextWake() time.Time {
 	if t, ok := s.nextOneOff(); ok && t.Before(wake) {
 		wake = t
 	}
-	if t := s.reassign.due; !t.IsZero() && t.Before(wake) {
+	if t := s.reassign.due; !t.IsZero() && !s.reassign.computing && t.Before(wake) {
 		wake = t
 	}
 	return wake
@@ -149,6 +151,7 @@ func (s *Scheduler) ownKeyDeleted(d deletedKey) {
 func (s *Scheduler) applyView(v member.View) {
 	s.reassign.first, s.reassign.due = time.Time{}, time.Time{} // the whole assignment, now
 	s.sweeps.viewApplied(v, s.member.ID())
+	s.assigned.gen++ // one computing off the loop is for an older view
 	s.historyFormat = v.HistoryFormat
 	s.writer.SetStateFormat(v.HistoryFormat)
 	owners, err := s.assign(v)
@@ -165,13 +168,27 @@ func (s *Scheduler) applyView(v member.View) {
 }
 
 // assign computes the preferred owner of every slot of the catalog over the
-// members of v each job's placement admits, and records how many members
-// each job may run on. When every job's partitions and admitted members are
-// those of the last call (a catalog change that moved no slot, a view
-// change of nothing but a member's catalog revision), the last assignment
-// is the answer: shard.Assign is a pure function of them. Held by
-// TestAssignmentKeptWhenItsInputIsUnchanged.
+// members of v each job's placement admits (assignInput). When every job's
+// partitions and admitted members are those of the last call (a catalog
+// change that moved no slot, a view change of nothing but a member's
+// catalog revision), the last assignment is the answer: shard.Assign is a
+// pure function of them. Held by TestAssignmentKeptWhenItsInputIsUnchanged.
 func (s *Scheduler) assign(v member.View) (*shard.Assignment, error) {
+	jobs := s.assignInput(v)
+	if s.assigned.out != nil && sameAssignInput(s.assigned.in, jobs) {
+		return s.assigned.out, nil
+	}
+	out, err := shard.Assign(jobs)
+	if err != nil {
+		return nil, err
+	}
+	s.assigned.in, s.assigned.out = byName(jobs), out
+	return out, nil
+}
+
+// assignInput is every job of the catalog with the members of v its
+// placement admits, and records how many members each job may run on.
+func (s *Scheduler) assignInput(v member.View) []shard.Job {
 	byPlacement := map[string][]string{}
 	eligible := make(map[string]int, len(s.jobs))
 	jobs := make([]shard.Job, 0, len(s.jobs))
@@ -189,19 +206,16 @@ func (s *Scheduler) assign(v member.View) (*shard.Assignment, error) {
 	s.mu.Lock()
 	s.eligible = eligible
 	s.mu.Unlock()
-	if s.assigned.out != nil && sameAssignInput(s.assigned.in, jobs) {
-		return s.assigned.out, nil
-	}
-	out, err := shard.Assign(jobs)
-	if err != nil {
-		return nil, err
-	}
-	in := make(map[string]shard.Job, len(jobs))
+	return jobs
+}
+
+// byName is jobs by name.
+func byName(jobs []shard.Job) map[string]shard.Job {
+	out := make(map[string]shard.Job, len(jobs))
 	for _, j := range jobs {
-		in[j.Name] = j
+		out[j.Name] = j
 	}
-	s.assigned.in, s.assigned.out = in, out
-	return out, nil
+	return out
 }
 
 // sameAssignInput reports whether jobs are the jobs of in, each with the

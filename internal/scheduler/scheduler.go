@@ -135,6 +135,9 @@ type Scheduler struct {
 	// armedHook, if set (by tests, before Run), is called by the loop for
 	// each fire it arms.
 	armedHook func(shard.Slot)
+	// assignHook, if set (by tests, before Run), is called off the loop
+	// before each whole assignment computed there (reassignIfDue).
+	assignHook func()
 	// cleanupCtx bounds the deletes of our own keys (resigns, abandoned
 	// candidacies); it is cancelled when the lease is lost, since the lease's
 	// revoke or expiry deletes them all anyway, and an etcd that cannot
@@ -164,7 +167,8 @@ type inbox struct {
 	retries        chan retryFire
 	control        chan []controlEvent
 	catalogChanged chan struct{}
-	stopped        chan struct{} // closed when Run no longer reads the channels above
+	wholes         chan wholeAssignment // room for the one computed at a time (reassignIfDue)
+	stopped        chan struct{}        // closed when Run no longer reads the channels above
 }
 
 // loopState is owned by the loop: read and written only by its goroutine.
@@ -187,16 +191,22 @@ type loopState struct {
 	// leaving counts the slots still here of each job the catalog removed
 	// (forget.go).
 	leaving map[string]int
-	// assigned is the last assignment and its input, by job (assign).
+	// assigned is the last assignment and its input, by job (assign), and
+	// gen counts the changes to it (a job placed or removed, a view
+	// applied): a whole assignment computed off the loop is installed only
+	// at the gen it was asked at (reassigned).
 	assigned struct {
 		in  map[string]shard.Job
 		out *shard.Assignment
+		gen uint64
 	}
 	// reassign is when the whole assignment is due again, over view, after
-	// jobs were placed one by one (reassignSoon); due is zero when it is not.
+	// jobs were placed one by one (reassignSoon); due is zero when it is
+	// not. computing is set while one is computed off the loop.
 	reassign struct {
 		first, due time.Time
 		view       member.View
+		computing  bool
 	}
 	// seenSelf is set once a view contained this member.
 	seenSelf bool
@@ -297,6 +307,7 @@ func New(member *member.Member, views *member.Views, cat *config.Catalog, cfg Co
 			retries:        make(chan retryFire),
 			control:        make(chan []controlEvent, 16),
 			catalogChanged: make(chan struct{}, 1),
+			wholes:         make(chan wholeAssignment, 1),
 			stopped:        make(chan struct{}),
 		},
 		loopState: loopState{

@@ -120,6 +120,7 @@ type nodeOpts struct {
 	holdReads chan struct{}
 	cfg       Config // Handlers, OnAcquire, …; Clock, OnEvent and Grace are set by startNode
 	armed     func(shard.Slot)
+	assign    func() // the scheduler's assignHook
 	// readsFormat is the newest history format the member record
 	// publishes: history.NewestFormat if 0, none if -1 (as a version
 	// before history.FormatCompact).
@@ -160,7 +161,7 @@ func startNode(t *testing.T, cli *clientv3.Client, cat *config.Catalog, rec *rec
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.armedHook = o.armed
+	s.armedHook, s.assignHook = o.armed, o.assign
 	s.reads.Hold(o.holdReads)
 	if o.writerKV != nil {
 		s.writer = fenced.NewWriter(o.writerKV(s.cli))

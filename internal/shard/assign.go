@@ -20,12 +20,6 @@ type Job struct {
 // Place and Remove change it in place: it is not shared while they run.
 type Assignment struct {
 	owners map[string][]string
-	// totals is how many slots each member is preferred for, slots the
-	// slots of jobs with members and members every member id seen: what
-	// Place bounds a member's total by, as Assign does.
-	totals  map[string]int
-	slots   int
-	members map[string]bool
 }
 
 // Assign computes the preferred owner of every slot of jobs. It is a pure
@@ -37,7 +31,7 @@ func Assign(jobs []Job) (*Assignment, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Assignment{owners: make(map[string][]string, len(js)), totals: map[string]int{}, members: map[string]bool{}}
+	a := &Assignment{owners: make(map[string][]string, len(js))}
 	members := index(js)
 	slots := 0
 	for _, j := range js {
@@ -45,21 +39,12 @@ func Assign(jobs []Job) (*Assignment, error) {
 		if len(j.members) > 0 {
 			slots += j.partitions
 		}
-		for _, m := range j.members {
-			a.members[m.id] = true
-		}
 	}
 	limit := 0 // a member takes leftovers while its total is at most the average
 	if members > 0 {
 		limit = slots/members + 1
 	}
-	totals := place(js, a.owners, members, limit)
-	for _, j := range js {
-		for _, m := range j.members {
-			a.totals[m.id] = totals[m.at]
-		}
-	}
-	a.slots = slots
+	place(js, a.owners, members, limit)
 	return a, nil
 }
 

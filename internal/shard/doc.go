@@ -38,10 +38,15 @@
 // leftovers until they run the same one.
 //
 // Place and Remove change one job of an assignment and move no other
-// job's slot: the job's base is Assign's, its leftovers bounded over the
-// members' totals as Assign bounds them, which may differ from where
-// Assign over the whole catalog puts them (TestPlaceKeepsOtherJobsAndTheJobsBase).
-// A member places jobs added one by one so, then computes Assign again.
+// job's slot. Place's answer depends on the job and its members alone: the
+// job's base is Assign's, and each leftover goes to its highest-scoring
+// member without a leftover of the job yet, whatever the members' totals,
+// so every member places a job the same way whatever its history
+// (TestPlaceDependsOnTheJobAlone). Assign over the whole catalog bounds
+// the totals, so it may put the job's leftovers elsewhere
+// (TestPlaceKeepsOtherJobsAndTheJobsBase). A member places jobs added one
+// by one so, then computes Assign again and hands over the slots whose
+// owner it changed, under their fences.
 //
 // It does not decide who leads a slot (the slot's election does, and keeps
 // it safe while members' views disagree); it decides who campaigns for it.

@@ -6,39 +6,35 @@ import (
 )
 
 // Place puts job j into a, replacing any job of its name, without moving
-// any other job's slot: its base is the one Assign gives it (a job's stable
-// matching depends on nothing else), and each leftover goes, strongest
-// preference first, to the member choose picks over a's totals with
-// Assign's bound. That is Assign's answer for j's base; for its leftovers it
-// may differ, and Assign over the whole catalog may also move other jobs'
-// leftovers for it (TestAddingAJobMovesFewOthers): a caller that needs
-// Assign's exact answer computes it again. Held by
+// any other job's slot. Its answer depends on j and its members alone, not
+// on what else a holds or how a came to hold it: each member's ⌊P/N⌋ is
+// the job's stable matching (Assign's base, which depends on nothing else),
+// and each of the P mod N slots left over goes, strongest preference
+// first, to its highest-scoring member without a leftover of the job yet.
+// So every member that places a job added one by one places it the same
+// way, whatever its history (TestPlaceDependsOnTheJobAlone).
+//
+// Assign spreads the leftovers of all jobs with the members' totals
+// bounded, so it may put a leftover of j elsewhere (where j's top member
+// is over the average), and move a few other jobs' leftovers for it
+// (TestAddingAJobMovesFewOthers): a caller that computes Assign again
+// afterwards hands those slots over, under their fences. Held by
 // TestPlaceKeepsOtherJobsAndTheJobsBase.
 func (a *Assignment) Place(j Job) error {
 	js, err := normalize([]Job{j})
 	if err != nil {
 		return err
 	}
-	a.Remove(j.Name)
 	nj := js[0]
 	owners := make([]string, nj.partitions)
 	a.owners[nj.name] = owners
 	if len(nj.members) == 0 {
 		return nil
 	}
-	totals := make([]int, len(nj.members)) // the job's members' totals, by index in nj.members
-	for i := range nj.members {
-		nj.members[i].at = i
-		a.members[nj.members[i].id] = true
-		totals[i] = a.totals[nj.members[i].id]
-	}
-	a.slots += nj.partitions
-	limit := a.slots/len(a.members) + 1
 	var rest []leftover
 	for k, m := range match(nj) {
 		if m >= 0 {
 			owners[k] = nj.members[m].id
-			totals[m]++
 			continue
 		}
 		key := slotKey(nj.hash, k)
@@ -53,32 +49,24 @@ func (a *Assignment) Place(j Job) error {
 	})
 	taken := make([]bool, len(nj.members))
 	for _, l := range rest {
-		m := choose(l.key, nj, taken, totals, limit)
+		m := preferred(l.key, nj, taken)
 		taken[m] = true
 		owners[l.k] = nj.members[m].id
-		totals[m]++
-	}
-	for i, m := range nj.members {
-		a.totals[m.id] = totals[i]
 	}
 	return nil
 }
 
-// Remove takes job name out of a; no other job's slot moves.
-func (a *Assignment) Remove(name string) {
-	owners, ok := a.owners[name]
-	if !ok {
-		return
-	}
-	placed := false
-	for _, o := range owners {
-		if o != "" {
-			a.totals[o]--
-			placed = true
+// preferred is the member of j not yet taken that scores highest with slot
+// key.
+func preferred(key uint64, j normalJob, taken []bool) int {
+	best, bestScore := -1, uint64(0)
+	for i, m := range j.members {
+		if sc := score(key, m); !taken[i] && (best < 0 || sc > bestScore) {
+			best, bestScore = i, sc
 		}
 	}
-	if placed {
-		a.slots -= len(owners)
-	}
-	delete(a.owners, name)
+	return best
 }
+
+// Remove takes job name out of a; no other job's slot moves.
+func (a *Assignment) Remove(name string) { delete(a.owners, name) }

@@ -1,15 +1,16 @@
 package shard
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
 // Placing a job into an assignment moves no other job's slot and gives the
 // job the base Assign gives it; removing it again leaves the others as
-// they were. Every member gets ⌊P/N⌋ or ⌈P/N⌉ of the job's slots, and the
-// totals Place keeps are the assignment's.
+// they were. Every member gets ⌊P/N⌋ or ⌈P/N⌉ of the job's slots.
 func TestPlaceKeepsOtherJobsAndTheJobsBase(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	for trial := range 50 {
@@ -39,15 +40,55 @@ func TestPlaceKeepsOtherJobsAndTheJobsBase(t *testing.T) {
 				t.Fatalf("trial %d: member %s got %d of the job's %d slots over %d members", trial, m, n, extra.Partitions, len(extra.Members))
 			}
 		}
-		if got, want := clean(a.totals), a.Totals(); !maps.Equal(got, want) {
-			t.Fatalf("trial %d: Place keeps totals %v, the assignment's are %v", trial, got, want)
-		}
 		a.Remove(extra.Name)
-		if m, _ := moved(a, before, jobs); m != 0 || a.Owner(Slot{Job: extra.Name}) != "" || a.slots != before.slots {
+		if m, _ := moved(a, before, jobs); m != 0 || a.Owner(Slot{Job: extra.Name}) != "" {
 			t.Fatalf("trial %d: removing the job moved %d slots, or left it placed", trial, m)
 		}
-		if got, want := clean(a.totals), before.Totals(); !maps.Equal(got, want) {
+		if got, want := a.Totals(), before.Totals(); !maps.Equal(got, want) {
 			t.Fatalf("trial %d: after Remove, totals %v, want %v", trial, got, want)
+		}
+	}
+}
+
+// Two members hold assignments with different histories: one computed
+// Assign over a catalog, the other over another catalog, then placed and
+// removed jobs one by one. Each places a new job (its members listed in
+// another order) the same way, and as Place into an empty assignment does.
+func TestPlaceDependsOnTheJobAlone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 17))
+	for trial := range 200 {
+		view := memberIDs(rng, 2+rng.IntN(7))
+		jobs := catalog(rng, 1+rng.IntN(300), 1+rng.IntN(20), view)
+		placed(rng, jobs, view)
+		a := mustAssign(t, jobs)
+		b := mustAssign(t, jobs[:rng.IntN(len(jobs))])
+		for i := range rng.IntN(50) {
+			j := Job{Name: fmt.Sprintf("one-%d", i), Partitions: 1 + rng.IntN(10), Members: pick(rng, view, 1+rng.IntN(len(view)))}
+			if err := b.Place(j); err != nil {
+				t.Fatal(err)
+			}
+			if rng.IntN(3) == 0 {
+				b.Remove(jobs[rng.IntN(len(jobs))].Name)
+			}
+		}
+		alone := mustAssign(t, nil)
+		extra := Job{Name: fmt.Sprintf("added-%d", trial), Partitions: 1 + rng.IntN(12), Members: pick(rng, view, 1+rng.IntN(len(view)))}
+		shuffled := slices.Clone(extra.Members)
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		for i, as := range []*Assignment{a, b, alone} {
+			j := extra
+			if i == 1 {
+				j.Members = shuffled
+			}
+			if err := as.Place(j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for k := range extra.Partitions {
+			s := Slot{Job: extra.Name, Partition: k}
+			if a.Owner(s) != b.Owner(s) || a.Owner(s) != alone.Owner(s) {
+				t.Fatalf("trial %d: slot %v placed at %s by one history, %s by another, %s alone", trial, s, a.Owner(s), b.Owner(s), alone.Owner(s))
+			}
 		}
 	}
 }
@@ -59,15 +100,4 @@ func mustNormal(t *testing.T, j Job) normalJob {
 		t.Fatal(err)
 	}
 	return js[0]
-}
-
-// clean is totals without the members at zero.
-func clean(totals map[string]int) map[string]int {
-	out := map[string]int{}
-	for m, n := range totals {
-		if n != 0 {
-			out[m] = n
-		}
-	}
-	return out
 }

@@ -19,8 +19,8 @@ type leftover struct {
 // then go strongest preference first each to the member that prefers it
 // most among those of its job without a leftover of it yet and below limit
 // in total; where every such member is at the limit, to the one with the
-// lowest total. It returns each member's total, by index.
-func place(js []normalJob, owners map[string][]string, members, limit int) []int {
+// lowest total.
+func place(js []normalJob, owners map[string][]string, members, limit int) {
 	totals := make([]int, members)
 	var rest []leftover
 	for i, j := range js {
@@ -58,7 +58,6 @@ func place(js []normalJob, owners map[string][]string, members, limit int) []int
 		owners[j.name][l.k] = j.members[m].id
 		totals[j.members[m].at]++
 	}
-	return totals
 }
 
 // choose is the member of j not yet taken that slot key goes to: one below
