@@ -32,9 +32,9 @@ import (
 // put job exist (their keys guarded), it closes no cycle (the keys walked
 // guarded), its pool exists (the settings guarded); a delete is refused
 // while a job runs after it (keyspace.CatalogRefs empty, guarded by a range
-// compare); names are unique, being keys. MaxJobs is checked against a
-// count of the generation's jobs, not guarded, and off by as much as
-// jobcount.go says.
+// compare); names are unique, being keys. A create keeps the jobs at most
+// MaxJobs by a bound of them that catalog-head's version keeps current,
+// guarded (jobcount.go).
 // MaxStoredCatalogBytes is not checked by a single-job write, which would
 // have to read every job: each job is held to MaxTxnBytes, and the next
 // whole write checks the whole (TestSingleJobRulesAcrossJobs).
@@ -130,6 +130,8 @@ type jobView struct {
 	headValue     []byte
 	head          head
 	headRev       int64
+	headVer       int64 // catalog-head's version (jobcount.go)
+	srcRev        int64 // catalog-source's mod revision
 	at            int64 // an etcd revision answered before the view was made
 	sets          storedSettings
 	setsRev       int64
@@ -164,7 +166,7 @@ func readJobView(ctx context.Context, kv clientv3.KV, cluster, name string, gen 
 	if len(h.Kvs) == 0 {
 		return nil, noHead(ctx, kv, cluster)
 	}
-	v := &jobView{cluster: cluster, name: name, headValue: h.Kvs[0].Value, headRev: h.Kvs[0].ModRevision, fresh: true}
+	v := &jobView{cluster: cluster, name: name, headValue: h.Kvs[0].Value, headRev: h.Kvs[0].ModRevision, headVer: h.Kvs[0].Version, fresh: true}
 	if err := strict(keyspace.CatalogHead(cluster), v.headValue, &v.head); err != nil {
 		return nil, err
 	}
@@ -172,17 +174,18 @@ func readJobView(ctx context.Context, kv clientv3.KV, cluster, name string, gen 
 	if err != nil {
 		return nil, fmt.Errorf("config: read job %s: %w", name, err)
 	}
-	v.at = resp.Header.Revision
+	v.at, v.srcRev = resp.Header.Revision, modRevision(resp.Responses[2].GetResponseRange().Kvs)
 	return v, v.fill(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
 }
 
 // viewOps read what a jobView holds in generation gen: catalog-head, the
-// settings and the job.
+// settings, the job and catalog-source's mod revision (jobcount.go).
 func viewOps(cluster string, gen int64, name string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpGet(keyspace.CatalogHead(cluster)),
 		clientv3.OpGet(keyspace.CatalogSettings(cluster, gen)),
 		clientv3.OpGet(keyspace.CatalogJob(cluster, gen, name)),
+		clientv3.OpGet(keyspace.CatalogSource(cluster), clientv3.WithKeysOnly()),
 	}
 }
 
@@ -194,7 +197,8 @@ func viewFrom(cluster, name string, gen int64, resp *clientv3.TxnResponse) (*job
 	if len(h) == 0 {
 		return nil, nil
 	}
-	v := &jobView{cluster: cluster, name: name, headValue: h[0].Value, headRev: h[0].ModRevision, at: resp.Header.Revision, fresh: true}
+	v := &jobView{cluster: cluster, name: name, headValue: h[0].Value, headRev: h[0].ModRevision, headVer: h[0].Version,
+		srcRev: modRevision(resp.Responses[3].GetResponseRange().Kvs), at: resp.Header.Revision, fresh: true}
 	if err := strict(keyspace.CatalogHead(cluster), v.headValue, &v.head); err != nil {
 		return nil, err
 	}
@@ -271,13 +275,25 @@ func (v *jobView) guards() []clientv3.Cmp {
 }
 
 // bump is the operations every single-job write ends with: catalog-head
-// put again, the change recorded.
+// put again, answering its version before (headBefore), the change
+// recorded.
 func (v *jobView) bump(by Manager, op string) []clientv3.Op {
 	change, _ := json.Marshal(JobChange{By: by, Job: v.name, Op: op, At: time.Now().UTC()})
 	return []clientv3.Op{
-		clientv3.OpPut(keyspace.CatalogHead(v.cluster), string(v.headValue)),
+		clientv3.OpPut(keyspace.CatalogHead(v.cluster), string(v.headValue), clientv3.WithPrevKV()),
 		clientv3.OpPut(keyspace.CatalogChange(v.cluster), string(change)),
 	}
+}
+
+// headBefore is catalog-head's version before the committed write of
+// resp, whose put of it (bump) answers its previous value.
+func headBefore(resp *clientv3.TxnResponse) int64 {
+	for _, r := range resp.Responses {
+		if p := r.GetResponsePut(); p != nil && p.PrevKv != nil {
+			return p.PrevKv.Version
+		}
+	}
+	return 0
 }
 
 // allowed checks the write's conditions against the job as read: its

@@ -87,14 +87,14 @@ func (w *JobWriter) deleteOnce(ctx context.Context, v *jobView, opt DeleteJobOpt
 	case err != nil:
 		return 0, nil, lostAnswer{fmt.Errorf("config: delete job %s: %w", v.name, err)}
 	case resp.Succeeded:
-		w.wrote(v, nil, resp.Header.Revision)
+		w.wrote(v, nil, resp)
 		return resp.Header.Revision, nil, nil
 	}
 	next, err := viewFrom(v.cluster, v.name, v.head.Generation, resp)
 	if next != nil {
 		w.learn(next)
 		next.depsRead = true
-		for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+		for _, kv := range resp.Responses[4].GetResponseRange().Kvs {
 			next.deps = append(next.deps, strings.TrimPrefix(string(kv.Key), refs))
 		}
 	}

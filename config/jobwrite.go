@@ -152,7 +152,7 @@ func (p *jobPut) commit(ctx context.Context, w *JobWriter) (*JobWritten, *jobVie
 		}
 		return nil, next, err
 	}
-	w.wrote(p.jobView, value, resp.Header.Revision)
+	w.wrote(p.jobView, value, resp)
 	res := &JobWritten{Job: p.name, Revision: resp.Header.Revision, Created: p.jobView.job == nil, Manager: p.by}
 	if p.jobView.job != nil && Manager(p.jobView.job.Manager.String()) != p.by {
 		res.Previous = Manager(p.jobView.job.Manager.String())
@@ -163,14 +163,17 @@ func (p *jobPut) commit(ctx context.Context, w *JobWriter) (*JobWritten, *jobVie
 // rules checks the rules across jobs that the put job takes part in, and
 // returns the guards that keep them until the commit: its after: targets
 // exist and it closes no cycle through them (walk); a create keeps the
-// count under MaxJobs (jobcount.go).
+// jobs at most MaxJobs (jobcount.go).
 func (p *jobPut) rules(ctx context.Context, w *JobWriter) ([]clientv3.Cmp, error) {
+	var room []clientv3.Cmp
 	if p.jobView.job == nil {
-		if err := w.room(ctx, p.jobView); err != nil {
+		var err error
+		if room, err = w.room(ctx, p.jobView); err != nil {
 			return nil, err
 		}
 	}
-	return p.walk(ctx, w.kv)
+	guards, err := p.walk(ctx, w.kv)
+	return append(room, guards...), err
 }
 
 // walk reads the jobs the put job runs after, and theirs, level by level,

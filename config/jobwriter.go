@@ -11,7 +11,7 @@ import (
 // JobWriter writes single jobs of one cluster's stored catalog, as PutJob
 // and DeleteJob do, keeping between writes what it last read or wrote:
 // catalog-head and the settings with their mod revisions, the jobs it
-// read or wrote lately, and a count of the generation's jobs (jobcount.go).
+// read or wrote lately, and a bound of the generation's jobs (jobcount.go).
 // A write decides on what it keeps and commits at once, guarded on all of
 // it as a write that read it would be, the job's key guarded as kept
 // (absent, when not kept); a failed guard answers, in the same
@@ -23,15 +23,17 @@ import (
 // Only a committed transaction takes what the writer kept as true: every
 // answer that writes nothing (a refusal, a precondition, an unchanged job)
 // is decided on what this write read from etcd, so a stale cache costs a
-// request, never a wrong answer; MaxJobs alone is decided on a count up to
-// a second old (jobcount.go). Safe for concurrent use
+// request, never a wrong answer; a refusal at MaxJobs is decided on a
+// bound of the jobs that may be too high by other writers' deletes of the
+// last second (jobcount.go). Safe for concurrent use
 // (TestJobWriterConcurrentCreates); the API's server holds one, and the
 // package functions use a new one for each call.
 type JobWriter struct {
 	kv      clientv3.KV
 	cluster string
 	// maxJobs is MaxJobs and recount how long a count of the generation's
-	// jobs is kept (jobcount.go); tests lower them.
+	// jobs, or what it learned of catalog-head's version, is kept when it
+	// matters (jobcount.go); tests lower them.
 	maxJobs int64
 	recount time.Duration
 
@@ -65,7 +67,8 @@ const (
 	// API writes in turn (a job of one line is about 300 bytes).
 	maxKeptJobs     = 4096
 	maxKeptJobBytes = 4096
-	// recountEvery is how long a JobWriter keeps a count of the jobs.
+	// recountEvery is how long a JobWriter keeps a count of the jobs at
+	// the limit, and what it learned of catalog-head's version.
 	recountEvery = time.Second
 )
 
@@ -129,6 +132,7 @@ func (w *JobWriter) learn(v *jobView) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seen = max(w.seen, v.at)
+	w.n.learn(v.head.Generation, v.headVer, v.srcRev)
 	if w.base == nil || v.at > w.base.at {
 		if w.base != nil && w.base.head.Generation != v.head.Generation {
 			clear(w.jobs)
@@ -140,10 +144,11 @@ func (w *JobWriter) learn(v *jobView) {
 	}
 }
 
-// wrote keeps what a committed write of v's job did at revision rev:
+// wrote keeps what a committed write of v's job did, resp its answer:
 // catalog-head put again (the settings and generation as v's, guarded),
 // the job's new value (nil: deleted), and the count (jobcount.go).
-func (w *JobWriter) wrote(v *jobView, value []byte, rev int64) {
+func (w *JobWriter) wrote(v *jobView, value []byte, resp *clientv3.TxnResponse) {
+	rev := resp.Header.Revision
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seen = max(w.seen, rev)
@@ -158,12 +163,14 @@ func (w *JobWriter) wrote(v *jobView, value []byte, rev int64) {
 	if w.base != nil && w.base.head.Generation == v.head.Generation {
 		w.keep(v.name, value, rev, rev)
 	}
+	d := int64(0)
 	switch {
 	case v.job == nil && value != nil:
-		w.n.add(v.head.Generation, rev, 1)
+		d = 1
 	case v.job != nil && value == nil:
-		w.n.add(v.head.Generation, rev, -1)
+		d = -1
 	}
+	w.n.wrote(v.head.Generation, rev, d, headBefore(resp))
 }
 
 // keep records job name's key at revision at (w.mu held): a value too

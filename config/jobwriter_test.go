@@ -18,14 +18,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// requestKV counts the requests made to etcd through it.
+// requestKV counts the requests made to etcd through it, and the counts
+// of keys (walks of etcd's index) among them.
 type requestKV struct {
 	clientv3.KV
-	n atomic.Int64
+	n, walks atomic.Int64
 }
 
 func (k *requestKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	k.n.Add(1)
+	if clientv3.OpGet(key, opts...).IsCountOnly() {
+		k.walks.Add(1)
+	}
 	return k.KV.Get(ctx, key, opts...)
 }
 
@@ -38,8 +42,16 @@ type requestTxn struct {
 	kv *requestKV
 }
 
-func (t *requestTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
-func (t *requestTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *requestTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+func (t *requestTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	for _, op := range ops {
+		if op.IsGet() && op.IsCountOnly() {
+			t.kv.walks.Add(1)
+		}
+	}
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
 func (t *requestTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
 func (t *requestTxn) Commit() (*clientv3.TxnResponse, error) {
 	t.kv.n.Add(1)
@@ -206,15 +218,16 @@ func TestJobWriterStaleCache(t *testing.T) {
 		t.Fatalf("the apply with a pool: %+v %v", res, err)
 	}
 	var put *JobWritten
-	if n := kv.requests(func() { put = mustPut(t, w, "s2", hourly+"pool: big\n", PutJobOptions{Manager: signup}) }); n != 2 || !put.Created {
-		t.Fatalf("a create in a pool the writer did not know of: %d requests (%+v), want 2: refused on what it kept, so read, then commit", n, put)
+	if n := kv.requests(func() { put = mustPut(t, w, "s2", hourly+"pool: big\n", PutJobOptions{Manager: signup}) }); n != 3 || !put.Created {
+		t.Fatalf("a create in a pool the writer did not know of: %d requests (%+v), want 3: refused on what it kept, so read; "+
+			"counted again (the apply moved catalog-source); the commit", n, put)
 	}
 	withPool.Pools["big"] = 4
 	if _, err := ApplyWith(ctx, cli, withPool, Source{By: ByApply, At: time.Now().UTC()}, ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if n := kv.requests(func() { put = mustPut(t, w, "s3", hourly, PutJobOptions{Manager: signup}) }); n != 2 || !put.Created {
-		t.Fatalf("a create over settings changed: %d requests (%+v), want 2: the guard failed, then the commit", n, put)
+	if n := kv.requests(func() { put = mustPut(t, w, "s3", hourly, PutJobOptions{Manager: signup}) }); n != 3 || !put.Created {
+		t.Fatalf("a create over settings changed: %d requests (%+v), want 3: the guard failed, counted again, the commit", n, put)
 	}
 
 	// Another writer replaces s1; this one still keeps its first revision.
@@ -319,7 +332,7 @@ func TestJobWriterCreateRace(t *testing.T) {
 }
 
 // Eight goroutines creating different jobs through one writer all succeed,
-// and the writer's count follows its creates.
+// and the writer's bound of the jobs follows its creates.
 func TestJobWriterConcurrentCreates(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
 	ctx := context.Background()
@@ -350,7 +363,7 @@ func TestJobWriterConcurrentCreates(t *testing.T) {
 		t.Fatalf("after 160 creates: %d jobs (%v)", len(s.Catalog.Jobs), err)
 	}
 	w.mu.Lock()
-	n := w.n.n
+	n := w.n.bound()
 	w.mu.Unlock()
 	if n != 162 {
 		t.Fatalf("the writer counts %d jobs, want 162", n)
@@ -436,5 +449,96 @@ func TestJobWriterKeepsMaxJobs(t *testing.T) {
 	fresh.maxJobs = 4
 	if _, err := fresh.PutJob(ctx, []byte(hourly), "w", PutJobOptions{Manager: signup}); !errors.As(err, &invalid) {
 		t.Fatalf("a create of a new writer at the limit: %v", err)
+	}
+}
+
+// Two writers (two members' APIs) creating in turn each count the jobs
+// once, learn the other's creates from catalog-head's version, and stop
+// at MaxJobs together: not one job over, none refused under it.
+func TestJobWriterLearnsOtherWritersCreates(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	storedCatalog(t, cli, twoJobs)
+	kvs := []*requestKV{{KV: cli}, {KV: cli}}
+	var ws []*JobWriter
+	for _, kv := range kvs {
+		w := NewJobWriter(kv, "c")
+		w.maxJobs, w.recount = 12, time.Hour
+		ws = append(ws, w)
+	}
+	created := 0
+	for i := range 20 {
+		_, err := ws[i%2].PutJob(ctx, []byte(hourly), fmt.Sprint("x", i), PutJobOptions{Manager: signup})
+		switch {
+		case err == nil:
+			created++
+		case !strings.Contains(fmt.Sprint(err), "the catalog has 12 jobs, the limit"):
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	s, err := Read(ctx, cli, "c", 0)
+	if err != nil || len(s.Catalog.Jobs) != 12 || created != 10 {
+		t.Fatalf("%d created, %d jobs stored (%v); want 10 and 12, the limit", created, len(s.Catalog.Jobs), err)
+	}
+	for i, kv := range kvs {
+		if n := kv.walks.Load(); n != 1 {
+			t.Errorf("writer %d counted the jobs %d times, want once", i, n)
+		}
+	}
+}
+
+// Sixteen goroutines through two writers, all creating at once up to
+// MaxJobs: the catalog ends at the limit, never over it, and a create is
+// refused only at the limit (or, conflicting at every attempt, busy).
+func TestJobWritersKeepMaxJobsTogether(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	storedCatalog(t, cli, twoJobs)
+	const limit = 30
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*8*4)
+	for i := range 2 {
+		w := NewJobWriter(cli, "c")
+		w.maxJobs, w.recount = limit, time.Hour
+		for g := range 8 {
+			wg.Go(func() {
+				for k := range 4 {
+					_, err := w.PutJob(ctx, []byte(hourly), fmt.Sprintf("w%d-%d-%d", i, g, k), PutJobOptions{Manager: signup})
+					errs <- err
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil && !errors.Is(err, ErrCatalogBusy) && !strings.Contains(err.Error(), fmt.Sprintf("the catalog has %d jobs, the limit", limit)) {
+			t.Fatal(err)
+		}
+	}
+	s, err := Read(ctx, cli, "c", 0)
+	if err != nil || len(s.Catalog.Jobs) != limit {
+		t.Fatalf("%d jobs stored (%v), want %d, the limit", len(s.Catalog.Jobs), err, limit)
+	}
+}
+
+// A whole write can add many jobs in one revision of catalog-head: a
+// writer's create after one fails its guard on catalog-source, counts the
+// jobs again, and is refused at the limit.
+func TestJobWriterCountsAgainAfterAWholeWrite(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	storedCatalog(t, cli, twoJobs)
+	kv := &requestKV{KV: cli}
+	w := NewJobWriter(kv, "c")
+	w.maxJobs, w.recount = 6, time.Hour
+	mustPut(t, w, "x", hourly, PutJobOptions{Manager: signup})
+	storedCatalog(t, cli, twoJobs+"  - {name: c, schedule: '@daily', handler: noop}\n  - {name: d, schedule: '@daily', handler: noop}\n"+
+		"  - {name: e, schedule: '@daily', handler: noop}\n")
+	if _, err := w.PutJob(ctx, []byte(hourly), "y", PutJobOptions{Manager: signup}); !strings.Contains(fmt.Sprint(err), "the catalog has 6 jobs, the limit") {
+		t.Fatalf("a create after an apply filled the catalog: %v", err)
+	}
+	if n := kv.walks.Load(); n != 2 {
+		t.Fatalf("the writer counted the jobs %d times, want twice: at its first create, after the apply", n)
 	}
 }

@@ -147,9 +147,10 @@ func runWrites(ctx context.Context, apis []string, clients, n int, method string
 		out   = written{}
 		next  int
 		wg    sync.WaitGroup
-		hc    = &http.Client{Timeout: 30 * time.Second}
+		hc    = writesClient(clients)
 		start = time.Now()
 	)
+	defer hc.CloseIdleConnections()
 	body := fmt.Sprintf("schedule: \"@every %s\"\nhandler: noop\nhistory_limit: %d\n", every, createdHistory)
 	for c := range clients {
 		wg.Go(func() {
@@ -183,6 +184,16 @@ func runWrites(ctx context.Context, apis []string, clients, n int, method string
 	fig.PerSecond = float64(len(late)) / time.Since(start).Seconds()
 	fig.P50, fig.P99, fig.Max = spread(late)
 	return out
+}
+
+// writesClient is the HTTP client of clients writers at once: each keeps
+// its connection to every API between writes, where http.DefaultTransport
+// keeps two a host and opens the others anew for each write
+// (TestJobWritesKeepTheirConnections).
+func writesClient(clients int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = clients
+	return &http.Client{Timeout: 30 * time.Second, Transport: t}
 }
 
 // writeJob sends one job write to the API at base.
@@ -306,7 +317,8 @@ func churn(ctx context.Context, cfg Config, apis []string, procs []*memberProc) 
 	for _, p := range procs {
 		members = append(members, p.metrics)
 	}
-	hc := &http.Client{Timeout: 30 * time.Second}
+	hc := writesClient(1)
+	defer hc.CloseIdleConnections()
 	body := fmt.Sprintf("schedule: \"@every %s\"\nhandler: noop\nhistory_limit: 3\n", w.CreatedEvery)
 	live := w.ChurnRate * 60
 	tick := time.NewTicker(time.Second / time.Duration(w.ChurnRate))

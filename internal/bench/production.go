@@ -232,7 +232,7 @@ func startRunProcs(cfg Config, cli *clientv3.Client, load *loadRun, n int, args 
 		}
 		procs = append(procs, p)
 	}
-	return procs, waitProcs(procs, 5*time.Minute, func(ctx context.Context) (bool, error) {
+	return procs, waitProcs(procs, settleLimit(n), func(ctx context.Context) (bool, error) {
 		_, settled, err := preferredOwners(ctx, cli, load.cluster, 3, n)
 		if !settled || err != nil {
 			return false, err
@@ -245,6 +245,11 @@ func startRunProcs(cfg Config, cli *clientv3.Client, load *loadRun, n int, args 
 		return true, nil
 	})
 }
+
+// settleLimit bounds the wait for n slots to settle: it grows with them,
+// since every slot is campaigned for and most handed over once, and on a
+// machine shared with other work that takes longer than on a quiet one.
+func settleLimit(n int) time.Duration { return 5*time.Minute + time.Duration(n)*8*time.Millisecond }
 
 // procsCPU is the CPU seconds the processes used so far.
 func procsCPU(procs []*memberProc) float64 {
