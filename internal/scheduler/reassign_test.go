@@ -52,7 +52,7 @@ func TestAJobAddedIsWantedByOneMember(t *testing.T) {
 	waitUntil(t, "the stored jobs led, each by its owner", 30*time.Second, func() bool {
 		return leadersMatch(ringOwners(t, stored.Catalog, nodes...), nodes...)
 	})
-	follow(t, cli, stored.Revision, nodes[0], nodes[1])
+	followFrom(t, cli, stored.Revision, nodes[0], nodes[1])
 	w := config.NewJobWriter(cli, "oneeach")
 	write := func(prefix string, n int) (names []string, rev int64) {
 		for i := range n {
@@ -73,7 +73,7 @@ func TestAJobAddedIsWantedByOneMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	appliedBy(t, rec, rev, nodes[2])
-	follow(t, cli, whole.Revision, nodes[2])
+	followFrom(t, cli, whole.Revision, nodes[2])
 
 	added, rev := write("added", 30)
 	appliedBy(t, rec, rev, nodes...)
@@ -99,9 +99,9 @@ func readStored(t *testing.T, cli *clientv3.Client, rev int64) *config.Stored {
 	return s
 }
 
-// follow has each of nodes follow the catalog stored after revision from,
+// followFrom has each of nodes follow the catalog stored after revision from,
 // as a member's incarnation does, until the test ends.
-func follow(t *testing.T, cli *clientv3.Client, from int64, nodes ...*node) {
+func followFrom(t *testing.T, cli *clientv3.Client, from int64, nodes ...*node) {
 	for _, n := range nodes {
 		from := readStored(t, cli, from) // a watch's own: it follows from its state
 		ctx, cancel := context.WithCancel(context.Background())
