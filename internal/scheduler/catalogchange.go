@@ -159,8 +159,9 @@ type wholeAssignment struct {
 // reassignIfDue starts the whole assignment over the view last applied
 // once it is due: the loop takes its input, and a goroutine of the
 // scheduler's own computes it, one at a time, so that the loop keeps
-// firing meanwhile (TestTheLoopFiresWhileTheWholeAssignmentComputes);
-// reassigned installs it.
+// firing meanwhile (TestTheLoopFiresWhileTheWholeAssignmentComputes;
+// docs/decisions/0047-a-new-job-placed-by-itself.md); reassigned installs
+// it.
 func (s *Scheduler) reassignIfDue(now time.Time) {
 	if s.reassign.due.IsZero() || now.Before(s.reassign.due) || s.reassign.computing {
 		return

@@ -18,7 +18,8 @@ import (
 // bounded, so it may put a leftover of j elsewhere (where j's top member
 // is over the average), and move a few other jobs' leftovers for it
 // (TestAddingAJobMovesFewOthers): a caller that computes Assign again
-// afterwards hands those slots over, under their fences. Held by
+// afterwards hands those slots over, under their fences
+// (docs/decisions/0047-a-new-job-placed-by-itself.md). Held by
 // TestPlaceKeepsOtherJobsAndTheJobsBase.
 func (a *Assignment) Place(j Job) error {
 	js, err := normalize([]Job{j})

@@ -101,3 +101,36 @@ func mustNormal(t *testing.T, j Job) normalJob {
 	}
 	return js[0]
 }
+
+// BenchmarkPlacedThenAssigned reports what the whole assignment moves
+// after jobs were placed one by one, as the job-writes bench places them:
+// 10,000 single-slot jobs placed into the assignment of 90,000 over three
+// members, then Assign over all 100,000: the share of the placed jobs'
+// slots it moves (placed-moved) and of the others' (others-moved). Run it
+// as go test ./internal/shard -run '^$' -bench PlacedThenAssigned -benchtime 3x.
+func BenchmarkPlacedThenAssigned(b *testing.B) {
+	rng := rand.New(rand.NewPCG(21, 39))
+	var placedMoved, othersMoved float64
+	for b.Loop() {
+		view := memberIDs(rng, 3)
+		stored := make([]Job, 90000)
+		for i := range stored {
+			stored[i] = Job{Name: fmt.Sprintf("stored-%06d-%x", i, rng.Uint32()), Partitions: 1, Members: view}
+		}
+		a := mustAssign(b, stored)
+		placed := make([]Job, 10000)
+		for i := range placed {
+			placed[i] = Job{Name: fmt.Sprintf("w-%d-%x", i, rng.Uint32()), Partitions: 1, Members: view}
+			if err := a.Place(placed[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		whole := mustAssign(b, append(stored, placed...))
+		m, n := moved(a, whole, placed)
+		placedMoved += float64(m) / float64(n)
+		m, n = moved(a, whole, stored)
+		othersMoved += float64(m) / float64(n)
+	}
+	b.ReportMetric(placedMoved/float64(b.N), "placed-moved")
+	b.ReportMetric(othersMoved/float64(b.N), "others-moved")
+}
